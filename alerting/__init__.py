@@ -1,0 +1,1 @@
+"""Alert rules, outbox, webhook delivery, Prometheus metrics and Grafana dashboards."""

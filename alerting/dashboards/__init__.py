@@ -1,0 +1,1 @@
+"""Grafana dashboards as code and their push to a Grafana server."""

@@ -1,0 +1,52 @@
+"""The ``driftwarden`` console command: one typer app, one sub-app per concern.
+
+Each concern owns its commands in its own folder (``jobs/cli.py``, ``replay/cli.py`` ...);
+this module only assembles them and turns :class:`DriftwardenError` into a red line and exit 1.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from driftwarden.errors import DriftwardenError
+
+app = typer.Typer(
+    name="driftwarden",
+    help="Streaming drift monitoring for ML model features on Apache Flink.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _register() -> None:
+    """Attach each concern's commands to the root app."""
+    # Each line below belongs to the folder it names; keep imports of heavy libraries
+    # (pyflink, torch) inside the command functions so that --help stays fast.
+
+
+_register()
+
+
+def main() -> None:
+    """Entry point: run the CLI, printing driftwarden errors without a traceback."""
+    try:
+        app(standalone_mode=False)
+    except DriftwardenError as exc:
+        Console(stderr=True).print(f"[bold red]{type(exc).__name__}[/]: {exc}")
+        sys.exit(1)
+    except typer.Abort:
+        Console(stderr=True).print("[yellow]aborted[/]")
+        sys.exit(130)
+    except SystemExit:
+        raise
+    except Exception as exc:  # click usage errors arrive here in non-standalone mode
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise

@@ -1,0 +1,53 @@
+"""The error hierarchy every driftwarden component raises.
+
+Third-party failures (Kafka, Flink, SQL, HTTP) are translated at the boundary into
+one of these, re-raised ``from`` the original, with a message that says what to do::
+
+    DriftwardenError
+    ├── ConfigError          a monitor config, CLI option or environment variable is wrong
+    ├── InvalidEventError    one event is malformed (the stream goes on; the event is dead-lettered)
+    ├── SketchError          a sketch cannot be built, merged or decoded
+    │   └── SerializationError   bytes are corrupt or of an unknown format version
+    ├── ServiceError         a real service (Kafka, PostgreSQL, Flink, Prometheus) is unreachable
+    ├── DeliveryError        a webhook could not be delivered
+    └── ReplayError          a replay range or input cannot be read
+"""
+
+from __future__ import annotations
+
+
+class DriftwardenError(Exception):
+    """Base class of every error driftwarden raises on purpose."""
+
+
+class ConfigError(DriftwardenError):
+    """A monitor config, CLI option or environment variable is invalid."""
+
+
+class InvalidEventError(DriftwardenError):
+    """One event failed validation; ``reason`` is a short machine-friendly code."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+class SketchError(DriftwardenError):
+    """A sketch cannot be built, merged or compared."""
+
+
+class SerializationError(SketchError):
+    """Serialized bytes are corrupt, truncated or of an unknown version."""
+
+
+class ServiceError(DriftwardenError):
+    """A backing service is unreachable or answered with an error."""
+
+
+class DeliveryError(DriftwardenError):
+    """A webhook delivery failed for good."""
+
+
+class ReplayError(DriftwardenError):
+    """A replay range, topic or input file cannot be read."""

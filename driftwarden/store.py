@@ -1,0 +1,88 @@
+"""The SQL results store: engine creation and idempotent upserts (SQLite or PostgreSQL)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable, Mapping
+
+from sqlalchemy import Connection, Engine, Table, create_engine, event, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import SQLAlchemyError
+
+from driftwarden.errors import ConfigError, ServiceError
+from schemas.tables import SCHEMA_VERSION, metadata, schema_info
+
+DEFAULT_STORE_URL = "sqlite:///driftwarden.db"
+STORE_URL_ENV = "DRIFTWARDEN_STORE_URL"
+
+
+def store_url(url: str | None = None) -> str:
+    """Return the store URL: the argument, else $DRIFTWARDEN_STORE_URL, else local SQLite."""
+    return url or os.environ.get(STORE_URL_ENV) or DEFAULT_STORE_URL
+
+
+def make_engine(url: str | None = None) -> Engine:
+    """Create an engine for the store and make sure its tables exist."""
+    resolved = store_url(url)
+    if resolved.startswith("postgresql://"):
+        resolved = "postgresql+psycopg://" + resolved[len("postgresql://"):]
+    try:
+        engine = create_engine(resolved, pool_pre_ping=True)
+    except (SQLAlchemyError, ValueError, ImportError) as exc:
+        raise ConfigError(f"store URL {_redact(resolved)!r} is not usable: {exc}") from exc
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    create_schema(engine)
+    return engine
+
+
+def create_schema(engine: Engine) -> None:
+    """Create all tables (idempotent) and record the schema version."""
+    import schemas.alert_tables  # noqa: F401  (registers the alerting tables on the metadata)
+
+    try:
+        metadata.create_all(engine)
+        with engine.begin() as conn:
+            if conn.execute(select(schema_info.c.version)).first() is None:
+                conn.execute(schema_info.insert().values(id=1, version=SCHEMA_VERSION))
+    except SQLAlchemyError as exc:
+        raise ServiceError(f"cannot reach the store at {_redact(str(engine.url))}: {exc.__class__.__name__}: {exc}") from exc
+
+
+def upsert(conn: Connection, table: Table, rows: Iterable[Mapping[str, Any]], keys: tuple[str, ...]) -> int:
+    """Insert rows, replacing those whose unique ``keys`` already exist; return the row count."""
+    rows = list(rows)
+    if not rows:
+        return 0
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    stmt = dialect.insert(table).values(rows)
+    updated = {c.name: stmt.excluded[c.name] for c in table.columns if c.name not in keys and not c.primary_key}
+    conn.execute(stmt.on_conflict_do_update(index_elements=list(keys), set_=updated))
+    return len(rows)
+
+
+def insert_ignore(conn: Connection, table: Table, rows: Iterable[Mapping[str, Any]], keys: tuple[str, ...]) -> int:
+    """Insert rows, skipping those whose unique ``keys`` already exist."""
+    rows = list(rows)
+    if not rows:
+        return 0
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    conn.execute(dialect.insert(table).values(rows).on_conflict_do_nothing(index_elements=list(keys)))
+    return len(rows)
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def _redact(url: str) -> str:
+    """Hide a password in a database URL so that it never reaches a log."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - a URL we cannot parse is shown without its user part
+        return url.split("@")[-1]

@@ -1,0 +1,1 @@
+"""Event, config and report schemas, and the SQL tables."""

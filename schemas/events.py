@@ -1,0 +1,137 @@
+"""The event contract: one Kafka value, JSON, validated here and nowhere else.
+
+``{"event_time": <RFC 3339 string or epoch ms>, "model": str,
+"features": {name: number | string | null}, "prediction": number?, "request_id": str?}``
+
+Unknown top-level fields are ignored (kept out of the statistics, not an error).
+A bad event raises :class:`InvalidEventError` whose ``reason`` is one of
+:data:`REJECT_REASONS` (with ``:<feature>`` appended where a feature is at fault).
+
+>>> e = parse_event(b'{"event_time": "2026-01-01T00:00:01Z", "model": "m", "features": {"x": 1.5}}')
+>>> (e.model, e.event_ms, e.features["x"])
+('m', 1767225601000, 1.5)
+>>> parse_event(b'{"model": "m", "features": {}}')
+Traceback (most recent call last):
+...
+driftwarden.errors.InvalidEventError: missing_event_time
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+import orjson
+
+from driftwarden.errors import InvalidEventError
+
+# Epoch-millisecond bounds that catch seconds-instead-of-milliseconds and garbage: 2000-01-01 .. 2100-01-01.
+MIN_EVENT_MS = 946_684_800_000
+MAX_EVENT_MS = 4_102_444_800_000
+
+REJECT_REASONS = (
+    "not_json",
+    "not_object",
+    "missing_event_time",
+    "bad_event_time",
+    "event_time_out_of_range",
+    "missing_model",
+    "bad_model",
+    "bad_features",
+    "bad_feature_type",
+    "type_mismatch",
+    "bad_prediction",
+)
+
+NUMERIC = "numeric"
+CATEGORICAL = "categorical"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One validated model request."""
+
+    model: str
+    event_ms: int
+    features: Mapping[str, float | str | None]
+    prediction: float | None = None
+    request_id: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+def parse_event(raw: bytes | str, feature_kinds: Mapping[str, str] | None = None) -> Event:
+    """Decode and validate one event; raise InvalidEventError naming what is wrong."""
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidEventError("not_json", str(exc)) from exc
+    if not isinstance(doc, dict):
+        raise InvalidEventError("not_object", type(doc).__name__)
+    event_ms = parse_event_time(doc.get("event_time"))
+    model = doc.get("model")
+    if model is None:
+        raise InvalidEventError("missing_model")
+    if not isinstance(model, str) or not model:
+        raise InvalidEventError("bad_model", repr(model)[:80])
+    features = _check_features(doc.get("features"), feature_kinds)
+    prediction = doc.get("prediction")
+    if prediction is not None and (isinstance(prediction, bool) or not isinstance(prediction, (int, float))):
+        raise InvalidEventError("bad_prediction", repr(prediction)[:80])
+    request_id = doc.get("request_id")
+    return Event(model, event_ms, features, prediction, request_id if isinstance(request_id, str) else None)
+
+
+def parse_event_time(value: Any) -> int:
+    """Return epoch milliseconds from an RFC 3339 string or an epoch-ms number."""
+    if value is None:
+        raise InvalidEventError("missing_event_time")
+    if isinstance(value, bool):
+        raise InvalidEventError("bad_event_time", repr(value))
+    if isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            raise InvalidEventError("bad_event_time", repr(value))
+        event_ms = int(value)
+    elif isinstance(value, str):
+        event_ms = _parse_rfc3339_ms(value)
+    else:
+        raise InvalidEventError("bad_event_time", type(value).__name__)
+    if not MIN_EVENT_MS <= event_ms < MAX_EVENT_MS:
+        raise InvalidEventError("event_time_out_of_range", f"{value!r} is not epoch ms between 2000 and 2100")
+    return event_ms
+
+
+def _parse_rfc3339_ms(text: str) -> int:
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise InvalidEventError("bad_event_time", f"{text[:40]!r} is not RFC 3339") from exc
+    if parsed.tzinfo is None:
+        raise InvalidEventError("bad_event_time", f"{text[:40]!r} has no UTC offset")
+    return int(parsed.timestamp() * 1000)
+
+
+def _check_features(
+    features: Any, feature_kinds: Mapping[str, str] | None
+) -> Mapping[str, float | str | None]:
+    if not isinstance(features, dict):
+        raise InvalidEventError("bad_features", "features must be an object of name -> number|string|null")
+    for name, value in features.items():
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise InvalidEventError(f"bad_feature_type:{name}", type(value).__name__)
+        if feature_kinds is None or name not in feature_kinds:
+            continue
+        expects_number = feature_kinds[name] == NUMERIC
+        if expects_number == isinstance(value, str):
+            raise InvalidEventError(f"type_mismatch:{name}", f"expected {feature_kinds[name]}, got {value!r}"[:120])
+    return features
+
+
+def rfc3339(epoch_ms: int) -> str:
+    """Format epoch milliseconds as an RFC 3339 UTC string (millisecond precision)."""
+    seconds, millis = divmod(int(epoch_ms), 1000)
+    stamp = datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{stamp}.{millis:03d}Z"

@@ -1,0 +1,93 @@
+"""SQL tables of the results store (SQLAlchemy Core), shared by jobs/, alerting/ and replay/.
+
+All tables hang off one :data:`metadata`; ``driftwarden.store.create_schema`` creates them.
+Window times are stored as timezone-aware UTC timestamps so that Grafana can use them
+directly as time columns. ``SCHEMA_VERSION`` is bumped with every change to a table.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+SCHEMA_VERSION = 1
+
+metadata = MetaData()
+
+schema_info = Table(
+    "schema_info",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("version", Integer, nullable=False),
+)
+
+# One row per (model, feature, window): what the gate and (if run) the deep check found.
+window_results = Table(
+    "window_results",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("model", String(200), nullable=False),
+    Column("feature", String(200), nullable=False),
+    Column("window_start", DateTime(timezone=True), nullable=False),
+    Column("window_end", DateTime(timezone=True), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("count", BigInteger, nullable=False),
+    Column("missing", BigInteger, nullable=False),
+    Column("gate_ks", Float),
+    Column("gate_ks_bound", Float),
+    Column("gate_psi", Float),
+    Column("gate_emd", Float),
+    Column("gate_alarm", Boolean, nullable=False),
+    Column("deep_ks_stat", Float),
+    Column("deep_ks_pvalue", Float),
+    Column("deep_psi", Float),
+    Column("deep_emd", Float),
+    Column("p_adjusted", Float),
+    Column("drifted", Boolean, nullable=False),
+    Column("severity", String(16), nullable=False),
+    Column("computed_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("model", "feature", "window_start", name="uq_window_results"),
+)
+
+# One row per (model, window): event counts of the window as a whole.
+window_counts = Table(
+    "window_counts",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("model", String(200), nullable=False),
+    Column("window_start", DateTime(timezone=True), nullable=False),
+    Column("window_end", DateTime(timezone=True), nullable=False),
+    Column("events", BigInteger, nullable=False),
+    Column("late", BigInteger, nullable=False, default=0),
+    Column("unknown_features", BigInteger, nullable=False, default=0),
+    Column("deep_checked", Boolean, nullable=False, default=False),
+    Column("computed_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("model", "window_start", name="uq_window_counts"),
+)
+
+# Events that failed validation or arrived after their window closed: kept, never lost.
+dead_letters = Table(
+    "dead_letters",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("topic", String(250), nullable=False),
+    Column("partition", Integer, nullable=False),
+    Column("offset", BigInteger, nullable=False),
+    Column("reason", String(200), nullable=False),
+    Column("model", String(200)),
+    Column("event_time", DateTime(timezone=True)),
+    Column("payload", Text, nullable=False),
+    Column("seen_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("topic", "partition", "offset", name="uq_dead_letters"),
+)

@@ -1,0 +1,1 @@
+"""Mergeable feature sketches, gate distances, deep tests and threshold calibration (no I/O)."""
