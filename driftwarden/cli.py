@@ -34,19 +34,7 @@ _register()
 def main() -> None:
     """Entry point: run the CLI, printing driftwarden errors without a traceback."""
     try:
-        app(standalone_mode=False)
+        app()
     except DriftwardenError as exc:
-        Console(stderr=True).print(f"[bold red]{type(exc).__name__}[/]: {exc}")
+        Console(stderr=True).print(f"[bold red]{type(exc).__name__}[/]: {exc}", highlight=False)
         sys.exit(1)
-    except typer.Abort:
-        Console(stderr=True).print("[yellow]aborted[/]")
-        sys.exit(130)
-    except SystemExit:
-        raise
-    except Exception as exc:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
