@@ -1,1 +1,27 @@
-"""Mergeable feature sketches, gate distances, deep tests and threshold calibration (no I/O)."""
+"""Mergeable feature sketches, gate distances, deep tests and threshold calibration (no I/O).
+
+The statistical core of driftwarden, in plain Python on Apache DataSketches, numpy and scipy.
+Read the modules in this order: ``numeric`` / ``categorical`` / ``reservoir`` (what a window
+keeps), ``serialization`` (how it is stored), ``gate`` (cheap scores from sketches),
+``calibration`` and ``reference`` (what "normal" is), ``deep`` and ``policy`` (exact tests and the
+verdict), ``analysis`` (one window, end to end).
+"""
+
+from sketches.analysis import FeatureVerdict, analyze_window
+from sketches.calibration import calibrate_thresholds, leave_one_out_scores
+from sketches.categorical import CategoricalSketch
+from sketches.deep import DeepResult, benjamini_hochberg, deep_test, missing_rate_pvalue
+from sketches.feature import FEATURE_KINDS, FeatureSketch, copy_sketch, deserialize_sketch, new_sketch
+from sketches.gate import SCORE_NAMES, GateScores, GateThresholds, gate_alarm, gate_scores
+from sketches.numeric import NumericSketch
+from sketches.policy import DriftPolicy, Verdict, verdict
+from sketches.reference import FeatureReference, Reference, build_feature_reference
+from sketches.reservoir import ReservoirSample
+
+__all__ = [
+    "CategoricalSketch", "DeepResult", "DriftPolicy", "FEATURE_KINDS", "FeatureReference", "FeatureSketch",
+    "FeatureVerdict", "GateScores", "GateThresholds", "NumericSketch", "Reference", "ReservoirSample",
+    "SCORE_NAMES", "Verdict", "analyze_window", "benjamini_hochberg", "build_feature_reference",
+    "calibrate_thresholds", "copy_sketch", "deep_test", "deserialize_sketch", "gate_alarm", "gate_scores",
+    "leave_one_out_scores", "missing_rate_pvalue", "new_sketch", "verdict",
+]

@@ -1,0 +1,73 @@
+"""Turn the inputs a caller may pass (numpy, Arrow, Python sequences) into clean arrays.
+
+Every sketch and sample accepts the same shapes of input; this module is the one place that
+decides what a null is and what a type error looks like, without a Python loop per value
+for numeric data.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from driftwarden.errors import SketchError
+
+
+def _where(name: str | None) -> str:
+    return f"feature {name!r}: " if name else ""
+
+
+def as_float_array(values: Any, name: str | None = None) -> tuple[np.ndarray, int]:
+    """Return ``(float64 array without nulls, null count)``; strings raise ``SketchError``."""
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return _from_arrow(values, name)
+    arr = values if isinstance(values, np.ndarray) else np.asarray(values)
+    if arr.dtype.kind in "fiub":
+        return np.ascontiguousarray(arr, dtype=np.float64).ravel(), 0
+    if arr.dtype.kind == "O":
+        try:
+            return _from_arrow(pa.array(arr.ravel(), type=pa.float64()), name)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise SketchError(f"{_where(name)}numeric feature got a non-numeric value ({exc})") from exc
+    raise SketchError(f"{_where(name)}numeric feature got values of dtype {arr.dtype} (strings?)")
+
+
+def _from_arrow(arr: pa.Array | pa.ChunkedArray, name: str | None) -> tuple[np.ndarray, int]:
+    t = arr.type
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_null(t)
+            or pa.types.is_boolean(t) or pa.types.is_decimal(t)):
+        raise SketchError(f"{_where(name)}numeric feature got an Arrow column of type {t}")
+    nulls = arr.null_count
+    clean = arr.drop_null().cast(pa.float64()) if len(arr) else pa.array([], pa.float64())
+    return np.ascontiguousarray(clean.to_numpy(zero_copy_only=False), dtype=np.float64), nulls
+
+
+def count_strings(values: Any, name: str | None = None) -> tuple[Counter, int]:
+    """Return ``(Counter of non-null strings, null count)``; None and float NaN are nulls."""
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        values = values.to_pylist()
+    counts = Counter(values.ravel().tolist() if isinstance(values, np.ndarray) else values)
+    nulls = counts.pop(None, 0)
+    for key in [k for k in counts if not isinstance(k, str)]:
+        if isinstance(key, float) and key != key:
+            nulls += counts.pop(key)
+        else:
+            raise SketchError(
+                f"{_where(name)}categorical feature got a {type(key).__name__} value {key!r}; "
+                "expected str or None (mixed types in one feature)")
+    return counts, nulls
+
+
+def is_string_input(values: Any) -> bool:
+    """Tell whether ``values`` looks like categorical (string) data."""
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return pa.types.is_string(values.type) or pa.types.is_large_string(values.type)
+    arr = values if isinstance(values, np.ndarray) else np.asarray(values, dtype=object)
+    if arr.dtype.kind in "US":
+        return True
+    if arr.dtype.kind != "O":
+        return False
+    return any(isinstance(v, str) for v in arr.ravel()[:64])

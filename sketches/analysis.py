@@ -1,0 +1,102 @@
+"""analyze_window: gate every feature of one window, deep-test the alarms, adjust, decide.
+
+Rules for the awkward cases (each tested):
+
+* A feature in the window but not in the reference: no scores (all None, ``missing_delta`` 0.0),
+  ``alarm`` False, severity "none" - there is nothing to compare with until the reference is rebuilt.
+* A feature of the reference absent from the window: reported with ``count`` 0 and no alarm.
+* A window with fewer than ``policy.min_count`` values (nulls included) for a feature never alarms;
+  with fewer than ``min_count`` finite/non-null values only the missing-rate gate can fire
+  (an all-null or all-NaN window with enough rows is a missing-rate alarm).
+* Deep tests: the distribution test on the two samples when both have values, plus a chi-square
+  test of the missing rates when the missing-rate gate fired; the feature's p-value is their
+  Bonferroni combination. Benjamini-Hochberg then runs across the deep-tested features.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from driftwarden.errors import SketchError
+from sketches.deep import DeepResult, benjamini_hochberg, deep_test, missing_rate_pvalue
+from sketches.feature import FeatureSketch
+from sketches.gate import GateScores, gate_alarm, gate_scores
+from sketches.numeric import NumericSketch
+from sketches.policy import DriftPolicy, verdict
+from sketches.reference import FeatureReference, Reference
+from sketches.reservoir import ReservoirSample
+
+
+@dataclass(frozen=True)
+class FeatureVerdict:
+    """Everything decided about one feature in one window."""
+
+    name: str
+    kind: str
+    count: int
+    missing: int
+    gate: GateScores
+    alarm: bool
+    deep: DeepResult | None
+    p_adjusted: float | None
+    drifted: bool
+    severity: str
+
+
+def analyze_window(window: dict[str, tuple[FeatureSketch, ReservoirSample]], reference: Reference,
+                   policy: DriftPolicy) -> list[FeatureVerdict]:
+    """Gate, deep-test and judge every feature of one window (reference features first)."""
+    names = list(reference.features) + [n for n in window if n not in reference.features]
+    staged = [_stage(name, window.get(name), reference.features.get(name), policy) for name in names]
+    tested = [i for i, (_, deep) in enumerate(staged) if deep is not None]
+    adjusted = benjamini_hochberg([staged[i][1].pvalue for i in tested])
+    p_adj = dict(zip(tested, adjusted.tolist()))
+    return [_finish(fv, deep, p_adj.get(i), policy) for i, (fv, deep) in enumerate(staged)]
+
+
+def _stage(name: str, pair: tuple[FeatureSketch, ReservoirSample] | None, ref: FeatureReference | None,
+           policy: DriftPolicy) -> tuple[FeatureVerdict, DeepResult | None]:
+    kind = ref.kind if ref else _kind_of(pair[0])
+    if pair is None or ref is None:
+        count, missing = (pair[0].count, pair[0].missing) if pair else (0, 0)
+        return FeatureVerdict(name, kind, count, missing, GateScores(), False, None, None, False, "none"), None
+    sketch, sample = pair
+    try:
+        scores = gate_scores(ref.sketch, sketch, policy.bins)
+    except SketchError as exc:
+        raise SketchError(f"feature {name!r}: {exc}") from exc
+    if sketch.n < policy.min_count:
+        scores = GateScores(missing_delta=scores.missing_delta)
+    alarm = sketch.count >= policy.min_count and gate_alarm(scores, ref.thresholds)
+    deep = _deep(ref, sketch, sample, scores, policy) if alarm else None
+    fv = FeatureVerdict(name, kind, sketch.count, sketch.missing, scores, alarm, None, None, False, "none")
+    return fv, deep
+
+
+def _deep(ref: FeatureReference, sketch: FeatureSketch, sample: ReservoirSample, scores: GateScores,
+          policy: DriftPolicy) -> DeepResult:
+    pvalues = []
+    result = DeepResult(None, None, None, None, None, None, pvalue=1.0)
+    if sketch.n >= policy.min_count and not sample.is_empty and not ref.sample.is_empty:
+        result = deep_test(ref.sample, sample, ref.kind, policy.bins)
+        pvalues.append(result.pvalue)
+    missing_p = None
+    if abs(scores.missing_delta) > ref.thresholds.missing_delta:
+        missing_p = missing_rate_pvalue(ref.sketch.missing, ref.sketch.count, sketch.missing, sketch.count)
+        pvalues.append(missing_p)
+    combined = min(1.0, len(pvalues) * min(pvalues)) if pvalues else 1.0
+    return dataclasses.replace(result, pvalue=combined, missing_pvalue=missing_p)
+
+
+def _finish(fv: FeatureVerdict, deep: DeepResult | None, p_adjusted: float | None,
+            policy: DriftPolicy) -> FeatureVerdict:
+    if deep is None:
+        return fv
+    missing = fv.gate.missing_delta if deep.missing_pvalue is not None else None
+    v = verdict(deep, p_adjusted, policy, missing)
+    return dataclasses.replace(fv, deep=deep, p_adjusted=p_adjusted, drifted=v.drifted, severity=v.severity)
+
+
+def _kind_of(sketch: FeatureSketch) -> str:
+    return "numeric" if isinstance(sketch, NumericSketch) else "categorical"

@@ -1,0 +1,170 @@
+"""The gate: cheap drift scores from two sketches alone (no raw data), and the alarm rule.
+
+Numeric features (``NumericSketch``):
+
+* ``ks``  - Kolmogorov-Smirnov distance sup|F_ref - F_win| between the two sketches' CDFs,
+  evaluated at every point where either CDF steps. ``ks_bound`` is the sum of the two sketches'
+  single-sided rank errors: the exact two-sample statistic lies in ``ks +- ks_bound`` (99%).
+* ``psi`` - PSI on ``bins`` bins cut at the reference's quantiles (bins (-inf, e1], ..., (e_last, inf);
+  ties collapse bins, so a constant feature has two), smoothed with ``distances.PSI_EPSILON``.
+  Each bin probability is off by at most the sketch's PMF error (0.0165 per sketch at k=200); the
+  tests hold the estimate within ``PSI_TOLERANCE`` (absolute) + 10% (relative) of the exact PSI.
+* ``emd`` - Wasserstein-1 distance estimated as the mean |Q_ref(u) - Q_win(u)| over ``EMD_GRID``
+  mid-point ranks, divided by the reference spread (IQR, else std, else 1.0 for a constant feature).
+  Tested within ``EMD_TOLERANCE`` (absolute, in spread units) + 10% of the exact value.
+
+Categorical features (``CategoricalSketch``), over the union of categories (plus one bucket for
+mass a frequent-items sketch no longer attributes): ``chi2`` (Pearson chi-square per window value,
+i.e. phi^2, so one threshold fits any window size), ``js`` (Jensen-Shannon divergence, bits) and
+``new_share`` (share of window values in categories the reference never saw).
+
+Both: ``missing_delta`` = window missing rate - reference missing rate (missing = null or NaN;
+0.0 when either side saw nothing at all). Distances are None when either side has no value.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from driftwarden.errors import SketchError
+from sketches import distances
+from sketches.categorical import CategoricalSketch
+from sketches.feature import FeatureSketch
+from sketches.numeric import NumericSketch
+
+#: Ranks at which the two quantile functions are compared for the EMD estimate.
+EMD_GRID = 512
+#: Documented absolute tolerance of the sketch PSI and EMD estimates at k=200 (see module docstring).
+PSI_TOLERANCE = 0.02
+EMD_TOLERANCE = 0.03
+
+#: Score names in a fixed order (columns of a calibration's ``null_scores`` matrix).
+SCORE_NAMES = ("ks", "psi", "emd", "chi2", "js", "new_share", "missing_delta")
+NUMERIC_SCORES = ("ks", "psi", "emd", "missing_delta")
+CATEGORICAL_SCORES = ("chi2", "js", "new_share", "missing_delta")
+
+
+@dataclass(frozen=True)
+class GateScores:
+    """Gate scores of one window against the reference; None where a score does not apply."""
+
+    ks: float | None = None
+    ks_bound: float | None = None
+    psi: float | None = None
+    emd: float | None = None
+    chi2: float | None = None
+    js: float | None = None
+    new_share: float | None = None
+    missing_delta: float = 0.0
+
+    def as_array(self) -> np.ndarray:
+        """Scores in ``SCORE_NAMES`` order, NaN for None."""
+        return np.array([np.nan if getattr(self, n) is None else getattr(self, n) for n in SCORE_NAMES])
+
+
+@dataclass(frozen=True)
+class GateThresholds:
+    """Per-score alarm thresholds; ``source`` says "calibrated" or "fixed"."""
+
+    ks: float = 0.1
+    psi: float = 0.1
+    emd: float = 0.1
+    chi2: float = 0.05
+    js: float = 0.02
+    new_share: float = 0.01
+    missing_delta: float = 0.05
+    source: str = "fixed"
+
+    @classmethod
+    def fixed(cls) -> GateThresholds:
+        """The documented fixed thresholds: KS 0.1, PSI 0.1 (the usual "minor" mark), EMD 0.1 spread,
+        chi2 0.05 per value, JS 0.02 bits, new-category share 1%, missing-rate change 5 points."""
+        return cls()
+
+    def as_array(self) -> np.ndarray:
+        """Thresholds in ``SCORE_NAMES`` order."""
+        return np.array([getattr(self, n) for n in SCORE_NAMES], dtype=np.float64)
+
+
+def gate_scores(reference: FeatureSketch, window: FeatureSketch, bins: int = 10) -> GateScores:
+    """Score ``window`` against ``reference`` from the two sketches alone."""
+    missing = _missing_delta(reference, window)
+    if isinstance(reference, NumericSketch) and isinstance(window, NumericSketch):
+        if reference.n == 0 or window.n == 0:
+            return GateScores(missing_delta=missing)
+        ks, bound = ks_estimate(reference, window)
+        return GateScores(ks=ks, ks_bound=bound, psi=psi_estimate(reference, window, bins),
+                          emd=emd_estimate(reference, window), missing_delta=missing)
+    if isinstance(reference, CategoricalSketch) and isinstance(window, CategoricalSketch):
+        if reference.n == 0 or window.n == 0:
+            return GateScores(missing_delta=missing)
+        r, w = category_probs(reference, window)
+        return GateScores(chi2=distances.chi2_per_value(r, w), js=distances.js_divergence(r, w),
+                          new_share=window.new_category_share(reference), missing_delta=missing)
+    raise SketchError(f"cannot compare a {type(window).__name__} window with a "
+                      f"{type(reference).__name__} reference (feature kind changed?)")
+
+
+def gate_alarm(scores: GateScores, thresholds: GateThresholds) -> bool:
+    """True when any score exceeds its threshold (``missing_delta`` in absolute value)."""
+    for name in SCORE_NAMES:
+        value = getattr(scores, name)
+        if value is None or math.isnan(value):
+            continue
+        if (abs(value) if name == "missing_delta" else value) > getattr(thresholds, name):
+            return True
+    return False
+
+
+def ks_estimate(reference: NumericSketch, window: NumericSketch) -> tuple[float, float]:
+    """KS distance between the sketches' CDFs, and its error band (sum of both rank errors)."""
+    points = np.union1d(reference.support(), window.support())
+    d = float(np.max(np.abs(reference.cdf(points) - window.cdf(points))))
+    return d, reference.rank_error + window.rank_error
+
+
+def bin_edges(reference: NumericSketch, bins: int) -> np.ndarray:
+    """Inner bin edges at the reference's quantiles 1/bins, ..., (bins-1)/bins (duplicates dropped)."""
+    return np.unique(reference.quantiles(np.arange(1, bins) / bins))
+
+
+def psi_estimate(reference: NumericSketch, window: NumericSketch, bins: int = 10) -> float:
+    """PSI of the window on the reference-quantile bins, from the two sketches."""
+    edges = bin_edges(reference, bins)
+    return distances.psi(distances.probs_from_cdf(reference.cdf(edges)),
+                         distances.probs_from_cdf(window.cdf(edges)))
+
+
+def emd_estimate(reference: NumericSketch, window: NumericSketch) -> float:
+    """Wasserstein-1 distance between the sketches' quantile functions, in reference-spread units."""
+    u = (np.arange(EMD_GRID) + 0.5) / EMD_GRID
+    q25, q75 = reference.quantiles([0.25, 0.75])
+    scale = distances.spread(q25, q75, reference.std)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return float(np.mean(np.abs(reference.quantiles(u) / scale - window.quantiles(u) / scale)))
+
+
+def category_probs(reference: CategoricalSketch, window: CategoricalSketch) -> tuple[np.ndarray, np.ndarray]:
+    """Aligned category probabilities of both sketches, with a last bucket for unattributed mass."""
+    ref, win = reference.frequencies(), window.frequencies()
+    cats = sorted(set(ref) | set(win))
+    r = np.array([ref.get(c, 0) for c in cats] + [0], dtype=np.float64)
+    w = np.array([win.get(c, 0) for c in cats] + [0], dtype=np.float64)
+    r[-1], w[-1] = max(reference.n - r.sum(), 0.0), max(window.n - w.sum(), 0.0)
+    return r / r.sum(), w / w.sum()
+
+
+def _missing_delta(reference: FeatureSketch, window: FeatureSketch) -> float:
+    if reference.count == 0 or window.count == 0:
+        return 0.0
+    return window.missing / window.count - reference.missing / reference.count
+
+
+def score_names(kind: str) -> tuple[str, ...]:
+    """The scores that apply to a feature kind ("numeric" or "categorical")."""
+    return NUMERIC_SCORES if kind == "numeric" else CATEGORICAL_SCORES
+
+

@@ -1,0 +1,121 @@
+"""Our binary framing around datasketches bytes: never pickle, always versioned.
+
+Every serialized object starts with::
+
+    b"DWSK"  magic (4 bytes)
+    version  1 byte  (FORMAT_VERSION)
+    kind     1 byte  (KIND_* below)
+
+followed by fixed-width little-endian fields (``struct``) and length-prefixed blobs
+(``uint32`` length, then bytes). A wrong magic, an unknown version or kind, and truncated
+or trailing bytes raise :class:`driftwarden.errors.SerializationError`.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from driftwarden.errors import SerializationError
+
+MAGIC = b"DWSK"
+FORMAT_VERSION = 1
+KIND_NUMERIC_KLL = 1
+KIND_NUMERIC_TDIGEST = 2
+KIND_CATEGORICAL = 3
+KIND_RESERVOIR = 4
+KIND_REFERENCE = 5
+
+
+class Writer:
+    """Append fields to a frame; ``getvalue()`` returns the bytes."""
+
+    def __init__(self, kind: int) -> None:
+        self._parts = [MAGIC, struct.pack("<BB", FORMAT_VERSION, kind)]
+
+    def pack(self, fmt: str, *values: object) -> Writer:
+        """Append fixed-width fields in ``struct`` format ``fmt`` (little-endian)."""
+        self._parts.append(struct.pack("<" + fmt, *values))
+        return self
+
+    def blob(self, data: bytes) -> Writer:
+        """Append a length-prefixed byte string."""
+        self._parts += [struct.pack("<I", len(data)), data]
+        return self
+
+    def text(self, value: str) -> Writer:
+        """Append a length-prefixed UTF-8 string."""
+        return self.blob(value.encode("utf-8"))
+
+    def array(self, arr: np.ndarray) -> Writer:
+        """Append a float64 array of any shape (ndim, shape, values)."""
+        arr = np.ascontiguousarray(arr, dtype="<f8")
+        self.pack("B", arr.ndim).pack(f"{arr.ndim}Q", *arr.shape)
+        return self.blob(arr.tobytes())
+
+    def getvalue(self) -> bytes:
+        """Return the whole frame."""
+        return b"".join(self._parts)
+
+
+class Reader:
+    """Read fields back from a frame, raising ``SerializationError`` on any inconsistency."""
+
+    def __init__(self, data: bytes, expected_kinds: tuple[int, ...]) -> None:
+        self._data = memoryview(bytes(data))
+        self._pos = 0
+        magic = self._take(4)
+        if magic != MAGIC:
+            raise SerializationError(f"not a driftwarden sketch: bad magic {bytes(magic)!r}, want {MAGIC!r}")
+        version, self.kind = self.unpack("BB")
+        if version != FORMAT_VERSION:
+            raise SerializationError(f"unknown sketch format version {version} (this build reads {FORMAT_VERSION})")
+        if self.kind not in expected_kinds:
+            raise SerializationError(f"unexpected sketch kind byte {self.kind}, want one of {expected_kinds}")
+
+    def _take(self, size: int) -> memoryview:
+        end = self._pos + size
+        if end > len(self._data):
+            raise SerializationError(f"truncated sketch bytes: need {end} bytes, have {len(self._data)}")
+        chunk, self._pos = self._data[self._pos:end], end
+        return chunk
+
+    def unpack(self, fmt: str) -> tuple:
+        """Read fixed-width fields in ``struct`` format ``fmt``."""
+        fmt = "<" + fmt
+        return struct.unpack(fmt, self._take(struct.calcsize(fmt)))
+
+    def blob(self) -> bytes:
+        """Read a length-prefixed byte string."""
+        (size,) = self.unpack("I")
+        return bytes(self._take(size))
+
+    def text(self) -> str:
+        """Read a length-prefixed UTF-8 string."""
+        try:
+            return self.blob().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SerializationError(f"corrupt text field: {exc}") from exc
+
+    def array(self) -> np.ndarray:
+        """Read a float64 array written by ``Writer.array``."""
+        (ndim,) = self.unpack("B")
+        shape = self.unpack(f"{ndim}Q")
+        raw = self.blob()
+        if len(raw) != 8 * int(np.prod(shape, dtype=np.int64)):
+            raise SerializationError(f"corrupt array field: {len(raw)} bytes for shape {shape}")
+        return np.frombuffer(raw, dtype="<f8").reshape(shape).copy()
+
+    def done(self) -> None:
+        """Check that every byte was consumed."""
+        if self._pos != len(self._data):
+            raise SerializationError(f"{len(self._data) - self._pos} unexpected trailing bytes after sketch")
+
+
+def wrap_native(what: str, loader, data: bytes):
+    """Decode datasketches bytes with ``loader``, turning its errors into ``SerializationError``."""
+    try:
+        return loader(data)
+    except Exception as exc:  # datasketches raises RuntimeError/ValueError on corrupt bytes
+        raise SerializationError(f"corrupt {what} bytes: {exc}") from exc
