@@ -1,0 +1,154 @@
+"""``driftwarden alerts``: list alerts and deliveries, acknowledge, silence, run the delivery worker."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import threading
+from datetime import timedelta
+from pathlib import Path
+from typing import Optional
+
+import typer
+from prometheus_client import CollectorRegistry
+from rich.console import Console
+from rich.table import Table
+from sqlalchemy import insert, select, update
+
+from alerting.delivery import utcnow
+from alerting.metrics import DeliveryMetrics, StoreCollector, serve_metrics
+from alerting.rules import Matcher, load_rules, parse_duration
+from alerting.worker import Dispatcher, build_sinks, make_client
+from driftwarden.errors import ConfigError
+from driftwarden.store import DEFAULT_STORE_URL, STORE_URL_ENV, make_engine
+from schemas.alert_tables import alert_deliveries, alert_silences, alerts
+
+app = typer.Typer(help="Alerts: list, acknowledge, silence, and deliver webhooks from the outbox.",
+                  no_args_is_help=True)
+_console = Console()
+_MATCHER = re.compile(r"^\s*(model|severity)\s*(=~|!~|!=|>=|=)\s*(.+?)\s*$")
+
+StoreOpt = typer.Option(DEFAULT_STORE_URL, "--store", envvar=STORE_URL_ENV, show_default=True,
+                        help="SQLAlchemy URL of the results store.")
+
+
+def parse_matcher(text: str) -> Matcher:
+    """Parse ``model=fraud``, ``model=~fraud-.*``, ``severity>=major`` into a Matcher."""
+    match = _MATCHER.match(text)
+    if not match:
+        raise typer.BadParameter(f"{text!r}: expected LABEL OP VALUE, label model|severity, op = != =~ !~ >=")
+    try:
+        return Matcher(label=match.group(1), op=match.group(2), value=match.group(3))
+    except ValueError as exc:
+        raise typer.BadParameter(f"{text!r}: {exc}") from exc
+
+
+@app.command("list")
+def list_cmd(
+    store: str = StoreOpt,
+    status: str = typer.Option("firing", help="Alert status to show: firing, resolved or all.", show_default=True),
+    deliveries: bool = typer.Option(False, "--deliveries", help="Show webhook deliveries instead of alerts.",
+                                    show_default=True),
+    limit: int = typer.Option(50, min=1, help="Most rows to show.", show_default=True),
+) -> None:
+    """List alerts (or deliveries, including dead ones)."""
+    engine = make_engine(store)
+    if deliveries:
+        _print_deliveries(engine, status, limit)
+    else:
+        _print_alerts(engine, status, limit)
+
+
+@app.command()
+def ack(
+    fingerprint: str = typer.Argument(..., help="Fingerprint of the alert (see `alerts list`)."),
+    by: str = typer.Option("cli", "--by", help="Who acknowledges.", show_default=True),
+    store: str = StoreOpt,
+) -> None:
+    """Acknowledge a firing alert: no more repeat notifications (resolved is still sent)."""
+    engine = make_engine(store)
+    with engine.begin() as conn:
+        done = conn.execute(update(alerts).where(alerts.c.fingerprint == fingerprint).values(
+            acked_at=utcnow(), acked_by=by)).rowcount
+    if not done:
+        raise ConfigError(f"no alert with fingerprint {fingerprint!r}")
+    _console.print(f"acknowledged {fingerprint}")
+
+
+@app.command()
+def silence(
+    match: list[str] = typer.Option(..., "--match", help="Matcher LABEL OP VALUE, e.g. model=fraud; repeatable."),
+    duration: str = typer.Option("2h", "--for", help="How long, e.g. 30m, 2h, 1d.", show_default=True),
+    by: str = typer.Option("cli", "--by", help="Who silences.", show_default=True),
+    comment: str = typer.Option("", help="Why.", show_default=True),
+    store: str = StoreOpt,
+) -> None:
+    """Silence alerts matching every --match until the duration runs out."""
+    matchers = [parse_matcher(m) for m in match]
+    length = parse_duration(duration)
+    if not isinstance(length, timedelta):
+        raise typer.BadParameter(f"{duration!r}: expected a duration such as 30m, 2h, 1d", param_hint="--for")
+    now = utcnow()
+    with make_engine(store).begin() as conn:
+        new_id = conn.execute(insert(alert_silences).values(
+            matchers=json.dumps([m.model_dump() for m in matchers]), starts_at=now, ends_at=now + length,
+            created_by=by, comment=comment)).inserted_primary_key[0]
+    _console.print(f"silence {new_id} until {(now + length).isoformat()}")
+
+
+@app.command()
+def deliver(
+    config: Optional[Path] = typer.Option(None, "--config", help="Monitor config YAML (its alerting: key).",
+                                          show_default=True),
+    store: str = StoreOpt,
+    once: bool = typer.Option(False, "--once", help="Handle what is due now and exit.", show_default=True),
+    poll: float = typer.Option(1.0, help="Seconds between polls when idle.", show_default=True),
+    lease: float = typer.Option(120.0, help="Seconds a claimed delivery stays leased to this worker.",
+                                show_default=True),
+    metrics_port: int = typer.Option(0, help="Serve /metrics on this port (0: off).", show_default=True),
+) -> None:
+    """Run the delivery worker: seal due groups, send webhooks, retry, record outcomes."""
+    engine, rules = make_engine(store), load_rules(config)
+    registry = CollectorRegistry()
+    metrics = DeliveryMetrics(registry)
+    if metrics_port:
+        registry.register(StoreCollector(engine))
+        serve_metrics(metrics_port, registry)
+    with make_client() as client:
+        dispatcher = Dispatcher(engine, rules, build_sinks(rules, client), metrics, lease=timedelta(seconds=lease))
+        if once:
+            while dispatcher.run_once():
+                pass
+            return
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        try:
+            dispatcher.run_forever(stop, poll)
+        except KeyboardInterrupt:
+            stop.set()
+
+
+def _print_alerts(engine, status: str, limit: int) -> None:
+    query = select(alerts).order_by(alerts.c.updated_at.desc()).limit(limit)
+    if status != "all":
+        query = query.where(alerts.c.status == status)
+    table = Table("fingerprint", "model", "severity", "status", "features", "since", "acked by")
+    with engine.connect() as conn:
+        for r in conn.execute(query):
+            table.add_row(r.fingerprint, r.model, r.severity, r.status, ", ".join(json.loads(r.features)),
+                          str(r.starts_at), r.acked_by or "")
+    _console.print(table)
+
+
+def _print_deliveries(engine, status: str, limit: int) -> None:
+    d = alert_deliveries.c
+    query = select(alert_deliveries).order_by(d.id.desc()).limit(limit)
+    if status not in ("all", "firing"):
+        query = query.where(d.status == status)
+    table = Table("webhook-id", "route", "model", "status", "items", "attempts", "last code", "last error")
+    with engine.connect() as conn:
+        for r in conn.execute(query):
+            table.add_row(r.webhook_id, r.route, r.model, r.status, str(r.items), str(r.attempts),
+                          str(r.last_status_code or ""), r.last_error or "")
+    _console.print(table)

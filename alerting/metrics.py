@@ -1,0 +1,156 @@
+"""Prometheus metrics: delivery outcomes (in-process) and a collector that reads the SQL store.
+
+:class:`StoreCollector` derives the job's counters and gauges from durable rows on every scrape
+(windows closed, events, late and rejected events, gate alarms, deep checks, latest drift scores),
+so /metrics survives restarts of the job and of this process. Every metric takes ``registry=``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy import Connection, Engine, and_, func, select
+from sqlalchemy.exc import SQLAlchemyError
+
+from schemas.alert_tables import alert_deliveries, alerts
+from schemas.tables import dead_letters, window_counts, window_results
+
+log = logging.getLogger(__name__)
+SCORE_COLUMNS = ("gate_ks", "gate_psi", "gate_emd", "deep_ks_stat", "deep_psi", "deep_emd")
+_SEVERITY_VALUE = {"none": 0, "minor": 1, "moderate": 2, "major": 3}
+
+
+class DeliveryMetrics:
+    """Counters of webhook deliveries by outcome and of attempts by result, plus attempt latency."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        kwargs = {"registry": registry} if registry is not None else {}
+        self.deliveries = Counter("driftwarden_alert_deliveries", "Webhook deliveries finished or rescheduled, by outcome",
+                                  ["route", "outcome"], **kwargs)
+        self.attempts = Counter("driftwarden_alert_delivery_attempts", "Webhook POST attempts by result",
+                                ["route", "result"], **kwargs)
+        self.latency = Histogram("driftwarden_alert_delivery_seconds", "Duration of one webhook POST attempt",
+                                 ["route"], buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30), **kwargs)
+
+    def outcome(self, route: str, outcome: str) -> None:
+        """Count one delivery outcome (sent, failed, dead, disabled, rescheduled)."""
+        self.deliveries.labels(route, outcome).inc()
+
+    def attempt(self, route: str, result: str, seconds: float) -> None:
+        """Count one attempt with its result (2xx, 4xx, 5xx, 429, timeout, error) and duration."""
+        self.attempts.labels(route, result).inc()
+        self.latency.labels(route).observe(seconds)
+
+
+class StoreCollector(Collector):
+    """Reads the results and alerting tables on each scrape and yields them as metric families."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def describe(self) -> list[Metric]:
+        """Return no descriptions, so registering does not run a scrape."""
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        """Yield every store-derived metric; on a store error yield only ``driftwarden_store_up 0``."""
+        up = GaugeMetricFamily("driftwarden_store_up", "1 when the last scrape could read the SQL store")
+        try:
+            with self.engine.connect() as conn:
+                families = list(self._families(conn))
+        except SQLAlchemyError as exc:
+            log.warning("metrics scrape could not read the store: %s", type(exc).__name__)
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        yield from families
+
+    def _families(self, conn: Connection) -> Iterator[Metric]:
+        yield from self._window_counts(conn)
+        yield from self._window_results(conn)
+        yield from self._latest_scores(conn)
+        yield self._rejected(conn)
+        yield from self._alerting(conn)
+
+    def _window_counts(self, conn: Connection) -> Iterator[Metric]:
+        closed = CounterMetricFamily("driftwarden_windows_closed", "Windows closed and written", labels=["model"])
+        events = CounterMetricFamily("driftwarden_window_events", "Events counted in closed windows", labels=["model"])
+        late = CounterMetricFamily("driftwarden_late_events", "Events that arrived after their window", labels=["model"])
+        wc = window_counts.c
+        for model, n, total, n_late in conn.execute(select(
+                wc.model, func.count(), func.coalesce(func.sum(wc.events), 0), func.coalesce(func.sum(wc.late), 0)
+        ).group_by(wc.model)):
+            closed.add_metric([model], n)
+            events.add_metric([model], total)
+            late.add_metric([model], n_late)
+        latest = GaugeMetricFamily("driftwarden_latest_window_events", "Events in the latest closed window",
+                                   labels=["model"])
+        newest = select(wc.model, func.max(wc.window_start).label("ws")).group_by(wc.model).subquery()
+        for model, n in conn.execute(select(wc.model, wc.events).join(
+                newest, and_(wc.model == newest.c.model, wc.window_start == newest.c.ws))):
+            latest.add_metric([model], n)
+        yield from (closed, events, late, latest)
+
+    def _window_results(self, conn: Connection) -> Iterator[Metric]:
+        alarms = CounterMetricFamily("driftwarden_gate_alarms", "Windows where the cheap gate alarmed",
+                                     labels=["model", "feature"])
+        deep = CounterMetricFamily("driftwarden_deep_checks", "Deep checks run, by verdict",
+                                   labels=["model", "feature", "verdict"])
+        wr = window_results.c
+        for model, feature, n in conn.execute(select(wr.model, wr.feature, func.count()).where(
+                wr.gate_alarm.is_(True)).group_by(wr.model, wr.feature)):
+            alarms.add_metric([model, feature], n)
+        ran = (wr.deep_ks_stat.is_not(None)) | (wr.deep_psi.is_not(None)) | (wr.deep_emd.is_not(None))
+        for model, feature, drifted, n in conn.execute(select(wr.model, wr.feature, wr.drifted, func.count()).where(
+                ran).group_by(wr.model, wr.feature, wr.drifted)):
+            deep.add_metric([model, feature, "drifted" if drifted else "not_drifted"], n)
+        yield from (alarms, deep)
+
+    def _latest_scores(self, conn: Connection) -> Iterator[Metric]:
+        scores = GaugeMetricFamily("driftwarden_drift_score", "Drift scores of the latest window per feature",
+                                   labels=["model", "feature", "score"])
+        severity = GaugeMetricFamily("driftwarden_feature_severity",
+                                     "Severity of the latest window (0 none, 1 minor, 2 moderate, 3 major)",
+                                     labels=["model", "feature"])
+        wr = window_results.c
+        newest = select(wr.model, wr.feature, func.max(wr.window_start).label("ws")).group_by(
+            wr.model, wr.feature).subquery()
+        rows = conn.execute(select(window_results).join(newest, and_(
+            wr.model == newest.c.model, wr.feature == newest.c.feature, wr.window_start == newest.c.ws)))
+        for row in rows:
+            for col in SCORE_COLUMNS:
+                value = getattr(row, col)
+                if value is not None:
+                    scores.add_metric([row.model, row.feature, col], value)
+            severity.add_metric([row.model, row.feature], _SEVERITY_VALUE.get(row.severity, 0))
+        yield from (scores, severity)
+
+    def _rejected(self, conn: Connection) -> Metric:
+        rejected = CounterMetricFamily("driftwarden_rejected_events", "Events dead-lettered, by reason",
+                                       labels=["reason"])
+        for reason, n in conn.execute(select(dead_letters.c.reason, func.count()).group_by(dead_letters.c.reason)):
+            rejected.add_metric([reason], n)
+        return rejected
+
+    def _alerting(self, conn: Connection) -> Iterator[Metric]:
+        outbox = GaugeMetricFamily("driftwarden_alert_outbox", "Webhook deliveries in the store, by status",
+                                   labels=["route", "status"])
+        d = alert_deliveries.c
+        for route, status, n in conn.execute(select(d.route, d.status, func.count()).group_by(d.route, d.status)):
+            outbox.add_metric([route, status], n)
+        firing = GaugeMetricFamily("driftwarden_alerts_firing", "Alerts currently firing", labels=["model"])
+        for model, n in conn.execute(select(alerts.c.model, func.count()).where(
+                alerts.c.status == "firing").group_by(alerts.c.model)):
+            firing.add_metric([model], n)
+        yield from (outbox, firing)
+
+
+def serve_metrics(port: int, registry: CollectorRegistry, addr: str = "127.0.0.1"):
+    """Serve ``registry`` on http://addr:port/metrics in a daemon thread; return (server, thread)."""
+    return start_http_server(port, addr=addr, registry=registry)

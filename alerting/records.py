@@ -1,0 +1,107 @@
+"""Frozen records that flow through alerting: a window's verdicts in, alerts and deliveries out.
+
+The streaming job builds a :class:`WindowReport` per (model, window) and hands it to
+:func:`alerting.outbox.enqueue_alerts`; alerting never needs to know how a score was computed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Literal
+
+Severity = Literal["none", "minor", "moderate", "major"]
+SEVERITIES: tuple[str, ...] = ("none", "minor", "moderate", "major")
+AlertStatus = Literal["firing", "resolved"]
+
+
+def severity_rank(severity: str) -> int:
+    """Return the order of a severity (none=0 ... major=3); raise ValueError on an unknown one."""
+    try:
+        return SEVERITIES.index(severity)
+    except ValueError:
+        raise ValueError(f"unknown severity {severity!r}; valid: {', '.join(SEVERITIES)}") from None
+
+
+def utc(moment: datetime) -> datetime:
+    """Return ``moment`` as an aware UTC datetime (naive values are taken to be UTC already)."""
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc)
+
+
+@dataclass(frozen=True)
+class FeatureOutcome:
+    """What the gate and (if it ran) the deep check found for one feature in one window."""
+
+    name: str
+    kind: str = "numeric"
+    count: int = 0
+    missing: int = 0
+    gate_ks: float | None = None
+    gate_psi: float | None = None
+    gate_emd: float | None = None
+    alarm: bool = False
+    ks_stat: float | None = None
+    ks_pvalue: float | None = None
+    psi: float | None = None
+    emd: float | None = None
+    p_adjusted: float | None = None
+    drifted: bool = False
+    severity: Severity = "none"
+
+    def __post_init__(self) -> None:
+        severity_rank(self.severity)
+
+    def scores(self) -> dict[str, float | None]:
+        """Return the named scores of this feature (gate and deep), None where not computed."""
+        return {
+            "gate_ks": self.gate_ks, "gate_psi": self.gate_psi, "gate_emd": self.gate_emd,
+            "ks_stat": self.ks_stat, "ks_pvalue": self.ks_pvalue, "psi": self.psi,
+            "emd": self.emd, "p_adjusted": self.p_adjusted,
+        }
+
+
+@dataclass(frozen=True)
+class WindowReport:
+    """The verdicts of one (model, window): the unit the streaming job hands to alerting."""
+
+    model: str
+    window_start: datetime
+    window_end: datetime
+    features: tuple[FeatureOutcome, ...] | list[FeatureOutcome] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "window_start", utc(self.window_start))
+        object.__setattr__(self, "window_end", utc(self.window_end))
+        object.__setattr__(self, "features", tuple(self.features))
+        if self.window_end <= self.window_start:
+            raise ValueError("window_end must be after window_start")
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One alert as sent to receivers: a model's drifted feature set at one severity."""
+
+    fingerprint: str
+    status: AlertStatus
+    model: str
+    severity: str
+    features: tuple[FeatureOutcome, ...]
+    window_start: datetime
+    window_end: datetime
+    starts_at: datetime
+    ends_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One claimed webhook POST: a sealed group of alerts for one (model, route)."""
+
+    id: int
+    webhook_id: str
+    route: str
+    model: str
+    body: bytes
+    attempts: int
+    created_at: datetime

@@ -1,0 +1,156 @@
+"""Alert rules from the monitor config: routes, matchers, grouping and repeat timing.
+
+:class:`AlertRules` is a pydantic model so that the config loader can embed it under an
+``alerting:`` key; every field has a working default.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from alerting.records import severity_rank
+from driftwarden.errors import ConfigError
+
+FORMATS = ("native", "alertmanager", "slack")
+MATCHER_OPS = ("=", "!=", "=~", "!~", "glob", ">=")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(value: Any) -> Any:
+    """Turn ``"30s"``, ``"4h"``, ``"250ms"`` into a timedelta; pass anything else on to pydantic."""
+    if isinstance(value, str):
+        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*", value)
+        if match:
+            return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+    return value
+
+
+Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
+
+
+class Matcher(BaseModel):
+    """One label condition (labels: ``model``, ``severity``); ``>=`` compares severities."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    label: Literal["model", "severity"]
+    op: Literal["=", "!=", "=~", "!~", "glob", ">="] = "="
+    value: str
+
+    @model_validator(mode="after")
+    def _value_fits_op(self) -> "Matcher":
+        if self.op in ("=~", "!~"):
+            try:
+                re.compile(self.value)
+            except re.error as exc:
+                raise ValueError(f"not a valid regular expression: {exc}") from exc
+        if self.op == ">=":
+            severity_rank(self.value)
+        return self
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        """Return True when ``labels`` satisfy this condition."""
+        actual = labels.get(self.label, "")
+        if self.op == "=":
+            return actual == self.value
+        if self.op == "!=":
+            return actual != self.value
+        if self.op == "=~":
+            return re.fullmatch(self.value, actual) is not None
+        if self.op == "!~":
+            return re.fullmatch(self.value, actual) is None
+        if self.op == "glob":
+            return fnmatchcase(actual, self.value)
+        return severity_rank(actual) >= severity_rank(self.value)
+
+
+def matches_all(matchers: list[Matcher] | tuple[Matcher, ...], labels: dict[str, str]) -> bool:
+    """Return True when every matcher accepts ``labels`` (an empty list matches everything)."""
+    return all(m.matches(labels) for m in matchers)
+
+
+class Route(BaseModel):
+    """One webhook receiver and the alerts it wants."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,100}$")
+    url: str
+    format: Literal["native", "alertmanager", "slack"] = "native"
+    secret_env: str | None = Field(
+        default=None, description="env var name(s), space separated, holding the signing secrets")
+    allow_private: bool = Field(
+        default=False, description="allow-list this route: private/loopback addresses may be reached")
+    matchers: tuple[Matcher, ...] = ()
+    timeout_s: float = Field(default=10.0, gt=0)
+
+
+class RetryPolicy(BaseModel):
+    """How failed deliveries are retried: exponential backoff with jitter, up to a maximum age."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    initial_s: float = Field(default=1.0, gt=0)
+    max_backoff_s: float = Field(default=300.0, gt=0)
+    jitter_s: float = Field(default=1.0, ge=0)
+    max_age_s: float = Field(default=24 * 3600.0, gt=0)
+    max_retry_after_s: float = Field(default=3600.0, gt=0)
+
+
+class AlertRules(BaseModel):
+    """The ``alerting:`` section of the monitor config."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    routes: tuple[Route, ...] = ()
+    group_wait: Duration = timedelta(seconds=30)
+    repeat_interval: Duration = timedelta(hours=4)
+    min_severity: Literal["minor", "moderate", "major"] = "minor"
+    retry: RetryPolicy = RetryPolicy()
+    replay_topic: str = "features"
+    dashboard_url: str | None = Field(
+        default=None, description="link template; {model}, {from_ms}, {to_ms} are filled in")
+
+    @field_validator("routes")
+    @classmethod
+    def _unique_names(cls, routes: tuple[Route, ...]) -> tuple[Route, ...]:
+        names = [r.name for r in routes]
+        if len(names) != len(set(names)):
+            raise ValueError(f"route names must be unique, got {names}")
+        return routes
+
+    def route(self, name: str) -> Route:
+        """Return the route called ``name``; raise ConfigError naming the known ones."""
+        for route in self.routes:
+            if route.name == name:
+                return route
+        raise ConfigError(f"no route {name!r}; known: {', '.join(r.name for r in self.routes) or 'none'}")
+
+    def routes_for(self, model: str, severity: str) -> list[Route]:
+        """Return the routes whose matchers accept an alert of ``model`` at ``severity``."""
+        labels = {"model": model, "severity": severity}
+        return [r for r in self.routes if matches_all(r.matchers, labels)]
+
+
+def load_rules(path: str | Path | None) -> AlertRules:
+    """Load AlertRules from a YAML file (its ``alerting:`` key, or the whole file); defaults when None."""
+    if path is None:
+        return AlertRules()
+    try:
+        data: Any = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read alerting config {path}: {exc}") from exc
+    if isinstance(data, dict) and "alerting" in data:
+        data = data["alerting"] or {}
+    try:
+        return AlertRules.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid alerting config in {path}: {exc}") from exc
+

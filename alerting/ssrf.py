@@ -1,0 +1,148 @@
+"""SSRF guard for webhook URLs: check a URL once, then connect to exactly the address checked.
+
+Refused: schemes other than http(s); credentials in the URL; hosts written as non-canonical
+IPv4 (decimal ``2130706433``, hex ``0x7f000001``, octal ``0177.0.0.1``, short ``127.1``);
+and, unless the route is allow-listed (``allow_private``), any host that resolves to a
+private, loopback, link-local, shared (CGNAT), reserved, unspecified, multicast or
+IPv4-mapped address, or to an IPv6 form that embeds one (NAT64, 6to4, Teredo). Every
+resolved address must pass, and the first is pinned: the POST goes to that IP with the
+original Host header and TLS SNI, so a second DNS answer cannot redirect it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from dataclasses import dataclass
+from typing import Callable, Sequence
+from urllib.parse import urlsplit
+
+from driftwarden.errors import DeliveryError
+
+Resolver = Callable[[str, int], Sequence[str]]
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+class UnsafeURLError(DeliveryError):
+    """A webhook URL is refused by the SSRF guard; the message says why."""
+
+
+class UnresolvableHostError(UnsafeURLError):
+    """A webhook host does not resolve right now (may be transient: the delivery is retried)."""
+
+
+@dataclass(frozen=True)
+class PinnedTarget:
+    """A checked webhook URL and the address it must be reached at."""
+
+    url: str
+    scheme: str
+    host: str
+    port: int
+    ip: str
+    path: str
+
+    @property
+    def pinned_url(self) -> str:
+        """The URL with the host replaced by the checked IP address."""
+        literal = f"[{self.ip}]" if ":" in self.ip else self.ip
+        return f"{self.scheme}://{literal}:{self.port}{self.path}"
+
+    @property
+    def host_header(self) -> str:
+        """The Host header the receiver expects (port only when not the scheme's default)."""
+        literal = f"[{self.host}]" if ":" in self.host else self.host
+        return literal if _DEFAULT_PORTS[self.scheme] == self.port else f"{literal}:{self.port}"
+
+
+def system_resolver(host: str, port: int) -> list[str]:
+    """Resolve ``host`` to every address the system resolver returns (TCP)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise UnresolvableHostError(f"cannot resolve host {host!r}: {exc}") from exc
+    return list(dict.fromkeys(info[4][0] for info in infos))
+
+
+def check_url(url: str, allow_private: bool = False, resolver: Resolver = system_resolver) -> PinnedTarget:
+    """Check ``url`` against the SSRF rules and return it pinned to a vetted address."""
+    scheme, host, port, path = _split(url)
+    addresses = [_parse_ip(a) for a in resolver(host, port)]
+    if not addresses:
+        raise UnsafeURLError(f"host {host!r} resolves to no address")
+    for address in addresses:
+        reason = forbidden_reason(address)
+        if reason and not (allow_private and reason not in ("multicast", "unspecified")):
+            raise UnsafeURLError(f"host {host!r} resolves to {address}, a {reason} address")
+    return PinnedTarget(url=url, scheme=scheme, host=host, port=port, ip=str(addresses[0]), path=path)
+
+
+def forbidden_reason(address: IPAddress) -> str | None:
+    """Return why ``address`` must not be reached from a webhook (None when it is public)."""
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return "IPv4-mapped"
+        embedded = _embedded_ipv4(address)
+        if embedded is not None and forbidden_reason(embedded):
+            return f"IPv6-embedded {forbidden_reason(embedded)}"
+    for attr in ("unspecified", "multicast", "loopback", "link_local", "private", "reserved"):
+        if getattr(address, f"is_{attr}"):
+            return attr.replace("_", "-")
+    return None if address.is_global else "non-global"
+
+
+def _split(url: str) -> tuple[str, str, int, str]:
+    """Split and syntax-check a URL; return (scheme, host, port, path+query)."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError as exc:
+        raise UnsafeURLError(f"malformed URL: {exc}") from exc
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS:
+        raise UnsafeURLError(f"scheme {scheme or '(none)'!r} refused: only http and https")
+    if "@" in parts.netloc or parts.username is not None:
+        raise UnsafeURLError("credentials in the URL are refused: use secret_env for signing")
+    host = (parts.hostname or "").rstrip(".")
+    if not host or any(c in host for c in "%\\ \t\r\n"):
+        raise UnsafeURLError(f"host {parts.hostname!r} refused")
+    _refuse_legacy_ipv4(host)
+    path = parts.path or "/"
+    return scheme, host, port or _DEFAULT_PORTS[scheme], path + (f"?{parts.query}" if parts.query else "")
+
+
+def _refuse_legacy_ipv4(host: str) -> None:
+    """Refuse IPv4 written in any form but four decimal octets (decimal, hex, octal, short)."""
+    try:
+        ipaddress.ip_address(host)
+        return
+    except ValueError:
+        pass
+    try:
+        socket.inet_aton(host)
+    except OSError:
+        if host.replace(".", "").isdigit() or host.lower().startswith("0x"):
+            raise UnsafeURLError(f"numeric host {host!r} refused") from None
+        return
+    raise UnsafeURLError(f"non-canonical IPv4 host {host!r} refused")
+
+
+def _parse_ip(text: str) -> IPAddress:
+    """Parse a resolved address (dropping an IPv6 zone id)."""
+    try:
+        return ipaddress.ip_address(text.split("%", 1)[0])
+    except ValueError as exc:
+        raise UnsafeURLError(f"resolver returned a non-address {text!r}") from exc
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """Return the IPv4 address a NAT64, 6to4 or Teredo IPv6 address carries, if any."""
+    if address in _NAT64:
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address.teredo is not None:
+        return address.teredo[1]
+    return None

@@ -1,0 +1,98 @@
+"""A real webhook receiver for tests and local trials: a threaded HTTP server on 127.0.0.1.
+
+Its behaviour is a plain function from the received request to a :class:`Reply`; every request
+is recorded (headers, body, arrival time) whatever the reply, so tests can count deliveries per
+``webhook-id`` and verify signatures independently.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Received:
+    """One request as the receiver saw it."""
+
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    at: float
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the receiver answers: status, extra headers, and a delay before answering."""
+
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+
+
+Behaviour = Callable[[Received], Reply]
+
+
+class WebhookReceiver:
+    """Context manager running a recording HTTP server; ``url`` is its base URL."""
+
+    def __init__(self, behaviour: Behaviour = lambda _r: Reply()) -> None:
+        self.behaviour = behaviour
+        self.received: list[Received] = []
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        """Base URL, e.g. ``http://127.0.0.1:PORT``."""
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def __enter__(self) -> "WebhookReceiver":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def by_webhook_id(self) -> dict[str, list[Received]]:
+        """Group the received requests by their webhook-id header."""
+        groups: dict[str, list[Received]] = {}
+        for item in list(self.received):
+            groups.setdefault(item.headers.get("webhook-id", ""), []).append(item)
+        return groups
+
+    def _record(self, item: Received) -> None:
+        with self._lock:
+            self.received.append(item)
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                length = int(self.headers.get("content-length", "0"))
+                item = Received(self.path, {k.lower(): v for k, v in self.headers.items()},
+                                self.rfile.read(length), time.monotonic())
+                receiver._record(item)
+                reply = receiver.behaviour(item)
+                if reply.delay_s:
+                    time.sleep(reply.delay_s)
+                try:
+                    self.send_response(reply.status)
+                    for name, value in reply.headers.items():
+                        self.send_header(name, value)
+                    self.send_header("content-length", "0")
+                    self.end_headers()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def log_message(self, *_args: object) -> None:
+                pass
+
+        return Handler

@@ -1,0 +1,100 @@
+"""SSRF guard: a table of bad URLs is refused; good ones are pinned to the checked address."""
+
+from __future__ import annotations
+
+import pytest
+
+from alerting.ssrf import UnsafeURLError, check_url
+
+PUBLIC = "93.184.216.34"
+
+
+def fake_dns(table: dict[str, list[str]]):
+    """A resolver answering from a table (IP literals resolve to themselves)."""
+    def resolve(host: str, _port: int) -> list[str]:
+        return table.get(host, [host])
+    return resolve
+
+
+DNS = fake_dns({
+    "localhost": ["127.0.0.1", "::1"],
+    "hooks.example.com": [PUBLIC],
+    "internal.example.com": ["10.1.2.3"],
+    "rebind.example.com": [PUBLIC, "127.0.0.1"],
+    "metadata.example.com": ["169.254.169.254"],
+    "v6loop.example.com": ["::1"],
+})
+
+BAD_URLS = [
+    "file:///etc/passwd",
+    "gopher://hooks.example.com/",
+    "ftp://hooks.example.com/",
+    "javascript:alert(1)",
+    "hooks.example.com/no-scheme",
+    "http://user:pass@hooks.example.com/",
+    "https://token@hooks.example.com/",
+    "http:///no-host",
+    "http://127.0.0.1/",
+    "http://localhost:8080/",
+    "http://[::1]/",
+    "http://0.0.0.0/",
+    "http://[::]/",
+    "http://10.0.0.1/",
+    "http://172.16.5.4/",
+    "http://192.168.1.1/",
+    "http://169.254.169.254/latest/meta-data/",
+    "http://[fe80::1]/",
+    "http://[fc00::1]/",
+    "http://224.0.0.1/",
+    "http://[ff02::1]/",
+    "http://100.64.0.1/",
+    "http://240.0.0.1/",
+    "http://255.255.255.255/",
+    "http://[::ffff:127.0.0.1]/",
+    "http://[::ffff:a9fe:a9fe]/",
+    "http://[64:ff9b::a00:1]/",
+    "http://[2002:7f00:1::]/",
+    "http://2130706433/",
+    "http://0x7f000001/",
+    "http://0177.0.0.1/",
+    "http://0x7f.0.0.1/",
+    "http://127.1/",
+    "http://017700000001/",
+    "http://internal.example.com/hook",
+    "http://rebind.example.com/hook",
+    "http://metadata.example.com/",
+    "http://v6loop.example.com/",
+    "http://hooks.example.com:99999/",
+    "http://hooks%2eexample.com/",
+]
+
+
+@pytest.mark.parametrize("url", BAD_URLS)
+def test_bad_url_is_refused(url: str) -> None:
+    with pytest.raises(UnsafeURLError):
+        check_url(url, resolver=DNS)
+
+
+def test_the_table_is_large_enough() -> None:
+    assert len(BAD_URLS) >= 20
+
+
+def test_public_url_is_pinned_to_the_checked_address() -> None:
+    target = check_url("https://hooks.example.com/a/b?x=1", resolver=DNS)
+    assert target.ip == PUBLIC
+    assert target.pinned_url == f"https://{PUBLIC}:443/a/b?x=1"
+    assert target.host_header == "hooks.example.com"
+    assert check_url("http://hooks.example.com:8080/", resolver=DNS).host_header == "hooks.example.com:8080"
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:9000/hook", "http://localhost/", "http://internal.example.com/",
+                                 "http://[::1]:8080/"])
+def test_allow_listed_route_may_reach_private_addresses(url: str) -> None:
+    assert check_url(url, allow_private=True, resolver=DNS).ip
+
+
+@pytest.mark.parametrize("url", ["http://224.0.0.1/", "http://0.0.0.0/", "http://2130706433/",
+                                 "http://user:pw@127.0.0.1/", "file:///etc/passwd"])
+def test_allow_list_does_not_open_everything(url: str) -> None:
+    with pytest.raises(UnsafeURLError):
+        check_url(url, allow_private=True, resolver=DNS)
