@@ -26,6 +26,7 @@ def _register() -> None:
     """Attach each concern's commands to the root app."""
     # Each line below belongs to the folder it names; keep imports of heavy libraries
     # (pyflink, torch) inside the command functions so that --help stays fast.
+    from replay.latency.cli import bench_command; app.command("bench")(bench_command)  # noqa: E702
 
 
 _register()
