@@ -26,7 +26,7 @@ def as_float_array(values: Any, name: str | None = None) -> tuple[np.ndarray, in
         return _from_arrow(values, name)
     arr = values if isinstance(values, np.ndarray) else np.asarray(values)
     if arr.dtype.kind in "fiub":
-        return np.ascontiguousarray(arr, dtype=np.float64).ravel(), 0
+        return np.require(arr, np.float64, ["C", "W"]).ravel(), 0
     if arr.dtype.kind == "O":
         try:
             return _from_arrow(pa.array(arr.ravel(), type=pa.float64()), name)
@@ -42,7 +42,8 @@ def _from_arrow(arr: pa.Array | pa.ChunkedArray, name: str | None) -> tuple[np.n
         raise SketchError(f"{_where(name)}numeric feature got an Arrow column of type {t}")
     nulls = arr.null_count
     clean = arr.drop_null().cast(pa.float64()) if len(arr) else pa.array([], pa.float64())
-    return np.ascontiguousarray(clean.to_numpy(zero_copy_only=False), dtype=np.float64), nulls
+    # datasketches' vector update needs a writable C-contiguous array; Arrow buffers are read-only
+    return np.require(clean.to_numpy(zero_copy_only=False), np.float64, ["C", "W"]), nulls
 
 
 def count_strings(values: Any, name: str | None = None) -> tuple[Counter, int]:

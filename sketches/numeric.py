@@ -18,8 +18,9 @@ from sketches._values import as_float_array
 from sketches.serialization import KIND_NUMERIC_KLL, KIND_NUMERIC_TDIGEST, Reader, Writer, wrap_native
 
 #: Documented single-sided normalised rank error of a t-digest, used where KLL reports its own.
-#: t-digest has no proven bound; 2/k is a conservative figure (measured max 0.0008 at k=200, 100k normals).
-TDIGEST_RANK_ERROR_PER_K = 2.0
+#: t-digest has no proven bound; its centroids are widest near the median, where quantile
+#: interpolation erred by up to 0.019 in rank at k=200 on skewed (lognormal) data; we state 5/k.
+TDIGEST_RANK_ERROR_PER_K = 5.0
 
 _STATS = "qqqqdddddd"  # nulls nans pos_inf neg_inf | min max sum sum_sq mean m2
 

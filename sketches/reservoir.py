@@ -124,9 +124,10 @@ class ReservoirSample:
 
     def serialize(self) -> bytes:
         """Encode as versioned bytes, generator state included (never pickled)."""
-        state = self._rng.bit_generator.state["state"]
+        state = self._rng.bit_generator.state
         w = Writer(KIND_RESERVOIR).pack("QqQB", self.capacity, self.seed, self._n, _KIND_CODES[self._kind])
-        w.pack("4Q", *_split128(state["state"]), *_split128(state["inc"]))
+        w.pack("4QBI", *_split128(state["state"]["state"]), *_split128(state["state"]["inc"]),
+               state["has_uint32"], state["uinteger"])
         if self._kind == "str":
             w.pack("Q", self._values.size)
             for v in self._values:
@@ -139,10 +140,10 @@ class ReservoirSample:
         """Decode bytes written by :meth:`serialize`."""
         r = Reader(data, (KIND_RESERVOIR,))
         capacity, seed, n, code = r.unpack("QqQB")
-        s_hi, s_lo, i_hi, i_lo = r.unpack("4Q")
+        s_hi, s_lo, i_hi, i_lo, has_uint32, uinteger = r.unpack("4QBI")
         sample = cls(capacity, seed)
         sample._n = n
-        sample._rng.bit_generator.state = {"bit_generator": "PCG64", "has_uint32": 0, "uinteger": 0,
+        sample._rng.bit_generator.state = {"bit_generator": "PCG64", "has_uint32": has_uint32, "uinteger": uinteger,
                                            "state": {"state": (s_hi << 64) | s_lo, "inc": (i_hi << 64) | i_lo}}
         kinds = {v: k for k, v in _KIND_CODES.items()}
         if code not in kinds:

@@ -1,0 +1,122 @@
+"""NumericSketch: exact counts and moments, and quantiles/CDF within the stated rank error."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from driftwarden.errors import SketchError
+from sketches import NumericSketch
+
+finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False)
+
+
+def exact_cdf(values: np.ndarray, xs: np.ndarray) -> np.ndarray:
+    return np.searchsorted(np.sort(values), xs, side="right") / values.size
+
+
+def test_counts_every_kind_of_value_separately() -> None:
+    sk = NumericSketch().update(np.array([1.0, np.nan, np.inf, -np.inf, 2.0]))
+    sk.update([None, 3.0, None]).update(pa.array([4.0, None, float("nan")])).update_nulls(5)
+    assert (sk.n, sk.nulls, sk.nans, sk.pos_inf, sk.neg_inf) == (4, 8, 2, 1, 1)
+    assert sk.count == 16 and sk.missing == 10
+    assert (sk.min, sk.max, sk.sum, sk.sum_sq) == (1.0, 4.0, 10.0, 30.0)
+
+
+def test_accepts_integer_arrays_and_chunked_arrow() -> None:
+    sk = NumericSketch().update(np.arange(10)).update(pa.chunked_array([[1, None], [2]]))
+    assert (sk.n, sk.nulls) == (12, 1)
+
+
+def test_moments_match_numpy_even_far_from_zero() -> None:
+    x = np.random.default_rng(1).normal(1e9, 1.0, size=100_000)
+    sk = NumericSketch()
+    for part in np.array_split(x, 7):
+        sk.update(part)
+    assert sk.mean == pytest.approx(np.mean(x), rel=1e-12)
+    assert sk.std == pytest.approx(np.std(x), rel=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["kll", "tdigest"])
+def test_quantiles_and_cdf_within_rank_error(kind: str) -> None:
+    x = np.random.default_rng(2).lognormal(size=300_000)
+    sk = NumericSketch(kind=kind).update(x)
+    qs = np.linspace(0.0, 1.0, 201)
+    ranks = exact_cdf(x, sk.quantiles(qs))
+    assert sk.rank_error > 0
+    assert np.max(np.abs(ranks - qs)) <= sk.rank_error + 1.0 / x.size
+    xs = np.quantile(x, qs)
+    assert np.max(np.abs(sk.cdf(xs) - exact_cdf(x, xs))) <= sk.rank_error
+
+
+def test_small_sketch_is_exact_and_says_so() -> None:
+    x = np.random.default_rng(3).normal(size=150)
+    sk = NumericSketch().update(x)
+    assert sk.rank_error == 0.0
+    np.testing.assert_array_equal(sk.cdf(x), exact_cdf(x, x))
+
+
+def test_empty_all_null_all_nan_give_nan_queries() -> None:
+    for values in ([], [None, None], [np.nan, np.nan]):
+        sk = NumericSketch().update(values)
+        assert sk.n == 0 and np.isnan(sk.mean) and np.isnan(sk.std) and np.isnan(sk.min)
+        assert np.isnan(sk.quantiles([0.5])).all() and np.isnan(sk.cdf([0.0])).all()
+    assert NumericSketch().is_empty and not NumericSketch().update([None]).is_empty
+
+
+def test_huge_values_are_kept_and_infinities_counted() -> None:
+    sk = NumericSketch().update(np.array([1e300, -1e300, 1e300, np.inf]))
+    assert (sk.max, sk.min, sk.pos_inf) == (1e300, -1e300, 1)
+    assert sk.quantiles([1.0])[0] == 1e300
+    assert sk.cdf([np.inf, -np.inf, 0.0]).tolist() == [1.0, 0.0, 1 / 3]
+    assert sk.std == np.inf  # squares overflow float64: documented
+
+
+def test_cdf_handles_unsorted_repeated_points() -> None:
+    sk = NumericSketch().update([1.0, 2.0, 3.0, 4.0])
+    assert sk.cdf([3.0, 1.0, 3.0, np.nan])[:3].tolist() == [0.75, 0.25, 0.75]
+    assert np.isnan(sk.cdf([np.nan])[0])
+
+
+@pytest.mark.parametrize("values", [["a", 1.0], np.array([1.0, "x", None], dtype=object),
+                                    pa.array(["a", "b"])])
+def test_strings_in_a_numeric_feature_raise_naming_the_feature(values) -> None:
+    with pytest.raises(SketchError, match="'price'"):
+        NumericSketch(name="price").update(values)
+
+
+def test_bad_options_name_the_valid_ones() -> None:
+    with pytest.raises(ValueError, match="kll"):
+        NumericSketch(kind="hll")
+    with pytest.raises(SketchError):
+        NumericSketch(k=200).merge(NumericSketch(k=100))
+    with pytest.raises(SketchError):
+        NumericSketch().merge(NumericSketch(kind="tdigest"))
+
+
+def _sketch(values: list[float]) -> NumericSketch:
+    return NumericSketch(k=64).update(np.array(values, dtype=np.float64))
+
+
+def _same(a: NumericSketch, b: NumericSketch, bound: float) -> None:
+    assert (a.n, a.count, a.min, a.max) == (b.n, b.count, b.min, b.max)
+    assert a.sum == pytest.approx(b.sum, rel=1e-9, abs=1e-6)
+    qs = np.linspace(0, 1, 11)
+    if a.n:
+        pts = np.concatenate([a.quantiles(qs), b.quantiles(qs)])
+        assert np.max(np.abs(a.cdf(pts) - b.cdf(pts))) <= bound
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(finite, max_size=400), st.lists(finite, max_size=400), st.lists(finite, max_size=400))
+def test_merge_commutative_associative_and_like_one_sketch(x: list, y: list, z: list) -> None:
+    whole = _sketch(x + y + z)
+    left = _sketch(x).merge(_sketch(y)).merge(_sketch(z))
+    right = _sketch(x).merge(_sketch(y).merge(_sketch(z)))
+    swapped = _sketch(z).merge(_sketch(y)).merge(_sketch(x))
+    bound = 2 * max(whole.rank_error, 0.05)
+    for merged in (left, right, swapped):
+        _same(merged, whole, bound)

@@ -1,0 +1,114 @@
+"""Versioned framing: round trips for every sketch kind, and clear errors on bad bytes."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from driftwarden.errors import SerializationError
+from sketches import CategoricalSketch, NumericSketch, ReservoirSample, deserialize_sketch
+from sketches.serialization import FORMAT_VERSION, MAGIC
+
+NUMERIC = np.random.default_rng(0).normal(size=3000)
+STRINGS = [f"c{i % 37}" for i in range(3000)]
+
+# (factory, data) for every kind of sketch: the house rules below run over all of them.
+KINDS = {
+    "kll": (lambda: NumericSketch(), NUMERIC),
+    "tdigest": (lambda: NumericSketch(kind="tdigest"), NUMERIC),
+    "categorical-exact": (lambda: CategoricalSketch(), STRINGS),
+    "categorical-approx": (lambda: CategoricalSketch(max_exact=5, lg_max_map_size=5), STRINGS),
+    "reservoir-float": (lambda: ReservoirSample(capacity=100), NUMERIC),
+    "reservoir-str": (lambda: ReservoirSample(capacity=100), STRINGS),
+}
+
+
+def _state(sk) -> str:
+    """Everything observable about a sketch, as text (so NaN compares equal to NaN)."""
+    if isinstance(sk, ReservoirSample):
+        return repr((sk.n, sk.kind, sk.values.tolist()))
+    if isinstance(sk, CategoricalSketch):
+        return repr((sk.n, sk.nulls, sk.is_exact, sorted(sk.frequencies().items())))
+    return repr((sk.n, sk.count, sk.nulls, sk.min, sk.max, sk.sum, sk.sum_sq, sk.std,
+                 sk.quantiles([0.1, 0.5, 0.9]).tolist()))
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_house_rules(kind: str) -> None:
+    """update / merge / serialize / deserialize / empty, the same for every sketch kind."""
+    make, data = KINDS[kind]
+    empty = make()
+    assert empty.is_empty and empty.n == 0
+    again = type(empty).deserialize(empty.serialize())
+    assert again.is_empty and _state(again) == _state(empty)
+    a, b = make().update(data[:1000]), make().update(data[1000:])
+    assert a.update([]) is a and a.merge(make()) is a  # empty updates and merges change nothing
+    merged = a.merge(b)
+    assert merged.n == len(data) and not merged.is_empty
+    restored = type(merged).deserialize(merged.serialize())
+    assert _state(restored) == _state(merged)
+    assert _state(type(merged).deserialize(restored.serialize())) == _state(merged)
+
+
+def test_deserialize_sketch_dispatches_on_kind_byte() -> None:
+    assert isinstance(deserialize_sketch(NumericSketch().serialize()), NumericSketch)
+    assert isinstance(deserialize_sketch(CategoricalSketch().serialize()), CategoricalSketch)
+    with pytest.raises(SerializationError, match="kind"):
+        deserialize_sketch(ReservoirSample().serialize())
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_bad_bytes_raise_serialization_error(kind: str) -> None:
+    make, data = KINDS[kind]
+    good = make().update(data).serialize()
+    cls = type(make())
+    with pytest.raises(SerializationError, match="magic"):
+        cls.deserialize(b"XXXX" + good[4:])
+    with pytest.raises(SerializationError, match="version 99"):
+        cls.deserialize(MAGIC + struct.pack("<B", 99) + good[5:])
+    with pytest.raises(SerializationError, match="truncated|corrupt"):
+        cls.deserialize(good[: len(good) // 2])
+    with pytest.raises(SerializationError, match="trailing"):
+        cls.deserialize(good + b"\0")
+    with pytest.raises(SerializationError):
+        cls.deserialize(b"")
+    assert good[4] == FORMAT_VERSION
+
+
+def test_corrupt_native_bytes_raise_serialization_error() -> None:
+    good = bytearray(NumericSketch().update(NUMERIC).serialize())
+    header = 4 + 2 + 2 + 8 + 4 * 8 + 6 * 8 + 4  # magic, version/kind, k, n, counts, moments, blob length
+    good[header:header + 8] = b"\xff" * 8
+    with pytest.raises(SerializationError, match="corrupt kll"):
+        NumericSketch.deserialize(bytes(good))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True)), max_size=300),
+       st.sampled_from(["kll", "tdigest"]))
+def test_numeric_round_trip_any_floats(values: list, kind: str) -> None:
+    sk = NumericSketch(kind=kind).update(values)
+    again = NumericSketch.deserialize(sk.serialize())
+    assert again.serialize() == sk.serialize()
+    assert (again.n, again.nulls, again.nans, again.pos_inf, again.neg_inf) == \
+        (sk.n, sk.nulls, sk.nans, sk.pos_inf, sk.neg_inf)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(max_size=8)), max_size=200), st.sampled_from([2, 1000]))
+def test_categorical_round_trip_any_text(values: list, max_exact: int) -> None:
+    sk = CategoricalSketch(max_exact=max_exact, lg_max_map_size=4).update(values)
+    again = CategoricalSketch.deserialize(sk.serialize())
+    assert again.frequencies() == sk.frequencies() and again.count == sk.count
+
+
+def test_reservoir_round_trip_keeps_the_random_stream() -> None:
+    a = ReservoirSample(capacity=50, seed=7).update(NUMERIC[:500])
+    b = ReservoirSample.deserialize(a.serialize())
+    a.update(NUMERIC[500:])
+    b.update(NUMERIC[500:])
+    assert a.values.tolist() == b.values.tolist()
