@@ -1,0 +1,37 @@
+# driftwarden: two commands do everything on a fresh machine.
+#   make demo   - set up, start the local stack, and run the live drift demo
+#   make test   - set up, start every real service, and run the whole test suite
+# Both are safe to run twice. `make stop` stops every service the scripts started.
+
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: setup services stop test demo smoke bench clean
+
+setup:
+	scripts/bootstrap.sh
+
+services: setup
+	scripts/services.sh start
+
+stop:
+	scripts/services.sh stop
+
+test: services
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+demo: setup
+	scripts/services.sh start kafka postgres prometheus
+	$(VENV)/bin/driftwarden demo
+
+smoke: setup
+	scripts/services.sh start kafka
+	$(PY) -m jobs.smoke_job --topic smoke --store-url sqlite:///$(CURDIR)/driftwarden.db
+
+bench: services
+	$(PY) bench/run_all.py
+
+clean: stop
+	rm -rf .run

@@ -1,0 +1,215 @@
+"""The monitor config (YAML): which models and features to watch, windows, reference, thresholds.
+
+Validated once, before any job starts; an error names the file, the line and the field::
+
+    source:
+      topics: [features]
+      bootstrap_servers: 127.0.0.1:59092
+    window: {size: 60s, out_of_orderness: 5s}
+    reference: {mode: file, path: reference.dwref}
+    models:
+      - name: fraud-v3
+        features: {amount: numeric, country: categorical}
+
+>>> cfg = MonitorConfig.model_validate({"models": [{"name": "m", "features": {"x": "numeric"}}]})
+>>> (cfg.window.size_ms, cfg.model("m").features["x"])
+(60000, 'numeric')
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from driftwarden.errors import ConfigError
+
+FeatureKind = Literal["numeric", "categorical"]
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, None: 1000}
+
+
+def parse_duration_ms(value: Any) -> int:
+    """Milliseconds of a duration written as ``250ms``, ``5s``, ``10m``, ``1h`` or plain seconds."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a duration")
+    if isinstance(value, (int, float)):
+        return int(value * 1000)
+    match = _DURATION.match(str(value))
+    if not match:
+        raise ValueError(f"{value!r} is not a duration like 60s, 5m, 250ms")
+    return int(float(match.group(1)) * _UNIT_MS[match.group(2)])
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SourceConfig(_Strict):
+    """Where events come from."""
+
+    topics: list[str] = Field(default_factory=lambda: ["features"])
+    topic_pattern: str | None = None
+    bootstrap_servers: str = "127.0.0.1:59092"
+    group_id: str = "driftwarden"
+    start: str = "earliest"  # earliest | latest | committed | an RFC 3339 timestamp
+    dead_letter_topic: str | None = None  # default: "<first topic>.dlq"
+
+    @field_validator("start")
+    @classmethod
+    def _check_start(cls, value: str) -> str:
+        if value in ("earliest", "latest", "committed"):
+            return value
+        from schemas.events import parse_event_time
+        from driftwarden.errors import InvalidEventError
+
+        try:
+            parse_event_time(value)
+        except InvalidEventError as exc:
+            raise ValueError("start must be earliest, latest, committed or an RFC 3339 timestamp") from exc
+        return value
+
+    @property
+    def dlq_topic(self) -> str:
+        """The dead-letter topic name."""
+        return self.dead_letter_topic or f"{(self.topics or ['events'])[0]}.dlq"
+
+
+class WindowConfig(_Strict):
+    """Event-time tumbling windows and watermarks."""
+
+    size: str | int = "60s"
+    out_of_orderness: str | int = "5s"
+    idleness: str | int = "30s"
+
+    @field_validator("size", "out_of_orderness", "idleness")
+    @classmethod
+    def _check_duration(cls, value: str | int) -> str | int:
+        parse_duration_ms(value)
+        return value
+
+    @property
+    def size_ms(self) -> int:
+        """Window length in milliseconds."""
+        return parse_duration_ms(self.size)
+
+    @property
+    def out_of_orderness_ms(self) -> int:
+        """Bounded out-of-orderness of the watermark in milliseconds."""
+        return parse_duration_ms(self.out_of_orderness)
+
+    @property
+    def idleness_ms(self) -> int:
+        """A partition silent this long no longer holds the watermark back."""
+        return parse_duration_ms(self.idleness)
+
+
+class ReferenceConfig(_Strict):
+    """What "normal" looks like: a reference file, the first N windows, or the last M windows."""
+
+    mode: Literal["file", "warmup", "rolling"] = "warmup"
+    path: str | None = None
+    warmup_windows: int = Field(default=5, ge=1)
+    rolling_windows: int = Field(default=10, ge=2)
+    lag_windows: int = Field(default=1, ge=0)
+
+    @model_validator(mode="after")
+    def _file_needs_path(self) -> "ReferenceConfig":
+        if self.mode == "file" and not self.path:
+            raise ValueError("reference.mode 'file' needs reference.path")
+        return self
+
+
+class ThresholdConfig(_Strict):
+    """Overrides of the drift policy defaults (see sketches.DriftPolicy)."""
+
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+    psi_minor: float = Field(default=0.1, gt=0)
+    psi_major: float = Field(default=0.25, gt=0)
+    false_alarm_rate: float = Field(default=0.01, gt=0, lt=1)
+    bins: int = Field(default=10, ge=2, le=100)
+    min_count: int = Field(default=30, ge=1)
+    fixed: bool = False  # true: use the fixed gate thresholds, never the calibrated ones
+
+
+class ModelConfig(_Strict):
+    """One monitored model and the kind of each feature."""
+
+    name: str = Field(min_length=1)
+    features: dict[str, FeatureKind] = Field(min_length=1)
+    sample_size: int = Field(default=2000, ge=10)
+    sketch_k: int = Field(default=200, ge=8, le=65535)
+
+
+class MonitorConfig(_Strict):
+    """The whole monitor config."""
+
+    source: SourceConfig = Field(default_factory=SourceConfig)
+    window: WindowConfig = Field(default_factory=WindowConfig)
+    reference: ReferenceConfig = Field(default_factory=ReferenceConfig)
+    thresholds: ThresholdConfig = Field(default_factory=ThresholdConfig)
+    models: list[ModelConfig] = Field(min_length=1)
+    store_url: str | None = None
+    dashboard_url: str | None = None
+    alerting: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("models")
+    @classmethod
+    def _unique_models(cls, models: list[ModelConfig]) -> list[ModelConfig]:
+        names = [m.name for m in models]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"model names must be unique; repeated: {', '.join(duplicates)}")
+        return models
+
+    def model(self, name: str) -> ModelConfig | None:
+        """The config of one model, or None when the model is not monitored."""
+        return next((m for m in self.models if m.name == name), None)
+
+
+def load_config(path: str | Path) -> MonitorConfig:
+    """Read and validate a monitor config file; ConfigError names file, line and field."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
+    try:
+        data = yaml.safe_load(text)
+        root = yaml.compose(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the config must be a mapping at the top level")
+    try:
+        return MonitorConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(path, root, exc)) from exc
+
+
+def _describe(path: Path, root: yaml.Node | None, exc: ValidationError) -> str:
+    lines = []
+    for error in exc.errors():
+        loc = [p for p in error["loc"] if not isinstance(p, str) or not p.startswith("function-")]
+        field = ".".join(str(p) for p in loc) or "(top level)"
+        lines.append(f"{path}:{_line_of(root, loc)}: {field}: {error['msg']}")
+    return "invalid monitor config\n" + "\n".join(lines)
+
+
+def _line_of(node: yaml.Node | None, loc: list[Any]) -> int:
+    """The 1-based line of the deepest YAML node along ``loc``."""
+    line = node.start_mark.line + 1 if node is not None else 1
+    for key in loc:
+        child = None
+        if isinstance(node, yaml.MappingNode):
+            child = next((v for k, v in node.value if k.value == str(key)), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            child = node.value[key]
+        if child is None:
+            break
+        node, line = child, child.start_mark.line + 1
+    return line

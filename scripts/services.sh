@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# Start, stop and check driftwarden's real services as plain local processes on 127.0.0.1.
+#
+#   scripts/services.sh start  [kafka|postgres|prometheus|flink ...]   (default: all)
+#   scripts/services.sh stop   [...]
+#   scripts/services.sh status [...]
+#
+# Idempotent: starting a running service does nothing, stopping a stopped one does nothing.
+# PID files in .run/pids, logs in .run/logs, data in .run/<service>. Each start waits for
+# readiness (a port answering) with a timeout and, on failure, names the service and its log.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+RUN="${DRIFTWARDEN_RUN_DIR:-$REPO/.run}"
+CACHE="${DRIFTWARDEN_CACHE_DIR:-$REPO/.cache}"
+PIDS="$RUN/pids"
+LOGS="$RUN/logs"
+VENV="$REPO/.venv"
+KAFKA_PORT=59092
+KAFKA_CONTROLLER_PORT=59093
+PG_PORT=55432
+PROM_PORT=59090
+FLINK_REST_PORT=58081
+FLINK_RPC_PORT=56123
+READY_TIMEOUT="${DRIFTWARDEN_READY_TIMEOUT:-90}"
+
+mkdir -p "$PIDS" "$LOGS"
+
+log() { printf '[services] %s\n' "$*" >&2; }
+die() { printf '[services] ERROR: %s\n' "$*" >&2; exit 1; }
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+pid_alive() { [[ -f "$PIDS/$1.pid" ]] && kill -0 "$(cat "$PIDS/$1.pid")" 2>/dev/null; }
+
+wait_port() { # name port log
+  local name=$1 port=$2 logfile=$3 waited=0
+  until port_open "$port"; do
+    if (( waited >= READY_TIMEOUT )); then
+      tail -n 20 "$logfile" >&2 || true
+      die "$name did not answer on 127.0.0.1:$port within ${READY_TIMEOUT}s; its log: $logfile"
+    fi
+    sleep 1; waited=$((waited + 1))
+  done
+  log "$name ready on 127.0.0.1:$port (${waited}s)"
+}
+
+stop_pidfile() { # name
+  local name=$1 pid
+  pid_alive "$name" || { rm -f "$PIDS/$name.pid"; return 0; }
+  pid=$(cat "$PIDS/$name.pid")
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 1 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+  kill -9 "$pid" 2>/dev/null || true
+  rm -f "$PIDS/$name.pid"
+  log "$name stopped"
+}
+
+# ---------------------------------------------------------------- kafka
+start_kafka() {
+  if pid_alive kafka && port_open $KAFKA_PORT; then log "kafka already running"; return; fi
+  [[ -d "$CACHE/jars/kafka" ]] || die "Kafka jars missing in $CACHE/jars/kafka: run scripts/bootstrap.sh"
+  local dir="$RUN/kafka" cp="$CACHE/jars/kafka/*"
+  mkdir -p "$dir/data"
+  cat >"$dir/server.properties" <<EOF
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
+log.dirs=$dir/data
+num.partitions=1
+auto.create.topics.enable=true
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+log.retention.hours=168
+EOF
+  cat >"$dir/log4j2.properties" <<'EOF'
+rootLogger.level=INFO
+rootLogger.appenderRef.stdout.ref=STDOUT
+appender.stdout.type=Console
+appender.stdout.name=STDOUT
+appender.stdout.layout.type=PatternLayout
+appender.stdout.layout.pattern=[%d] %p %m (%c)%n
+logger.kafka.name=kafka
+logger.kafka.level=WARN
+logger.apache.name=org.apache.kafka
+logger.apache.level=WARN
+EOF
+  local java_opts=(-Xms256m -Xmx768m -XX:+UseG1GC -Dlog4j2.configurationFile="$dir/log4j2.properties")
+  if [[ ! -f "$dir/data/meta.properties" ]]; then
+    log "formatting Kafka storage in $dir/data"
+    local cluster_id
+    cluster_id=$(python3 -c 'import base64, uuid; print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')
+    java "${java_opts[@]}" -cp "$cp" kafka.tools.StorageTool format --cluster-id="$cluster_id" \
+      -c "$dir/server.properties" >>"$LOGS/kafka.log" 2>&1 || die "Kafka storage format failed; its log: $LOGS/kafka.log"
+  fi
+  nohup java "${java_opts[@]}" -cp "$cp" kafka.Kafka "$dir/server.properties" >>"$LOGS/kafka.log" 2>&1 &
+  echo $! >"$PIDS/kafka.pid"
+  wait_port kafka $KAFKA_PORT "$LOGS/kafka.log"
+}
+stop_kafka() { stop_pidfile kafka; }
+status_kafka() { port_open $KAFKA_PORT && echo "kafka: up 127.0.0.1:$KAFKA_PORT" || echo "kafka: down"; }
+
+# ---------------------------------------------------------------- postgres
+pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
+as_pg() { if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+
+start_postgres() {
+  if port_open $PG_PORT; then log "postgres already running"; return; fi
+  local bin; bin=$(pg_bin)
+  if [[ -z "$bin" ]]; then
+    log "installing PostgreSQL from Debian's packages"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+    bin=$(pg_bin)
+  fi
+  [[ -n "$bin" ]] || die "no PostgreSQL server binaries found under /usr/lib/postgresql"
+  if [[ $(id -u) -eq 0 ]] && ! id postgres >/dev/null 2>&1; then useradd --system --home "$RUN/postgres" postgres; fi
+  local dir="$RUN/postgres"
+  mkdir -p "$dir"
+  [[ $(id -u) -eq 0 ]] && chown postgres "$dir"
+  if [[ ! -f "$dir/data/PG_VERSION" ]]; then
+    log "initialising PostgreSQL cluster in $dir/data"
+    as_pg "$bin/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 >>"$LOGS/postgres.log" 2>&1 \
+      || die "initdb failed; its log: $LOGS/postgres.log"
+  fi
+  touch "$LOGS/postgres.log"; [[ $(id -u) -eq 0 ]] && chown postgres "$LOGS/postgres.log"
+  as_pg "$bin/pg_ctl" -D "$dir/data" -l "$LOGS/postgres.log" -w -t "$READY_TIMEOUT" \
+    -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -k /tmp -c fsync=off -c max_connections=200" start >/dev/null \
+    || die "PostgreSQL did not start; its log: $LOGS/postgres.log"
+  head -n 1 "$dir/data/postmaster.pid" >"$PIDS/postgres.pid"
+  wait_port postgres $PG_PORT "$LOGS/postgres.log"
+  psql -h 127.0.0.1 -p $PG_PORT -U postgres -tAc "SELECT 1 FROM pg_roles WHERE rolname='driftwarden'" | grep -q 1 \
+    || psql -h 127.0.0.1 -p $PG_PORT -U postgres -qc "CREATE ROLE driftwarden LOGIN SUPERUSER"
+  psql -h 127.0.0.1 -p $PG_PORT -U postgres -tAc "SELECT 1 FROM pg_database WHERE datname='driftwarden'" | grep -q 1 \
+    || psql -h 127.0.0.1 -p $PG_PORT -U postgres -qc "CREATE DATABASE driftwarden OWNER driftwarden"
+}
+stop_postgres() {
+  local bin; bin=$(pg_bin)
+  if [[ -n "$bin" && -f "$RUN/postgres/data/postmaster.pid" ]]; then
+    as_pg "$bin/pg_ctl" -D "$RUN/postgres/data" -m fast -w stop >/dev/null 2>&1 || true
+    log "postgres stopped"
+  fi
+  rm -f "$PIDS/postgres.pid"
+}
+status_postgres() { port_open $PG_PORT && echo "postgres: up 127.0.0.1:$PG_PORT" || echo "postgres: down"; }
+
+# ---------------------------------------------------------------- prometheus
+start_prometheus() {
+  if pid_alive prometheus && port_open $PROM_PORT; then log "prometheus already running"; return; fi
+  if ! command -v prometheus >/dev/null; then
+    log "installing Prometheus from Debian's packages"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null
+  fi
+  local dir="$RUN/prometheus"
+  mkdir -p "$dir/data" "$dir/targets"
+  sed "s#@TARGETS@#$dir/targets#" "$REPO/scripts/prometheus.yml" >"$dir/prometheus.yml"
+  nohup prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/data" \
+    --web.listen-address=127.0.0.1:$PROM_PORT --web.enable-lifecycle >>"$LOGS/prometheus.log" 2>&1 &
+  echo $! >"$PIDS/prometheus.pid"
+  wait_port prometheus $PROM_PORT "$LOGS/prometheus.log"
+}
+stop_prometheus() { stop_pidfile prometheus; }
+status_prometheus() { port_open $PROM_PORT && echo "prometheus: up 127.0.0.1:$PROM_PORT" || echo "prometheus: down"; }
+
+# ---------------------------------------------------------------- flink (standalone cluster)
+flink_home() { "$VENV/bin/python" -c 'import os, pyflink; print(os.path.dirname(pyflink.__file__))'; }
+
+start_flink() {
+  if port_open $FLINK_REST_PORT; then log "flink already running"; return; fi
+  [[ -x "$VENV/bin/python" ]] || die "no virtualenv at $VENV: run scripts/bootstrap.sh"
+  local home conf="$RUN/flink/conf"; home=$(flink_home)
+  mkdir -p "$conf" "$RUN/flink/log" "$RUN/flink/tmp" "$RUN/flink/lib"
+  # the cluster's class path: PyFlink's lib/ plus flink-python from opt/ (Python UDF operators)
+  ln -sf "$home"/lib/*.jar "$home"/opt/flink-python-*.jar "$RUN/flink/lib/"
+  cp "$home/conf/"log4j*.properties "$home/conf/"logback*.xml "$conf/"
+  sed -e "s#@RUN@#$RUN/flink#g" -e "s#@PYTHON@#$VENV/bin/python#g" \
+      -e "s#@REST_PORT@#$FLINK_REST_PORT#g" -e "s#@RPC_PORT@#$FLINK_RPC_PORT#g" \
+      "$REPO/jobs/flink-conf.yaml" >"$conf/config.yaml"
+  export FLINK_CONF_DIR="$conf" FLINK_LOG_DIR="$RUN/flink/log" FLINK_PID_DIR="$PIDS" FLINK_LIB_DIR="$RUN/flink/lib"
+  "$home/bin/jobmanager.sh" start >>"$LOGS/flink.log" 2>&1 || die "Flink JobManager did not start; logs: $RUN/flink/log"
+  "$home/bin/taskmanager.sh" start >>"$LOGS/flink.log" 2>&1 || die "Flink TaskManager did not start; logs: $RUN/flink/log"
+  wait_port flink $FLINK_REST_PORT "$LOGS/flink.log"
+  local waited=0
+  until curl -fsS "http://127.0.0.1:$FLINK_REST_PORT/taskmanagers" 2>/dev/null | grep -q '"id"'; do
+    (( waited >= READY_TIMEOUT )) && die "no Flink TaskManager registered within ${READY_TIMEOUT}s; logs: $RUN/flink/log"
+    sleep 1; waited=$((waited + 1))
+  done
+  log "flink TaskManager registered"
+}
+stop_flink() {
+  port_open $FLINK_REST_PORT || ls "$PIDS"/flink-*.pid >/dev/null 2>&1 || return 0
+  local home; home=$(flink_home)
+  export FLINK_CONF_DIR="$RUN/flink/conf" FLINK_LOG_DIR="$RUN/flink/log" FLINK_PID_DIR="$PIDS" FLINK_LIB_DIR="$RUN/flink/lib"
+  "$home/bin/taskmanager.sh" stop-all >>"$LOGS/flink.log" 2>&1 || true
+  "$home/bin/jobmanager.sh" stop-all >>"$LOGS/flink.log" 2>&1 || true
+  pkill -f "org.apache.flink.runtime.(taskexecutor|entrypoint)" 2>/dev/null || true
+  log "flink stopped"
+}
+status_flink() { port_open $FLINK_REST_PORT && echo "flink: up 127.0.0.1:$FLINK_REST_PORT" || echo "flink: down"; }
+
+# ---------------------------------------------------------------- main
+ALL=(kafka postgres prometheus flink)
+cmd=${1:-}; shift || true
+services=("$@"); [[ ${#services[@]} -eq 0 ]] && services=("${ALL[@]}")
+for s in "${services[@]}"; do
+  [[ " ${ALL[*]} " == *" $s "* ]] || die "unknown service '$s' (valid: ${ALL[*]})"
+done
+case "$cmd" in
+  start) for s in "${services[@]}"; do "start_$s"; done ;;
+  stop) for ((i=${#services[@]}-1; i>=0; i--)); do "stop_${services[i]}"; done ;;
+  status) for s in "${services[@]}"; do "status_$s"; done ;;
+  *) die "usage: scripts/services.sh start|stop|status [${ALL[*]}]" ;;
+esac

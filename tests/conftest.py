@@ -1,0 +1,91 @@
+"""Shared fixtures: where the real services started by scripts/services.sh listen.
+
+Tests marked ``services`` need them running (``make test`` starts them first). A fixture whose
+service is not up fails with the command to start it; it never skips silently.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+RUN_DIR = Path(os.environ.get("DRIFTWARDEN_RUN_DIR", REPO / ".run"))
+
+KAFKA_BOOTSTRAP = os.environ.get("DRIFTWARDEN_KAFKA_BOOTSTRAP", "127.0.0.1:59092")
+PG_URL = os.environ.get("DRIFTWARDEN_TEST_PG_URL", "postgresql://driftwarden@127.0.0.1:55432/driftwarden")
+PROMETHEUS_URL = os.environ.get("DRIFTWARDEN_PROMETHEUS_URL", "http://127.0.0.1:59090")
+FLINK_REST = os.environ.get("DRIFTWARDEN_FLINK_REST", "127.0.0.1:58081")
+
+
+def _require_port(hostport: str, service: str) -> None:
+    host, port = hostport.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=2).close()
+    except OSError:
+        pytest.fail(f"{service} is not listening on {hostport}: run `scripts/services.sh start {service}`")
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> str:
+    """Bootstrap servers of the real single-broker KRaft Kafka."""
+    _require_port(KAFKA_BOOTSTRAP, "kafka")
+    return KAFKA_BOOTSTRAP
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> str:
+    """URL of the real PostgreSQL (a fresh database per test session is not needed: tables are per test)."""
+    _require_port(PG_URL.rsplit("@", 1)[1].split("/")[0], "postgres")
+    return PG_URL
+
+
+@pytest.fixture()
+def pg_engine(pg_url: str):
+    """A SQLAlchemy engine on a fresh, empty PostgreSQL schema of its own, dropped afterwards."""
+    from sqlalchemy import create_engine, text
+
+    from driftwarden.store import make_engine
+
+    schema = f"t_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(pg_url.replace("postgresql://", "postgresql+psycopg://"))
+    with admin.begin() as conn:
+        conn.execute(text(f"CREATE SCHEMA {schema}"))
+    engine = make_engine(f"{pg_url}?options=-csearch_path%3D{schema}")
+    yield engine
+    engine.dispose()
+    with admin.begin() as conn:
+        conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
+    admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def prometheus_url() -> str:
+    """Base URL of the real Prometheus; it scrapes every target listed in ``prometheus_targets_dir``."""
+    _require_port(PROMETHEUS_URL.split("//", 1)[1], "prometheus")
+    return PROMETHEUS_URL
+
+
+@pytest.fixture(scope="session")
+def prometheus_targets_dir() -> Path:
+    """Folder of Prometheus file_sd JSON files: write ``[{"targets": ["127.0.0.1:PORT"]}]`` to add a target."""
+    path = RUN_DIR / "prometheus" / "targets"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="session")
+def flink_rest() -> str:
+    """host:port of the standalone Flink cluster's JobManager REST endpoint."""
+    _require_port(FLINK_REST, "flink")
+    return FLINK_REST
+
+
+@pytest.fixture()
+def topic_name() -> str:
+    """A fresh topic name for one test."""
+    return f"test-{uuid.uuid4().hex[:12]}"
