@@ -47,8 +47,9 @@ def parse_matcher(text: str) -> Matcher:
 @app.command("list")
 def list_cmd(
     store: str = StoreOpt,
-    status: str = typer.Option("firing", help="Alert status to show: firing, resolved or all.", show_default=True),
-    deliveries: bool = typer.Option(False, "--deliveries", help="Show webhook deliveries instead of alerts.",
+    status: str = typer.Option("firing", help="Status to show: firing, resolved or all (deliveries: pending, sent, "
+                               "failed, dead, disabled or all; firing means all).", show_default=True),
+    deliveries: bool = typer.Option(False, "--deliveries/--alerts", help="Show webhook deliveries instead of alerts.",
                                     show_default=True),
     limit: int = typer.Option(50, min=1, help="Most rows to show.", show_default=True),
 ) -> None:
@@ -100,9 +101,10 @@ def silence(
 @app.command()
 def deliver(
     config: Optional[Path] = typer.Option(None, "--config", help="Monitor config YAML (its alerting: key).",
-                                          show_default=True),
+                                          show_default="none: default rules, no routes"),
     store: str = StoreOpt,
-    once: bool = typer.Option(False, "--once", help="Handle what is due now and exit.", show_default=True),
+    once: bool = typer.Option(False, "--once/--forever", help="Handle what is due now and exit, or keep running.",
+                              show_default=True),
     poll: float = typer.Option(1.0, help="Seconds between polls when idle.", show_default=True),
     lease: float = typer.Option(120.0, help="Seconds a claimed delivery stays leased to this worker.",
                                 show_default=True),

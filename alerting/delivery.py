@@ -19,15 +19,8 @@ from datetime import datetime, timezone
 from typing import Callable, Protocol
 
 import httpx
-from tenacity import (
-    RetryCallState,
-    Retrying,
-    retry_if_exception_type,
-    stop_any,
-    stop_before_delay,
-    stop_after_delay,
-    wait_exponential_jitter,
-)
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_exponential_jitter
+from tenacity.stop import stop_base
 
 from alerting.records import Delivery
 from alerting.rules import RetryPolicy, Route
@@ -149,9 +142,24 @@ class wait_retry_after:
         return self.fallback(state)
 
 
+class stop_before_budget(stop_base):
+    """A tenacity stop: stop when the time spent so far plus the next wait would pass the budget.
+
+    Time spent is the larger of wall time and the waits slept, so an injected (fake) sleep counts too.
+    """
+
+    def __init__(self, budget_s: float) -> None:
+        self.budget_s = max(budget_s, 0.0)
+
+    def __call__(self, state: RetryCallState) -> bool:
+        """Return True when no further attempt fits in the budget."""
+        spent = max(state.seconds_since_start or 0.0, state.idle_for)
+        return spent + (state.upcoming_sleep or 0.0) >= self.budget_s
+
+
 def wait_strategy(policy: RetryPolicy) -> wait_retry_after:
     """Return the tenacity wait of a retry policy."""
-    backoff = wait_exponential_jitter(initial=policy.initial_s, max=policy.max_backoff_s, jitter=policy.jitter_s)
+    backoff = wait_exponential_jitter(multiplier=policy.initial_s, max=policy.max_backoff_s, jitter=policy.jitter_s)
     return wait_retry_after(backoff, policy.max_retry_after_s)
 
 
@@ -170,8 +178,7 @@ def attempt_with_retries(send: Callable[[], int], policy: RetryPolicy, budget_s:
     """Call ``send`` until it succeeds, fails for good, or the next wait would pass ``budget_s``."""
     wait = wait_strategy(policy)
     retrying = Retrying(retry=retry_if_exception_type(RetryableDeliveryError), wait=wait,
-                        stop=stop_any(stop_before_delay(max(budget_s, 0.0)), stop_after_delay(max(budget_s, 0.0))),
-                        sleep=sleep, reraise=True)
+                        stop=stop_before_budget(budget_s), sleep=sleep, reraise=True)
     try:
         code = retrying(send)
         return AttemptResult(_attempts(retrying), code, None, None)

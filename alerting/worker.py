@@ -104,7 +104,8 @@ class Dispatcher:
                 0, None, None, None), "endpoint disabled" if sink else "no sink for route")
         failpoint("before_send")
         started = self.clock()
-        result = attempt_with_retries(lambda: self._attempt(sink, delivery), self.rules.retry, self._budget(sink))
+        result = attempt_with_retries(lambda: self._attempt(sink, delivery), self.rules.retry, self._budget(sink),
+                                      self.sleep)
         failpoint("after_response")
         return self._record(delivery, result, started)
 

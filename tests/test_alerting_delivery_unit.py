@@ -1,0 +1,186 @@
+"""Delivery logic against httpx.MockTransport: classification, retries, Retry-After, 4xx, 410, pinning."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from alerting.delivery import (
+    EndpointGoneError,
+    RejectedDeliveryError,
+    RetryableDeliveryError,
+    WebhookSink,
+    classify,
+    parse_retry_after,
+)
+from alerting.outbox import enqueue_alerts
+from alerting.records import Delivery, FeatureOutcome, WindowReport
+from alerting.rules import AlertRules, Route
+from alerting.signing import verify_webhook
+from alerting.worker import Dispatcher
+from driftwarden.store import make_engine
+from schemas.alert_tables import alert_deliveries, alert_endpoints
+
+PUBLIC = "93.184.216.34"
+KEY = b"unit-test-secret-unit-test-secret"
+T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
+
+
+def resolver(host: str, _port: int) -> list[str]:
+    return [PUBLIC] if host == "hooks.example.com" else [host]
+
+
+def sink(handler, **route_kw) -> WebhookSink:
+    route = Route(name="r", url="https://hooks.example.com/hook", **route_kw)
+    return WebhookSink(route, httpx.Client(transport=httpx.MockTransport(handler)), [KEY], resolver)
+
+
+def delivery(i: int = 1) -> Delivery:
+    return Delivery(i, f"msg_{i}", "r", "fraud", b'{"version":"1"}', 0, T0)
+
+
+def test_request_is_pinned_signed_and_not_redirected() -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(204)
+
+    assert sink(handler).send(delivery()) == 204
+    request = seen[0]
+    assert request.url.host == PUBLIC and request.url.port in (None, 443)
+    assert request.headers["host"] == "hooks.example.com"
+    assert request.extensions["sni_hostname"] == "hooks.example.com"
+    assert verify_webhook(request.headers, request.content, [KEY]) == "msg_1"
+
+
+@pytest.mark.parametrize("status,error", [
+    (200, None), (202, None), (301, RejectedDeliveryError), (302, RejectedDeliveryError), (400, RejectedDeliveryError),
+    (401, RejectedDeliveryError), (404, RejectedDeliveryError), (410, EndpointGoneError),
+    (429, RetryableDeliveryError), (500, RetryableDeliveryError), (503, RetryableDeliveryError),
+])
+def test_status_classification(status: int, error) -> None:
+    if error is None:
+        assert classify(status) == status
+    else:
+        with pytest.raises(error):
+            classify(status)
+
+
+def test_retry_after_forms() -> None:
+    assert parse_retry_after("7") == 7.0
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:10 GMT", now=1445412480.0) == 10.0
+    assert parse_retry_after("soon") is None and parse_retry_after(None) is None
+
+
+@pytest.mark.parametrize("exc", [httpx.ReadTimeout("slow"), httpx.ConnectError("refused")])
+def test_transport_errors_are_retryable(exc: Exception) -> None:
+    def handler(_request: httpx.Request) -> httpx.Response:
+        raise exc
+
+    with pytest.raises(RetryableDeliveryError):
+        sink(handler).send(delivery())
+
+
+class Harness:
+    """A dispatcher on SQLite whose sink is a MockTransport handler; sleeps are recorded, not slept."""
+
+    def __init__(self, tmp_path, handler, **retry) -> None:
+        policy = {"initial_s": 1.0, "jitter_s": 0.0, "max_backoff_s": 8.0, "max_age_s": 3600.0, **retry}
+        self.rules = AlertRules(routes=[{"name": "r", "url": "https://hooks.example.com/hook"}],
+                                group_wait="0s", retry=policy)
+        self.engine = make_engine(f"sqlite:///{tmp_path / 's.db'}")
+        self.sleeps: list[float] = []
+        self.now = T0
+        self.dispatcher = Dispatcher(self.engine, self.rules, {"r": sink(handler)}, lease=timedelta(seconds=30),
+                                     clock=lambda: self.now, sleep=self.sleeps.append)
+
+    def enqueue(self, i: int) -> None:
+        rep = WindowReport("fraud", T0 + timedelta(minutes=i), T0 + timedelta(minutes=i + 1),
+                           [FeatureOutcome(f"f{i}", drifted=True, severity="major")])
+        with self.engine.begin() as conn:
+            enqueue_alerts(conn, rep, self.rules, self.now)
+
+    def rows(self) -> list:
+        with self.engine.connect() as conn:
+            return conn.execute(select(alert_deliveries).order_by(alert_deliveries.c.id)).all()
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+@pytest.fixture()
+def harness_factory(tmp_path):
+    made: list[Harness] = []
+
+    def make(handler, **retry) -> Harness:
+        made.append(Harness(tmp_path, handler, **retry))
+        return made[-1]
+
+    yield make
+    for h in made:
+        h.close()
+
+
+def test_server_errors_are_retried_with_backoff_until_success(harness_factory) -> None:
+    answers = iter([500, 502, 503, 200])
+    h = harness_factory(lambda _r: httpx.Response(next(answers)))
+    h.enqueue(0)
+    assert h.dispatcher.run_once() == 1
+    row = h.rows()[0]
+    assert (row.status, row.attempts, row.last_status_code) == ("sent", 4, 200)
+    assert h.sleeps == [1.0, 2.0, 4.0]
+
+
+def test_retry_after_on_429_is_honoured(harness_factory) -> None:
+    answers = iter([httpx.Response(429, headers={"retry-after": "3"}), httpx.Response(200)])
+    h = harness_factory(lambda _r: next(answers))
+    h.enqueue(0)
+    h.dispatcher.run_once()
+    assert h.sleeps == [3.0] and h.rows()[0].status == "sent"
+
+
+def test_long_retry_after_reschedules_the_row_instead_of_holding_the_lease(harness_factory) -> None:
+    h = harness_factory(lambda _r: httpx.Response(429, headers={"retry-after": "600"}))
+    h.enqueue(0)
+    h.dispatcher.run_once()
+    row = h.rows()[0]
+    assert (row.status, row.attempts, row.claimed_until) == ("pending", 1, None)
+    assert row.next_attempt_at.replace(tzinfo=timezone.utc) == T0 + timedelta(seconds=600)
+    assert h.dispatcher.run_once() == 0  # not due yet
+
+
+def test_client_error_is_tried_once(harness_factory) -> None:
+    calls: list[int] = []
+    h = harness_factory(lambda _r: calls.append(1) or httpx.Response(400))
+    h.enqueue(0)
+    h.dispatcher.run_once()
+    assert len(calls) == 1 and h.rows()[0].status == "failed" and h.sleeps == []
+
+
+def test_gone_disables_the_endpoint_and_later_deliveries_are_not_sent(harness_factory) -> None:
+    calls: list[int] = []
+    h = harness_factory(lambda _r: calls.append(1) or httpx.Response(410))
+    h.enqueue(0)
+    h.dispatcher.run_once()
+    h.enqueue(1)
+    h.dispatcher.run_once()
+    assert len(calls) == 1
+    assert [r.status for r in h.rows()] == ["disabled", "disabled"]
+    with h.engine.connect() as conn:
+        assert conn.execute(select(alert_endpoints.c.route)).scalars().all() == ["r"]
+
+
+def test_delivery_past_max_age_is_dead(harness_factory) -> None:
+    h = harness_factory(lambda _r: httpx.Response(500), max_age_s=60.0)
+    h.enqueue(0)
+    outcomes = []
+    for _ in range(10):
+        h.dispatcher.run_once()
+        outcomes.append(h.rows()[0].status)
+        h.now += timedelta(seconds=30)
+    assert outcomes[-1] == "dead" and "pending" in outcomes
+    assert "max age" in h.rows()[0].last_error
