@@ -1,0 +1,99 @@
+"""Kill -9 the delivery worker (a real subprocess) at the two dangerous points; every alert still arrives."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+import yaml
+from sqlalchemy import select
+
+from alerting.outbox import enqueue_alerts
+from alerting.records import FeatureOutcome, WindowReport
+from alerting.rules import load_rules
+from alerting.testing import WebhookReceiver
+from driftwarden.store import make_engine
+from schemas.alert_tables import alert_deliveries
+
+REPO = Path(__file__).resolve().parent.parent
+MODELS = 3
+
+
+def start_worker(store: str, config: Path, env_extra: dict[str, str]) -> subprocess.Popen:
+    env = {**os.environ, **env_extra}
+    cmd = [sys.executable, "-c", "from driftwarden.cli import main; main()", "alerts", "deliver",
+           "--store", store, "--config", str(config), "--lease", "2", "--poll", "0.1", "--forever"]
+    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def wait_for(predicate, timeout_s: float, what: str) -> None:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def delivery_rows(engine) -> list:
+    with engine.connect() as conn:
+        return conn.execute(select(alert_deliveries).order_by(alert_deliveries.c.id)).all()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", ["before_send", "after_response"])
+def test_killed_worker_loses_nothing_and_duplicates_keep_their_webhook_id(tmp_path, point: str) -> None:
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    engine = make_engine(store)
+    with WebhookReceiver() as receiver:
+        config = tmp_path / "monitor.yaml"
+        config.write_text(yaml.safe_dump({"alerting": {
+            "group_wait": "0s",
+            "retry": {"initial_s": 0.1, "max_backoff_s": 0.5, "jitter_s": 0.05},
+            "routes": [{"name": "oncall", "url": receiver.url + "/hook", "allow_private": True}]}}))
+        rules = load_rules(config)
+        now = datetime.now(timezone.utc) - timedelta(seconds=1)
+        for m in range(MODELS):
+            rep = WindowReport(f"model-{m}", now - timedelta(minutes=1), now,
+                               [FeatureOutcome("amount", drifted=True, severity="major")])
+            with engine.begin() as conn:
+                assert enqueue_alerts(conn, rep, rules, now) == 1
+
+        marker = tmp_path / "failpoint"
+        doomed = start_worker(store, config, {"DRIFTWARDEN_ALERTING_FAILPOINT": point,
+                                              "DRIFTWARDEN_ALERTING_FAILPOINT_FILE": str(marker)})
+        try:
+            wait_for(marker.exists, 60, f"the worker to reach {point}")
+        finally:
+            os.kill(doomed.pid, signal.SIGKILL)
+            doomed.wait(10)
+        assert doomed.returncode == -signal.SIGKILL
+        sent_before_kill = len(receiver.received)
+        assert sent_before_kill == (1 if point == "after_response" else 0)
+        assert all(r.status == "pending" for r in delivery_rows(engine))  # nothing was marked sent
+
+        survivor = start_worker(store, config, {})
+        try:
+            wait_for(lambda: all(r.status == "sent" for r in delivery_rows(engine)), 60, "every delivery sent")
+        finally:
+            survivor.terminate()
+            survivor.wait(10)
+
+    rows = delivery_rows(engine)
+    by_id = receiver.by_webhook_id()
+    assert sorted(by_id) == sorted(r.webhook_id for r in rows) and len(rows) == MODELS
+    models = sorted(json.loads(items[0].body)["model"] for items in by_id.values())
+    assert models == [f"model-{m}" for m in range(MODELS)]
+    duplicates = {wid: items for wid, items in by_id.items() if len(items) > 1}
+    assert len(duplicates) == (1 if point == "after_response" else 0)
+    for items in duplicates.values():
+        assert len({i.body for i in items}) == 1
+    assert len(receiver.received) == MODELS + len(duplicates)
+    engine.dispose()
