@@ -26,6 +26,8 @@ def _register() -> None:
     """Attach each concern's commands to the root app."""
     # Each line below belongs to the folder it names; keep imports of heavy libraries
     # (pyflink, torch) inside the command functions so that --help stays fast.
+    from alerting.cli import app as alerts_app; app.add_typer(alerts_app, name="alerts")  # noqa: E702
+    from alerting.dashboards.cli import app as dashboards_app; app.add_typer(dashboards_app, name="dashboards")  # noqa: E702,E501
     from replay.latency.cli import bench_command; app.command("bench")(bench_command)  # noqa: E702
 
 

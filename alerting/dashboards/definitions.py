@@ -1,0 +1,105 @@
+"""The driftwarden dashboards: one per-model dashboard (``$model``) and an alert-delivery overview.
+
+SQL panels read the results store (window_results, window_counts, dead_letters, alert tables);
+PromQL panels read what ``driftwarden`` exposes on /metrics (StoreCollector and DeliveryMetrics).
+"""
+
+from __future__ import annotations
+
+from alerting.dashboards.model import Dashboard, Panel, PromQuery, SqlQuery, Variable
+
+MODEL = "model = '$model'"
+
+MODEL_VARIABLE = Variable("model", "Model", "SELECT DISTINCT model FROM window_counts ORDER BY 1")
+
+
+def _event_panels() -> tuple[Panel, ...]:
+    return (
+        Panel("Event rate (per window)", "timeseries", (SqlQuery(
+            'SELECT window_end AS "time", events / GREATEST(EXTRACT(EPOCH FROM (window_end - window_start)), 1)'
+            f' AS "events/s" FROM window_counts WHERE {MODEL} AND $__timeFilter(window_end) ORDER BY 1'),),
+            unit="reqps"),
+        Panel("Event rate (Prometheus)", "timeseries", (PromQuery(
+            'sum(rate(driftwarden_window_events_total{model="$model"}[$__rate_interval]))', "events/s"),),
+            unit="reqps"),
+        Panel("Rejected events by reason", "timeseries", (SqlQuery(
+            "SELECT $__timeGroupAlias(seen_at, '1m'), reason AS metric, count(*) AS value FROM dead_letters"
+            f" WHERE ({MODEL} OR model IS NULL) AND $__timeFilter(seen_at) GROUP BY 1, 2 ORDER BY 1"),
+            PromQuery("sum by (reason) (rate(driftwarden_rejected_events_total[$__rate_interval]))", "{{reason}}")),
+            unit="short"),
+        Panel("Late events", "timeseries", (SqlQuery(
+            f'SELECT window_end AS "time", late AS "late events" FROM window_counts WHERE {MODEL}'
+            " AND $__timeFilter(window_end) ORDER BY 1"),
+            PromQuery('sum(rate(driftwarden_late_events_total{model="$model"}[$__rate_interval]))', "late/s")),
+            unit="short"),
+    )
+
+
+def _drift_panels() -> tuple[Panel, ...]:
+    return (
+        Panel("Drift score per feature (PSI; deep where run)", "heatmap", (SqlQuery(
+            'SELECT window_start AS "time", feature AS metric, COALESCE(deep_psi, gate_psi) AS value'
+            f" FROM window_results WHERE {MODEL} AND $__timeFilter(window_start) ORDER BY 1"),),
+            width=24, height=10, description="One row per feature; colour is the window's PSI.",
+            options={"calculate": False, "yAxis": {"axisPlacement": "left"}, "color": {"scheme": "Oranges"},
+                     "cellGap": 1}),
+        Panel("Latest drift scores", "timeseries", (PromQuery(
+            'driftwarden_drift_score{model="$model", score="gate_psi"}', "{{feature}}"),), unit="short"),
+        Panel("Gate alarms and deep-check verdicts", "barchart", (SqlQuery(
+            "SELECT $__timeGroupAlias(window_start, '1m'),"
+            " sum(CASE WHEN gate_alarm THEN 1 ELSE 0 END) AS \"gate alarms\","
+            " sum(CASE WHEN deep_ks_stat IS NOT NULL AND drifted THEN 1 ELSE 0 END) AS \"deep: drifted\","
+            " sum(CASE WHEN deep_ks_stat IS NOT NULL AND NOT drifted THEN 1 ELSE 0 END) AS \"deep: cleared\""
+            f" FROM window_results WHERE {MODEL} AND $__timeFilter(window_start) GROUP BY 1 ORDER BY 1"),)),
+        Panel("Deep checks by verdict (Prometheus)", "timeseries", (
+            PromQuery('sum by (verdict) (driftwarden_deep_checks_total{model="$model"})', "{{verdict}}"),
+            PromQuery('sum(driftwarden_gate_alarms_total{model="$model"})', "gate alarms")),),
+        Panel("Latest window per feature", "table", (SqlQuery(
+            "SELECT feature, kind, count, missing, gate_ks, gate_psi, gate_emd, gate_alarm, deep_ks_pvalue,"
+            " p_adjusted, drifted, severity FROM window_results"
+            f" WHERE {MODEL} AND window_start = (SELECT max(window_start) FROM window_results WHERE {MODEL})"
+            " ORDER BY feature", "table"),), width=24),
+    )
+
+
+def _alert_panels() -> tuple[Panel, ...]:
+    return (
+        Panel("Alert deliveries by status", "timeseries", (SqlQuery(
+            "SELECT $__timeGroupAlias(created_at, '5m'), status AS metric, count(*) AS value FROM alert_deliveries"
+            f" WHERE {MODEL} AND $__timeFilter(created_at) GROUP BY 1, 2 ORDER BY 1"),)),
+        Panel("Alerts", "table", (SqlQuery(
+            "SELECT fingerprint, severity, status, features, starts_at, ends_at, acked_by FROM alerts"
+            f" WHERE {MODEL} ORDER BY updated_at DESC LIMIT 50", "table"),)),
+    )
+
+
+def model_dashboard() -> Dashboard:
+    """Return the per-model dashboard: events, rejects, late, drift heatmap, verdicts, alerts."""
+    return Dashboard("driftwarden-model", "driftwarden: model drift",
+                     _event_panels() + _drift_panels() + _alert_panels(), (MODEL_VARIABLE,))
+
+
+def delivery_dashboard() -> Dashboard:
+    """Return the alert-delivery overview across routes."""
+    return Dashboard("driftwarden-deliveries", "driftwarden: alert deliveries", (
+        Panel("Delivery outcomes", "timeseries", (PromQuery(
+            "sum by (route, outcome) (increase(driftwarden_alert_deliveries_total[$__rate_interval]))",
+            "{{route}} {{outcome}}"),)),
+        Panel("Delivery attempts by result", "timeseries", (PromQuery(
+            "sum by (route, result) (rate(driftwarden_alert_delivery_attempts_total[$__rate_interval]))",
+            "{{route}} {{result}}"),)),
+        Panel("Attempt latency p95", "timeseries", (PromQuery(
+            "histogram_quantile(0.95, sum by (route, le) (rate(driftwarden_alert_delivery_seconds_bucket"
+            "[$__rate_interval])))", "{{route}}"),), unit="s"),
+        Panel("Outbox by status", "timeseries", (PromQuery("sum by (route, status) (driftwarden_alert_outbox)",
+                                                           "{{route}} {{status}}"),)),
+        Panel("Dead and failed deliveries", "table", (SqlQuery(
+            "SELECT webhook_id, route, model, status, attempts, last_status_code, last_error, created_at"
+            " FROM alert_deliveries WHERE status IN ('dead', 'failed', 'disabled') AND $__timeFilter(created_at)"
+            " ORDER BY created_at DESC LIMIT 100", "table"),), width=24),
+    ))
+
+
+def all_dashboards() -> list[Dashboard]:
+    """Return every dashboard driftwarden ships."""
+    return [model_dashboard(), delivery_dashboard()]

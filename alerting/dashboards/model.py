@@ -1,0 +1,126 @@
+"""Small typed builders for Grafana dashboard JSON (schema version 39).
+
+grafana-foundation-sdk has no PostgreSQL/SQL query builder, so dashboards are built from these
+frozen records instead: a :class:`Dashboard` of :class:`Panel` s, each holding :class:`SqlQuery`
+or :class:`PromQuery` targets, and template :class:`Variable` s; ``to_json`` gives what Grafana
+imports. Every query stays reachable (:meth:`Dashboard.queries`) so tests can run it for real.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Literal, Union
+
+POSTGRES = {"type": "grafana-postgresql-datasource", "uid": "driftwarden-postgres"}
+PROMETHEUS = {"type": "prometheus", "uid": "driftwarden-prometheus"}
+MIXED = {"type": "datasource", "uid": "-- Mixed --"}
+PanelType = Literal["timeseries", "heatmap", "barchart", "table", "stat", "state-timeline"]
+
+
+@dataclass(frozen=True)
+class SqlQuery:
+    """A raw SQL target on the PostgreSQL datasource (``time_series`` or ``table`` format)."""
+
+    sql: str
+    format: Literal["time_series", "table"] = "time_series"
+
+    def to_json(self, ref: str) -> dict[str, Any]:
+        """Return the Grafana target object."""
+        return {"refId": ref, "datasource": POSTGRES, "editorMode": "code", "rawQuery": True,
+                "rawSql": self.sql, "format": self.format}
+
+
+@dataclass(frozen=True)
+class PromQuery:
+    """A PromQL target on the Prometheus datasource."""
+
+    expr: str
+    legend: str = "__auto"
+
+    def to_json(self, ref: str) -> dict[str, Any]:
+        """Return the Grafana target object."""
+        return {"refId": ref, "datasource": PROMETHEUS, "editorMode": "code", "expr": self.expr,
+                "legendFormat": self.legend, "range": True}
+
+
+Query = Union[SqlQuery, PromQuery]
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One panel: a type, a title, its targets, a unit, and its place on the 24-column grid."""
+
+    title: str
+    type: PanelType
+    targets: tuple[Query, ...]
+    width: int = 12
+    height: int = 8
+    unit: str = "short"
+    description: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self, panel_id: int, x: int, y: int) -> dict[str, Any]:
+        """Return the Grafana panel object at grid position (x, y)."""
+        kinds = {type(t) for t in self.targets}
+        datasource = MIXED if len(kinds) > 1 else (PROMETHEUS if kinds == {PromQuery} else POSTGRES)
+        return {
+            "id": panel_id, "type": self.type, "title": self.title, "description": self.description,
+            "datasource": datasource,
+            "gridPos": {"x": x, "y": y, "w": self.width, "h": self.height},
+            "fieldConfig": {"defaults": {"unit": self.unit}, "overrides": []},
+            "options": dict(self.options),
+            "targets": [t.to_json(chr(ord("A") + i)) for i, t in enumerate(self.targets)],
+        }
+
+
+@dataclass(frozen=True)
+class Variable:
+    """A query template variable (single value) filled from a SQL query."""
+
+    name: str
+    label: str
+    sql: str
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the Grafana templating entry."""
+        return {"name": self.name, "label": self.label, "type": "query", "datasource": POSTGRES,
+                "query": self.sql, "definition": self.sql, "refresh": 2, "multi": False, "includeAll": False,
+                "sort": 1}
+
+
+@dataclass(frozen=True)
+class Dashboard:
+    """A dashboard: uid, title, variables and panels laid out left to right, top to bottom."""
+
+    uid: str
+    title: str
+    panels: tuple[Panel, ...]
+    variables: tuple[Variable, ...] = ()
+    tags: tuple[str, ...] = ("driftwarden",)
+    time_from: str = "now-6h"
+    refresh: str = "30s"
+
+    def queries(self) -> Iterator[tuple[str, Query]]:
+        """Yield (panel title, query) for every target of every panel."""
+        for panel in self.panels:
+            for target in panel.targets:
+                yield panel.title, target
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the dashboard model Grafana imports."""
+        return {
+            "uid": self.uid, "title": self.title, "tags": list(self.tags), "timezone": "utc",
+            "schemaVersion": 39, "version": 1, "editable": True, "refresh": self.refresh,
+            "time": {"from": self.time_from, "to": "now"},
+            "templating": {"list": [v.to_json() for v in self.variables]},
+            "annotations": {"list": []}, "panels": list(self._layout()),
+        }
+
+    def _layout(self) -> Iterator[dict[str, Any]]:
+        """Place panels row by row on Grafana's 24-column grid."""
+        x = y = row_height = 0
+        for panel_id, panel in enumerate(self.panels, start=1):
+            if x + panel.width > 24:
+                x, y, row_height = 0, y + row_height, 0
+            yield panel.to_json(panel_id, x, y)
+            x, row_height = x + panel.width, max(row_height, panel.height)
