@@ -21,8 +21,8 @@ def store_url(url: str | None = None) -> str:
     return url or os.environ.get(STORE_URL_ENV) or DEFAULT_STORE_URL
 
 
-def make_engine(url: str | None = None) -> Engine:
-    """Create an engine for the store and make sure its tables exist."""
+def make_engine(url: str | None = None, create: bool = True) -> Engine:
+    """Create an engine for the store and (unless ``create`` is False) make sure its tables exist."""
     resolved = store_url(url)
     if resolved.startswith("postgresql://"):
         resolved = "postgresql+psycopg://" + resolved[len("postgresql://"):]
@@ -32,7 +32,8 @@ def make_engine(url: str | None = None) -> Engine:
         raise ConfigError(f"store URL {_redact(resolved)!r} is not usable: {exc}") from exc
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
-    create_schema(engine)
+    if create:
+        create_schema(engine)
     return engine
 
 
@@ -41,7 +42,10 @@ def create_schema(engine: Engine) -> None:
     import schemas.alert_tables  # noqa: F401  (registers the alerting tables on the metadata)
 
     try:
-        metadata.create_all(engine)
+        try:
+            metadata.create_all(engine)
+        except SQLAlchemyError:  # another process created the tables at the same moment: check again
+            metadata.create_all(engine)
         with engine.begin() as conn:
             if conn.execute(select(schema_info.c.version)).first() is None:
                 conn.execute(schema_info.insert().values(id=1, version=SCHEMA_VERSION))

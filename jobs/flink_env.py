@@ -23,8 +23,13 @@ def job_jars() -> list[str]:
     return [j.as_uri() for j in jars]
 
 
-def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, streaming: bool = True):
-    """A StreamTableEnvironment with the Kafka connector, checkpointing and our UDF registered."""
+def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, idleness_ms: int = 0,
+                   checkpoint_dir: str | None = None, resume_from: str | None = None, streaming: bool = True):
+    """A StreamTableEnvironment with the Kafka connector, checkpointing and our UDF registered.
+
+    Checkpoints are retained on cancellation (and on a crash) in ``checkpoint_dir``;
+    ``resume_from`` restores a job from one of them (see :func:`latest_checkpoint`).
+    """
     from pyflink.common import Configuration
     from pyflink.datastream import CheckpointingMode, StreamExecutionEnvironment
     from pyflink.table import EnvironmentSettings, StreamTableEnvironment
@@ -34,6 +39,13 @@ def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, s
     config.set_string("table.local-time-zone", "UTC")
     config.set_string("python.fn-execution.bundle.size", "5000")
     config.set_string("python.fn-execution.arrow.batch.size", "5000")
+    if idleness_ms:
+        config.set_string("table.exec.source.idle-timeout", f"{idleness_ms} ms")
+    if checkpoint_dir:
+        config.set_string("execution.checkpointing.dir", Path(checkpoint_dir).resolve().as_uri())
+        config.set_string("execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION")
+    if resume_from:
+        config.set_string("execution.state-recovery.path", resume_from)
     env = StreamExecutionEnvironment.get_execution_environment(config)
     env.set_parallelism(parallelism)
     if checkpoint_interval_ms > 0:
@@ -42,3 +54,12 @@ def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, s
     t_env = StreamTableEnvironment.create(env, environment_settings=settings)
     t_env.create_java_temporary_system_function("DW_EVENT_MILLIS", EVENT_MILLIS_UDF)
     return env, t_env
+
+
+def latest_checkpoint(checkpoint_dir: str | Path) -> str | None:
+    """The newest completed checkpoint (a ``chk-N`` folder with its ``_metadata``) under the folder."""
+    done = [p.parent for p in Path(checkpoint_dir).glob("*/chk-*/_metadata")]
+    if not done:
+        return None
+    newest = max(done, key=lambda p: (p.stat().st_mtime, int(p.name.split("-")[1])))
+    return newest.as_uri()

@@ -37,7 +37,7 @@ class StoreWindowCounts(ScalarFunction):
         self.engine = None
 
     def open(self, function_context: FunctionContext) -> None:
-        self.engine = make_engine(self.store_url)
+        self.engine = make_engine(self.store_url, create=False)
 
     def eval(self, model: str, any_event_ms: int, events: int) -> int:
         start, end = window_bounds(any_event_ms, self.window_ms)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from driftwarden.store import make_engine
 from jobs.flink_env import make_table_env
 from jobs.sinks import store_window_counts
 from jobs.source import kafka_source_ddl
@@ -39,6 +40,7 @@ SELECT dw_store_window_counts(model, first_ms, events) FROM (
 
 def run_smoke(topic: str, bootstrap: str, store_url: str, parallelism: int = 1) -> None:
     """Run the smoke job to the end of the topic (bounded) and return when it finished."""
+    make_engine(store_url).dispose()  # create the tables once, before the sink opens the store
     _, t_env = make_table_env(parallelism=parallelism, checkpoint_interval_ms=0)
     source = SourceConfig(topics=[topic], bootstrap_servers=bootstrap, group_id=f"smoke-{topic}")
     t_env.execute_sql(build_smoke_insert(t_env, source, store_url)).wait()

@@ -75,7 +75,10 @@ def parse_event(raw: bytes | str, feature_kinds: Mapping[str, str] | None = None
         raise InvalidEventError("missing_model")
     if not isinstance(model, str) or not model:
         raise InvalidEventError("bad_model", repr(model)[:80])
-    features = _check_features(doc.get("features"), feature_kinds)
+    features = doc.get("features")
+    if not isinstance(features, dict):
+        raise InvalidEventError("bad_features", "features must be an object of name -> number|string|null")
+    check_feature_kinds(features, feature_kinds)
     prediction = doc.get("prediction")
     if prediction is not None and (isinstance(prediction, bool) or not isinstance(prediction, (int, float))):
         raise InvalidEventError("bad_prediction", repr(prediction)[:80])
@@ -112,11 +115,8 @@ def _parse_rfc3339_ms(text: str) -> int:
     return int(parsed.timestamp() * 1000)
 
 
-def _check_features(
-    features: Any, feature_kinds: Mapping[str, str] | None
-) -> Mapping[str, float | str | None]:
-    if not isinstance(features, dict):
-        raise InvalidEventError("bad_features", "features must be an object of name -> number|string|null")
+def check_feature_kinds(features: Mapping[str, Any], feature_kinds: Mapping[str, str] | None) -> None:
+    """Raise InvalidEventError naming the first feature whose value has the wrong type."""
     for name, value in features.items():
         if value is None:
             continue
@@ -127,7 +127,6 @@ def _check_features(
         expects_number = feature_kinds[name] == NUMERIC
         if expects_number == isinstance(value, str):
             raise InvalidEventError(f"type_mismatch:{name}", f"expected {feature_kinds[name]}, got {value!r}"[:120])
-    return features
 
 
 def rfc3339(epoch_ms: int) -> str:

@@ -14,6 +14,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -85,9 +86,21 @@ dead_letters = Table(
     Column("partition", Integer, nullable=False),
     Column("offset", BigInteger, nullable=False),
     Column("reason", String(200), nullable=False),
+    Column("detail", Text),
     Column("model", String(200)),
     Column("event_time", DateTime(timezone=True)),
     Column("payload", Text, nullable=False),
     Column("seen_at", DateTime(timezone=True), nullable=False),
     UniqueConstraint("topic", "partition", "offset", name="uq_dead_letters"),
+)
+
+# Window summaries (sketches + samples) kept for the warmup and rolling reference modes.
+window_summaries = Table(
+    "window_summaries",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("model", String(200), nullable=False),
+    Column("window_start", BigInteger, nullable=False),  # epoch ms
+    Column("summary", LargeBinary, nullable=False),
+    UniqueConstraint("model", "window_start", name="uq_window_summaries"),
 )

@@ -1,0 +1,102 @@
+"""The streaming drift job: Kafka in, sketches per (model, window), gate, deep check, results out.
+
+Job graph (one Flink job, three INSERTs sharing one source)::
+
+    Kafka (raw JSON, per-partition watermarks on event time)
+      └─ validate (pandas UDF) ─┬─ invalid ───────────────► dead letters (store + <topic>.dlq)
+                                ├─ late (window closed) ──► dead letters, reason "late"
+                                └─ on time ─► TUMBLE(model, event time) ─► summarize (pandas UDAF)
+                                                                          └─► analyze + store + alerts
+
+Invariant (tested): read = valid + rejected, and valid = windowed + late.
+Run embedded (``python -m jobs.drift_job --config ...``) or on a cluster (``flink run -py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from driftwarden.store import make_engine
+from jobs.flink_env import make_table_env
+from jobs.source import kafka_source_ddl
+from jobs.udfs import analyze_window_udf, dead_letter_udf, reject_reason_udf, summarize_udaf
+from schemas.config import MonitorConfig, load_config
+
+EVENT_MS = "COALESCE(DW_EVENT_MILLIS(JSON_VALUE(`value`, '$.event_time')), 0)"
+
+
+def register(t_env, config: MonitorConfig, store_url: str, reference_path: str | None, bounded: bool) -> None:
+    """Create the source, the sink table, the UDFs and the views of the job."""
+    t_env.execute_sql(kafka_source_ddl("events", config.source, config.window.out_of_orderness_ms, bounded))
+    t_env.execute_sql("CREATE TEMPORARY TABLE done (n INT) WITH ('connector' = 'blackhole')")
+    t_env.create_temporary_function("dw_reject_reason", reject_reason_udf(config))
+    t_env.create_temporary_function("dw_summarize", summarize_udaf(config))
+    t_env.create_temporary_function("dw_analyze", analyze_window_udf(config, store_url, reference_path))
+    dlq = config.source.dlq_topic
+    t_env.create_temporary_function("dw_dead_letter", dead_letter_udf(store_url, config.source.bootstrap_servers, dlq))
+    size = config.window.size_ms
+    t_env.execute_sql(f"""CREATE TEMPORARY VIEW checked AS
+SELECT `value`, `topic`, `partition`, `offset`, et, {EVENT_MS} AS event_ms,
+       JSON_VALUE(`value`, '$.model') AS model, dw_reject_reason(`value`) AS reason
+FROM events""")
+    # late: the event's window has already fired (its last millisecond is at or below the watermark)
+    t_env.execute_sql(f"""CREATE TEMPORARY VIEW classified AS
+SELECT *, COALESCE(TO_TIMESTAMP_LTZ(event_ms - MOD(event_ms, {size}) + {size} - 1, 3)
+                   <= CURRENT_WATERMARK(et), FALSE) AS late
+FROM checked""")
+
+
+def statements(config: MonitorConfig) -> list[str]:
+    """The three INSERT statements of the job."""
+    seconds = config.window.size_ms / 1000
+    return [
+        """INSERT INTO done SELECT dw_dead_letter(`topic`, `partition`, `offset`, reason, model,
+             CAST(NULL AS BIGINT), `value`) FROM classified WHERE reason IS NOT NULL""",
+        """INSERT INTO done SELECT dw_dead_letter(`topic`, `partition`, `offset`, 'late', model, event_ms, `value`)
+             FROM classified WHERE reason IS NULL AND late""",
+        f"""INSERT INTO done SELECT dw_analyze(summary) FROM (
+              SELECT dw_summarize(`value`, model, event_ms, `topic`, `partition`, `offset`) AS summary
+              FROM classified WHERE reason IS NULL AND NOT late
+              GROUP BY model, TUMBLE(et, INTERVAL '{seconds:g}' SECOND))""",
+    ]
+
+
+def run_drift_job(config: MonitorConfig, store_url: str, reference_path: str | None = None,
+                  bounded: bool = False, parallelism: int = 1, checkpoint_interval_ms: int = 10_000,
+                  checkpoint_dir: str | None = None, resume_from: str | None = None,
+                  wait: bool = True):
+    """Build and start the job; wait for it when ``wait`` (a bounded job ends at the topic's end)."""
+    make_engine(store_url).dispose()  # create the tables once, before parallel sinks open the store
+    _, t_env = make_table_env(parallelism=parallelism, checkpoint_interval_ms=checkpoint_interval_ms,
+                              idleness_ms=config.window.idleness_ms, checkpoint_dir=checkpoint_dir,
+                              resume_from=resume_from)
+    register(t_env, config, store_url, reference_path, bounded)
+    statement_set = t_env.create_statement_set()
+    for sql in statements(config):
+        statement_set.add_insert_sql(sql)
+    result = statement_set.execute()
+    if wait:
+        result.wait()
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line used by `flink run -py jobs/drift_job.py` and by `driftwarden run`."""
+    parser = argparse.ArgumentParser(description="driftwarden streaming drift job")
+    parser.add_argument("--config", required=True, type=Path)
+    parser.add_argument("--store-url", required=True)
+    parser.add_argument("--reference")
+    parser.add_argument("--bounded", action="store_true")
+    parser.add_argument("--parallelism", type=int, default=1)
+    parser.add_argument("--checkpoint-interval-ms", type=int, default=10_000)
+    parser.add_argument("--checkpoint-dir")
+    parser.add_argument("--resume-from")
+    args = parser.parse_args(argv)
+    run_drift_job(load_config(args.config), args.store_url, args.reference, args.bounded, args.parallelism,
+                  args.checkpoint_interval_ms, args.checkpoint_dir, args.resume_from)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,148 @@
+"""References per model: built from a training snapshot, from the first windows, or rolling.
+
+A :class:`ReferenceSet` maps model names to :class:`sketches.Reference` and is what
+``driftwarden reference build`` writes. For the ``warmup`` and ``rolling`` modes the streaming
+job keeps each window's summary in the ``window_summaries`` table and rebuilds the reference
+from the stored rows, so a restarted job finds exactly the reference it had.
+"""
+
+from __future__ import annotations
+
+from os import PathLike
+from pathlib import Path
+from typing import Sequence
+
+from sqlalchemy import Connection, select
+
+from driftwarden.errors import ConfigError, SerializationError
+from driftwarden.store import upsert
+from jobs.pipeline import WindowSummary
+from schemas.config import MonitorConfig
+from schemas.tables import window_summaries
+from sketches import DriftPolicy, FeatureReference, Reference, ReservoirSample, calibrate_thresholds
+from sketches import leave_one_out_scores, new_sketch
+from sketches.gate import GateThresholds
+from sketches.serialization import Reader, Writer
+
+#: Frame kind of a serialized ReferenceSet (sketches/ uses 1-15 for its own kinds).
+KIND_REFERENCE_SET = 17
+REFERENCE_MAGIC = b"DWSK"
+
+
+class ReferenceSet:
+    """The references of several models, saved to one file."""
+
+    def __init__(self, models: dict[str, Reference] | None = None) -> None:
+        self.models: dict[str, Reference] = dict(models or {})
+
+    def serialize(self) -> bytes:
+        """Versioned bytes of every model's reference."""
+        w = Writer(KIND_REFERENCE_SET).pack("I", len(self.models))
+        for name, reference in self.models.items():
+            w.text(name).blob(reference.serialize())
+        return w.getvalue()
+
+    @classmethod
+    def deserialize(cls, data: bytes) -> "ReferenceSet":
+        """Decode bytes written by :meth:`serialize`."""
+        r = Reader(data, (KIND_REFERENCE_SET,))
+        (count,) = r.unpack("I")
+        models = {}
+        for _ in range(count):
+            name = r.text()
+            models[name] = Reference.deserialize(r.blob())
+        r.done()
+        return cls(models)
+
+    def save(self, path: str | PathLike) -> None:
+        """Write the set to ``path``."""
+        Path(path).write_bytes(self.serialize())
+
+    @classmethod
+    def load(cls, path: str | PathLike) -> "ReferenceSet":
+        """Read a reference file; ConfigError naming the file when it is not one."""
+        try:
+            return cls.deserialize(Path(path).read_bytes())
+        except OSError as exc:
+            raise ConfigError(f"cannot read reference file {path}: {exc.strerror}") from exc
+        except SerializationError as exc:
+            raise ConfigError(f"{path} is not a driftwarden reference file: {exc}") from exc
+
+
+def is_reference_file(path: str | PathLike) -> bool:
+    """Tell a built reference file from a raw event file by its magic bytes."""
+    with open(path, "rb") as handle:
+        return handle.read(4) == REFERENCE_MAGIC
+
+
+def reference_from_summaries(summaries: Sequence[WindowSummary], kinds: dict[str, str],
+                             policy: DriftPolicy) -> Reference:
+    """Merge window summaries into a reference and calibrate its gate on the windows themselves."""
+    features = {}
+    for name, kind in kinds.items():
+        sketches = [s.features[name][0] for s in summaries if name in s.features]
+        samples = [s.features[name][1] for s in summaries if name in s.features]
+        if not sketches:
+            continue
+        features[name] = _feature_reference(name, kind, sketches, samples, policy)
+    return Reference(features)
+
+
+def _feature_reference(name: str, kind: str, sketches: list, samples: list[ReservoirSample],
+                       policy: DriftPolicy) -> FeatureReference:
+    merged = new_sketch(kind, k=getattr(sketches[0], "k", 200), max_exact=policy.max_exact, name=name)
+    sample = ReservoirSample(samples[0].capacity, samples[0].seed, name)
+    for sketch, part in zip(sketches, samples):
+        merged.merge(sketch)
+        sample.merge(part)
+    if len(sketches) < policy.min_windows:
+        return FeatureReference(name, kind, merged, sample, GateThresholds.fixed())
+    null_scores = leave_one_out_scores(sketches, policy.bins)
+    thresholds = calibrate_thresholds(null_scores, kind, policy.false_alarm_rate)
+    return FeatureReference(name, kind, merged, sample, thresholds, null_scores)
+
+
+class StoredReferences:
+    """Reference per model for the warmup and rolling modes, kept in the SQL store."""
+
+    def __init__(self, config: MonitorConfig, policy: DriftPolicy) -> None:
+        self.config = config
+        self.policy = policy
+
+    def remember(self, conn: Connection, summary: WindowSummary) -> None:
+        """Keep a window's summary when the mode may still need it (idempotent)."""
+        if self.config.reference.mode == "warmup" and self._warmed_up(conn, summary):
+            return
+        row = {"model": summary.model, "window_start": summary.window_start_ms, "summary": summary.serialize()}
+        upsert(conn, window_summaries, [row], ("model", "window_start"))
+
+    def _warmed_up(self, conn: Connection, summary: WindowSummary) -> bool:
+        starts = conn.execute(select(window_summaries.c.window_start)
+                              .where(window_summaries.c.model == summary.model)
+                              .order_by(window_summaries.c.window_start)
+                              .limit(self.config.reference.warmup_windows)).scalars().all()
+        return len(starts) >= self.config.reference.warmup_windows and summary.window_start_ms > starts[-1]
+
+    def reference_for(self, conn: Connection, model: str, start_ms: int) -> Reference | None:
+        """The reference a window starting at ``start_ms`` is judged against; None while warming up."""
+        summaries = self._reference_windows(conn, model, start_ms)
+        if not summaries:
+            return None
+        model_config = self.config.model(model)
+        return reference_from_summaries(summaries, dict(model_config.features), self.policy)
+
+    def _reference_windows(self, conn: Connection, model: str, start_ms: int) -> list[WindowSummary]:
+        ref = self.config.reference
+        query = select(window_summaries.c.summary).where(window_summaries.c.model == model)
+        if ref.mode == "warmup":
+            rows = conn.execute(query.order_by(window_summaries.c.window_start).limit(ref.warmup_windows)).all()
+            keys = [WindowSummary.deserialize(r[0]) for r in rows]
+            if len(keys) < ref.warmup_windows or start_ms <= keys[-1].window_start_ms:
+                return []
+            return keys
+        lag_end = start_ms - ref.lag_windows * self.config.window.size_ms
+        rows = conn.execute(query.where(window_summaries.c.window_start < lag_end)
+                            .order_by(window_summaries.c.window_start.desc()).limit(ref.rolling_windows)).all()
+        if len(rows) < ref.rolling_windows:
+            return []
+        return [WindowSummary.deserialize(r[0]) for r in rows]

@@ -1,0 +1,46 @@
+"""Write one window's outcome to the store: results, counts and alerts in one transaction."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from sqlalchemy import Connection, and_, func, select
+
+from alerting.outbox import enqueue_alerts
+from alerting.records import WindowReport
+from alerting.rules import AlertRules
+from driftwarden.store import upsert
+from schemas.tables import dead_letters, window_counts, window_results
+
+
+def store_window(conn: Connection, report: WindowReport, events: int, unknown_features: int,
+                 rules: AlertRules | None, now: datetime | None = None) -> int:
+    """Upsert the window's rows (idempotent per model/feature/window) and enqueue its alerts."""
+    now = now or datetime.now(timezone.utc)
+    upsert(conn, window_results, [_result_row(report, f, now) for f in report.features],
+           ("model", "feature", "window_start"))
+    deep_checked = any(f.alarm for f in report.features)
+    counts = {"model": report.model, "window_start": report.window_start, "window_end": report.window_end,
+              "events": events, "late": late_events(conn, report.model, report.window_start, report.window_end),
+              "unknown_features": unknown_features, "deep_checked": deep_checked, "computed_at": now}
+    upsert(conn, window_counts, [counts], ("model", "window_start"))
+    return enqueue_alerts(conn, report, rules, now) if rules is not None else 0
+
+
+def late_events(conn: Connection, model: str, start: datetime, end: datetime) -> int:
+    """Events of (model, window) that arrived after the window closed (kept in dead_letters)."""
+    query = select(func.count()).select_from(dead_letters).where(and_(
+        dead_letters.c.reason == "late", dead_letters.c.model == model,
+        dead_letters.c.event_time >= start, dead_letters.c.event_time < end))
+    return int(conn.execute(query).scalar_one())
+
+
+def _result_row(report: WindowReport, f, now: datetime) -> dict:
+    return {
+        "model": report.model, "feature": f.name, "window_start": report.window_start,
+        "window_end": report.window_end, "kind": f.kind, "count": f.count, "missing": f.missing,
+        "gate_ks": f.gate_ks, "gate_ks_bound": None, "gate_psi": f.gate_psi, "gate_emd": f.gate_emd,
+        "gate_alarm": f.alarm, "deep_ks_stat": f.ks_stat, "deep_ks_pvalue": f.ks_pvalue, "deep_psi": f.psi,
+        "deep_emd": f.emd, "p_adjusted": f.p_adjusted, "drifted": f.drifted, "severity": f.severity,
+        "computed_at": now,
+    }
