@@ -1,0 +1,82 @@
+"""Read archived events from files: JSONL, gzip JSONL (``.gz``) or Parquet.
+
+Each record comes back with its coordinates ``(path, line)`` (1-based line or row number) so that
+a rejected record can be named, and in a canonical order for the window pipeline.
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+from typing import Iterator
+
+import orjson
+
+from driftwarden.errors import InvalidEventError, ReplayError
+from schemas.events import Event, parse_event
+
+JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
+
+
+def iter_raw_records(path: str | Path) -> Iterator[tuple[tuple[str, int], bytes]]:
+    """Yield ``((path, line), raw JSON bytes)`` for every record of the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ReplayError(f"input file {path} does not exist")
+    suffixes = "".join(path.suffixes[-2:]).lower()
+    if path.suffix.lower() == ".parquet":
+        yield from _parquet_records(path)
+    elif suffixes.endswith(".gz"):
+        yield from _jsonl_records(path, gzip.open(path, "rb"))
+    elif path.suffix.lower() in JSONL_SUFFIXES:
+        yield from _jsonl_records(path, open(path, "rb"))
+    else:
+        raise ReplayError(f"{path}: unknown file type; use .jsonl, .jsonl.gz or .parquet")
+
+
+def load_events(path: str | Path) -> tuple[list[Event], list[tuple[tuple[str, int], str]]]:
+    """Parse a whole file: the valid events, and ``(coordinates, reason)`` of every rejected record."""
+    events, rejected = [], []
+    for coordinates, raw in iter_raw_records(path):
+        try:
+            events.append(parse_event(raw))
+        except InvalidEventError as exc:
+            rejected.append((coordinates, str(exc)))
+    return events, rejected
+
+
+def _jsonl_records(path: Path, handle) -> Iterator[tuple[tuple[str, int], bytes]]:
+    name = str(path)
+    try:
+        with handle:
+            for number, line in enumerate(handle, start=1):
+                line = line.strip()
+                if line:
+                    yield (name, number), line
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise ReplayError(f"{path}: cannot be read as {'gzip ' if path.suffix == '.gz' else ''}JSONL: {exc}") from exc
+
+
+def _parquet_records(path: Path) -> Iterator[tuple[tuple[str, int], bytes]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise ReplayError(f"{path}: not a Parquet file: {exc}") from exc
+    name = str(path)
+    for number, row in enumerate(table.to_pylist(), start=1):
+        yield (name, number), orjson.dumps(_row_to_event(row), default=str)
+
+
+def _row_to_event(row: dict) -> dict:
+    """Parquet rows either hold a ``features`` struct/map or one column per feature."""
+    if "features" in row:
+        features = row["features"]
+        if isinstance(features, list):  # a map column arrives as [(key, value), ...]
+            features = dict(features)
+        return {**row, "features": features}
+    envelope = {k: row[k] for k in ("event_time", "model", "prediction", "request_id") if k in row}
+    envelope["features"] = {k: v for k, v in row.items() if k not in envelope}
+    return envelope

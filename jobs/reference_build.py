@@ -1,0 +1,56 @@
+"""Build a ReferenceSet from a training snapshot: events cut into windows, summarized, calibrated.
+
+The snapshot is a file of events in the contract's shape (JSONL, gzip JSONL or Parquet).
+Each model's events are cut into the configured event-time windows and summarized with the
+same :func:`jobs.pipeline.summarize_window` as the streaming job; the gate is calibrated on
+those windows (leave one out). A snapshot spanning fewer windows than the policy needs for
+calibration is cut into ``min_windows * 2`` equal slices in file order instead (documented
+fallback, slices interleaved in file order: a training set often has no time axis).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Iterable, Mapping
+
+from jobs.pipeline import summarize_window, window_start
+from jobs.references import ReferenceSet, reference_from_summaries
+from schemas.config import ModelConfig, MonitorConfig
+from schemas.events import Event
+from sketches import DriftPolicy
+
+
+def infer_feature_kinds(events: Iterable[Event]) -> dict[str, dict[str, str]]:
+    """Per model, each feature's kind from its values: strings categorical, numbers numeric."""
+    kinds: dict[str, dict[str, str]] = defaultdict(dict)
+    for event in events:
+        seen = kinds[event.model]
+        for name, value in event.features.items():
+            if value is not None and name not in seen:
+                seen[name] = "categorical" if isinstance(value, str) else "numeric"
+    return dict(kinds)
+
+
+def build_reference_set(events: list[Event], config: MonitorConfig, policy: DriftPolicy) -> ReferenceSet:
+    """References of every configured model found in ``events``."""
+    by_model: dict[str, list[Event]] = defaultdict(list)
+    for event in events:
+        by_model[event.model].append(event)
+    models = {}
+    for name, model_events in by_model.items():
+        model_config = config.model(name)
+        if model_config is not None:
+            summaries = _window_summaries(model_events, model_config, config.window.size_ms, policy)
+            models[name] = reference_from_summaries(summaries, dict(model_config.features), policy)
+    return ReferenceSet(models)
+
+
+def _window_summaries(events: list[Event], model: ModelConfig, window_ms: int, policy: DriftPolicy) -> list:
+    groups: Mapping[int, list[Event]] = defaultdict(list)
+    for event in events:
+        groups[window_start(event.event_ms, window_ms)].append(event)
+    if len(groups) < policy.min_windows:
+        slices = policy.min_windows * 2
+        groups = {i: events[i::slices] for i in range(slices) if events[i::slices]}
+    return [summarize_window(model.name, start, window_ms, [e.features for e in group], model)
+            for start, group in sorted(groups.items())]
