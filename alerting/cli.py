@@ -82,7 +82,7 @@ def silence(
     match: list[str] = typer.Option(..., "--match", help="Matcher LABEL OP VALUE, e.g. model=fraud; repeatable."),
     duration: str = typer.Option("2h", "--for", help="How long, e.g. 30m, 2h, 1d.", show_default=True),
     by: str = typer.Option("cli", "--by", help="Who silences.", show_default=True),
-    comment: str = typer.Option("", help="Why.", show_default=True),
+    comment: str = typer.Option("", help="Why (shown in `alerts list`).", show_default="empty"),
     store: str = StoreOpt,
 ) -> None:
     """Silence alerts matching every --match until the duration runs out."""

@@ -26,11 +26,12 @@ class Received:
 
 @dataclass(frozen=True)
 class Reply:
-    """What the receiver answers: status, extra headers, and a delay before answering."""
+    """What the receiver answers: status, extra headers, a body, and a delay before answering."""
 
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    body: bytes = b""
 
 
 Behaviour = Callable[[Received], Reply]
@@ -87,8 +88,9 @@ class WebhookReceiver:
                     self.send_response(reply.status)
                     for name, value in reply.headers.items():
                         self.send_header(name, value)
-                    self.send_header("content-length", "0")
+                    self.send_header("content-length", str(len(reply.body)))
                     self.end_headers()
+                    self.wfile.write(reply.body)
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 

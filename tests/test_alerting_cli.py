@@ -1,0 +1,92 @@
+"""``driftwarden alerts`` and ``driftwarden dashboards`` through the real CLI app."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from alerting.outbox import enqueue_alerts
+from alerting.records import FeatureOutcome, WindowReport
+from alerting.rules import AlertRules
+from alerting.testing import WebhookReceiver
+from driftwarden.cli import app
+from driftwarden.store import make_engine
+
+runner = CliRunner()
+COMMANDS = [["alerts", "list"], ["alerts", "ack"], ["alerts", "silence"], ["alerts", "deliver"],
+            ["dashboards", "build"], ["dashboards", "push"]]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c))
+def test_every_option_shows_its_default(command: list[str]) -> None:
+    result = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    options = [line for line in result.output.splitlines() if re.match(r"^│ +--(?!help)", line)]
+    assert options
+    for line in options:
+        assert "[default:" in line or "[required]" in line, line
+
+
+def store_with_alert(tmp_path, url: str = "http://127.0.0.1:9/hook") -> tuple[str, AlertRules]:
+    store = f"sqlite:///{tmp_path / 'cli.db'}"
+    rules = AlertRules(group_wait="0s", routes=[{"name": "oncall", "url": url, "allow_private": True}])
+    now = datetime.now(timezone.utc) - timedelta(seconds=1)
+    engine = make_engine(store)
+    with engine.begin() as conn:
+        enqueue_alerts(conn, WindowReport("fraud", now - timedelta(minutes=1), now,
+                                          [FeatureOutcome("amount", drifted=True, severity="major")]), rules, now)
+    engine.dispose()
+    return store, rules
+
+
+def test_list_ack_and_silence(tmp_path) -> None:
+    store, _ = store_with_alert(tmp_path)
+    listed = runner.invoke(app, ["alerts", "list", "--store", store], env={"COLUMNS": "250"})
+    assert listed.exit_code == 0 and "fraud" in listed.output and "major" in listed.output
+    fingerprint = re.search(r"\b[0-9a-f]{16}\b", listed.output).group(0)
+    acked = runner.invoke(app, ["alerts", "ack", fingerprint, "--by", "alice", "--store", store])
+    assert acked.exit_code == 0, acked.output
+    assert "alice" in runner.invoke(app, ["alerts", "list", "--store", store], env={"COLUMNS": "250"}).output
+    silenced = runner.invoke(app, ["alerts", "silence", "--match", "model=~fr.*", "--match", "severity>=moderate",
+                                   "--for", "30m", "--store", store])
+    assert silenced.exit_code == 0 and "silence 1 until" in silenced.output
+
+
+def test_bad_input_gives_a_clear_error_and_nonzero_exit(tmp_path) -> None:
+    store, _ = store_with_alert(tmp_path)
+    bad_matcher = runner.invoke(app, ["alerts", "silence", "--match", "colour=red", "--store", store])
+    assert bad_matcher.exit_code == 2 and "label model|severity" in bad_matcher.output
+    bad_duration = runner.invoke(app, ["alerts", "silence", "--match", "model=a", "--for", "soon", "--store", store])
+    assert bad_duration.exit_code == 2
+    unknown = runner.invoke(app, ["alerts", "ack", "0000000000000000", "--store", store])
+    assert unknown.exit_code != 0
+
+
+def test_deliver_once_sends_and_list_shows_the_delivery(tmp_path) -> None:
+    with WebhookReceiver() as receiver:
+        store, rules = store_with_alert(tmp_path, receiver.url + "/hook")
+        config = tmp_path / "monitor.yaml"
+        config.write_text(yaml.safe_dump({"alerting": rules.model_dump(mode="json")}))
+        result = runner.invoke(app, ["alerts", "deliver", "--once", "--store", store, "--config", str(config)])
+        assert result.exit_code == 0, result.output
+    assert len(receiver.received) == 1
+    listed = runner.invoke(app, ["alerts", "list", "--deliveries", "--status", "sent", "--store", store],
+                           env={"COLUMNS": "250"})
+    assert receiver.received[0].headers["webhook-id"] in listed.output
+
+
+def test_dashboards_build_writes_files(tmp_path) -> None:
+    result = runner.invoke(app, ["dashboards", "build", "--out", str(tmp_path)])
+    assert result.exit_code == 0
+    assert (tmp_path / "dashboards" / "json" / "driftwarden-model.json").exists()
+
+
+def test_dashboards_push_without_env_is_a_config_error(monkeypatch) -> None:
+    monkeypatch.delenv("GRAFANA_URL", raising=False)
+    monkeypatch.delenv("GRAFANA_TOKEN", raising=False)
+    result = runner.invoke(app, ["dashboards", "push"])
+    assert result.exit_code != 0 and "GRAFANA_URL" in str(result.exception or result.output)
