@@ -148,9 +148,9 @@ def _print_deliveries(engine, status: str, limit: int) -> None:
     query = select(alert_deliveries).order_by(d.id.desc()).limit(limit)
     if status not in ("all", "firing"):
         query = query.where(d.status == status)
-    table = Table("webhook-id", "route", "model", "status", "items", "attempts", "last code", "last error")
+    table = Table("webhook-id", "route", "model", "status", "alerts", "attempts", "last code", "last error")
     with engine.connect() as conn:
         for r in conn.execute(query):
-            table.add_row(r.webhook_id, r.route, r.model, r.status, str(r.items), str(r.attempts),
+            table.add_row(r.webhook_id, r.route, r.model, r.status, str(r.alert_count), str(r.attempts),
                           str(r.last_status_code or ""), r.last_error or "")
     _console.print(table)

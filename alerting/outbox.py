@@ -156,7 +156,7 @@ def _seal_group(conn: Connection, rules: AlertRules, route_name: str, model: str
     except ConfigError:
         fmt, status, error = "native", "dead", f"route {route_name!r} is no longer configured"
     delivery_id = conn.execute(insert(alert_deliveries).values(
-        webhook_id=f"msg_{uuid.uuid4().hex}", route=route_name, model=model, format=fmt, body="", items=0,
+        webhook_id=f"msg_{uuid.uuid4().hex}", route=route_name, model=model, format=fmt, body="", alert_count=0,
         status=status, attempts=0, created_at=now, next_attempt_at=now, last_error=error,
         finished_at=now if status == "dead" else None)).inserted_primary_key[0]
     taken = conn.execute(update(alert_outbox).where(and_(
@@ -168,5 +168,5 @@ def _seal_group(conn: Connection, rules: AlertRules, route_name: str, model: str
     docs = [json.loads(t) for t in conn.execute(select(alert_outbox.c.alert).where(
         alert_outbox.c.delivery_id == delivery_id).order_by(alert_outbox.c.id)).scalars()]
     conn.execute(update(alert_deliveries).where(alert_deliveries.c.id == delivery_id).values(
-        body=render(fmt, route_name, model, docs).decode(), items=taken))
+        body=render(fmt, route_name, model, docs).decode(), alert_count=taken))
     return int(delivery_id)

@@ -105,3 +105,23 @@ class Delivery:
     body: bytes
     attempts: int
     created_at: datetime
+
+
+def report_from_dict(entry: dict) -> WindowReport:
+    """Build a WindowReport from one ``windows`` entry of the replay report JSON (DESIGN.md contract)."""
+    features = []
+    for f in entry["features"]:
+        gate, deep = f.get("gate") or {}, f.get("deep") or {}
+        features.append(FeatureOutcome(
+            name=f["name"], kind=f.get("kind", "numeric"), count=f.get("count", 0), missing=f.get("missing", 0),
+            gate_ks=gate.get("ks"), gate_psi=gate.get("psi"), gate_emd=gate.get("emd"), alarm=bool(gate.get("alarm")),
+            ks_stat=deep.get("ks_stat"), ks_pvalue=deep.get("ks_pvalue"), psi=deep.get("psi"), emd=deep.get("emd"),
+            p_adjusted=deep.get("p_adjusted"), drifted=bool(f.get("drifted")), severity=f.get("severity", "none")))
+    return WindowReport(entry["model"], _parse_time(entry["window_start"]), _parse_time(entry["window_end"]), features)
+
+
+def _parse_time(value: str | datetime) -> datetime:
+    """Parse an RFC 3339 string (``Z`` accepted) into an aware UTC datetime."""
+    if isinstance(value, datetime):
+        return utc(value)
+    return utc(datetime.fromisoformat(value.replace("Z", "+00:00")))

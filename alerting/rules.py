@@ -152,5 +152,11 @@ def load_rules(path: str | Path | None) -> AlertRules:
     try:
         return AlertRules.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"invalid alerting config in {path}: {exc}") from exc
+        raise ConfigError(f"invalid alerting config in {path}: {_describe_errors(exc)}") from None
+
+
+def _describe_errors(exc: ValidationError) -> str:
+    """Say what is wrong and where, without echoing values (route URLs may hold tokens)."""
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'alerting'}: {e['msg']}"
+                     for e in exc.errors(include_url=False, include_input=False))
 

@@ -81,7 +81,7 @@ alert_deliveries = Table(
     Column("model", String(200), nullable=False),
     Column("format", String(16), nullable=False),
     Column("body", Text, nullable=False),
-    Column("items", Integer, nullable=False),
+    Column("alert_count", Integer, nullable=False),
     Column("status", String(16), nullable=False),  # pending | sent | failed | dead | disabled
     Column("attempts", Integer, nullable=False, default=0),
     Column("created_at", DateTime(timezone=True), nullable=False),

@@ -162,7 +162,7 @@ def test_groups_seal_only_after_group_wait_and_take_every_pending_row(engine) ->
     with engine.connect() as conn:
         deliveries = conn.execute(select(alert_deliveries)).all()
         assert conn.execute(select(func.count()).where(alert_outbox.c.delivery_id.is_(None))).scalar_one() == 0
-    assert sum(d.items for d in deliveries) == len(outbox_rows(engine))
+    assert sum(d.alert_count for d in deliveries) == len(outbox_rows(engine))
     assert len({d.webhook_id for d in deliveries}) == 6
     body = json.loads(next(d.body for d in deliveries if d.format == "alertmanager"))
     assert body["version"] == "4" and body["groupLabels"]["model"].startswith("m")

@@ -1,0 +1,92 @@
+"""Alert rules: config loading, defaults, durations, matchers, records, and the modules' doctests."""
+
+from __future__ import annotations
+
+import doctest
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import yaml
+
+import alerting.fingerprint
+from alerting.records import FeatureOutcome, WindowReport, report_from_dict
+from alerting.rules import AlertRules, Matcher, load_rules
+from driftwarden.errors import ConfigError
+
+
+def test_defaults_match_the_contract() -> None:
+    rules = AlertRules()
+    assert rules.group_wait == timedelta(seconds=30)
+    assert rules.repeat_interval == timedelta(hours=4)
+    assert rules.min_severity == "minor" and rules.routes == ()
+
+
+def test_loads_the_alerting_key_of_a_monitor_config(tmp_path) -> None:
+    path = tmp_path / "monitor.yaml"
+    path.write_text(yaml.safe_dump({"kafka": {"topic": "x"}, "alerting": {
+        "group_wait": "45s", "repeat_interval": "1h", "min_severity": "moderate",
+        "routes": [{"name": "pager", "url": "https://hooks.example.com/x", "format": "alertmanager",
+                    "secret_env": "PAGER_SECRET PAGER_SECRET_OLD",
+                    "matchers": [{"label": "severity", "op": ">=", "value": "major"}]}]}}))
+    rules = load_rules(path)
+    assert rules.group_wait == timedelta(seconds=45) and rules.repeat_interval == timedelta(hours=1)
+    assert rules.routes_for("fraud", "major")[0].name == "pager"
+    assert rules.routes_for("fraud", "moderate") == []
+
+
+@pytest.mark.parametrize("bad,needle", [
+    ({"routes": [{"name": "a", "url": "u", "format": "teams"}]}, "native"),
+    ({"routes": [{"name": "a", "url": "u"}, {"name": "a", "url": "v"}]}, "unique"),
+    ({"min_severity": "huge"}, "minor"),
+    ({"group_wait": "soon"}, "group_wait"),
+    ({"routes": [{"name": "a", "url": "u", "matchers": [{"label": "model", "op": "=~", "value": "("}]}]}, "regular"),
+    ({"routes": [{"name": "a", "url": "u", "matchers": [{"label": "severity", "op": ">=", "value": "big"}]}]}, "severity"),
+    ({"surprise": 1}, "surprise"),
+])
+def test_invalid_config_is_a_config_error_that_says_why(tmp_path, bad: dict, needle: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({"alerting": bad}))
+    with pytest.raises(ConfigError, match=needle):
+        load_rules(path)
+
+
+@pytest.mark.parametrize("op,value,model,expected", [
+    ("=", "fraud", "fraud", True), ("!=", "fraud", "fraud", False), ("=~", "fr.*", "fraud", True),
+    ("!~", "fr.*", "churn", True), ("glob", "fraud-*", "fraud-v2", True), ("=~", "fr", "fraud", False),
+])
+def test_matchers(op: str, value: str, model: str, expected: bool) -> None:
+    assert Matcher(label="model", op=op, value=value).matches({"model": model}) is expected
+
+
+def test_report_from_the_replay_json_contract() -> None:
+    entry = {"model": "fraud", "window_start": "2026-03-01T00:00:00Z", "window_end": "2026-03-01T00:01:00Z",
+             "features": [{"name": "amount", "count": 10, "missing": 1, "gate": {"ks": 0.2, "psi": 0.3, "emd": 1.0,
+                                                                                  "alarm": True},
+                           "deep": {"ks_stat": 0.2, "ks_pvalue": 0.001, "psi": 0.31, "emd": 1.1, "p_adjusted": 0.004},
+                           "drifted": True, "severity": "moderate"}]}
+    report = report_from_dict(entry)
+    assert report.window_start == datetime(2026, 3, 1, tzinfo=timezone.utc)
+    assert report.features[0].p_adjusted == 0.004 and report.features[0].severity == "moderate"
+
+
+def test_records_refuse_nonsense() -> None:
+    with pytest.raises(ValueError, match="none, minor, moderate, major"):
+        FeatureOutcome("x", severity="critical")
+    t = datetime(2026, 3, 1, tzinfo=timezone.utc)
+    with pytest.raises(ValueError, match="window_end"):
+        WindowReport("m", t, t)
+
+
+def test_docstring_examples() -> None:
+    failures, tried = doctest.testmod(alerting.fingerprint)
+    assert tried > 0 and failures == 0
+
+
+def test_config_errors_do_not_echo_route_urls(tmp_path) -> None:
+    secret_url = "https://hooks.slack.com/services/T000/B000/SUPERSECRETTOKEN"
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({"alerting": {"routes": [{"name": "a", "url": secret_url},
+                                                            {"name": "a", "url": secret_url}]}}))
+    with pytest.raises(ConfigError) as info:
+        load_rules(path)
+    assert "SUPERSECRETTOKEN" not in str(info.value) and "unique" in str(info.value)
