@@ -1,10 +1,13 @@
 """The benchmark run: 2x2 arms {baseline, candidate} x {reference, incident} interleaved in rounds,
 for every (dtype, batch size) cell, then the memory probe of each model.
 
-Within a round every arm runs one chunk; the arm order rotates and alternates direction from
-round to round so that no arm always follows the same neighbour. Each chunk holds at least
-``min_count / rounds`` requests and ``min_duration / rounds`` seconds, so each arm ends with at
-least the run's minimum count and minimum duration.
+Within a round every arm runs 2 x (number of arms) short slices, alternating with the other arms:
+the order rotates once forwards and once backwards (ABBA for two arms), so within every round each
+arm holds each position and follows each neighbour equally often, and a burst of machine load hits
+every arm. A round's slices of one arm form that arm's sample of the round. Each slice starts with
+one untimed request (the caches were just used by another model) and then holds at least
+``min_count / (rounds * slices)`` requests and as many seconds, so each arm ends with at least the
+run's minimum count and minimum duration.
 """
 
 from __future__ import annotations
@@ -146,17 +149,22 @@ def _run_cell(result: RunResult, models: dict[str, LoadedModel], pools: dict[str
     problem = _try_arms(arms, calls, pools, dtype, timer, opts.warmup)
     if problem:
         return _unsupported(batch_size, dtype, problem)
-    per_count = math.ceil(opts.min_count / opts.rounds)
-    per_ns = int(opts.min_duration_s * 1e9 / opts.rounds)
+    per_round = 2 * len(arms)  # one full rotation forwards and one backwards: every round is balanced
+    slices = opts.rounds * per_round
+    per_count, per_ns = math.ceil(opts.min_count / slices), int(opts.min_duration_s * 1e9 / slices)
     cursors = {id(a): 0 for a in arms}
     for r in range(opts.rounds):
-        for arm in _order(arms, r):
-            fn, pool = calls[(arm.model, arm.inputs)], pools[arm.inputs]
-            before = telemetry.energy_mj()
-            chunk = run_chunk(fn, pool, cursors[id(arm)], per_count, per_ns, timer, opts.arrival_rate, rng)
-            _charge(arm, before, telemetry.energy_mj())
-            cursors[id(arm)] = chunk.cursor
-            arm.chunks.append(chunk)
+        parts: dict[int, list[Chunk]] = {id(a): [] for a in arms}
+        for s in range(per_round):
+            for arm in _order(arms, s):
+                fn, pool = calls[(arm.model, arm.inputs)], pools[arm.inputs]
+                before = telemetry.energy_mj()
+                chunk = run_chunk(fn, pool, cursors[id(arm)], per_count, per_ns, timer, opts.arrival_rate, rng)
+                _charge(arm, before, telemetry.energy_mj())
+                cursors[id(arm)] = chunk.cursor
+                parts[id(arm)].append(chunk)
+        for arm in arms:
+            arm.chunks.append(merge_chunks(parts[id(arm)]))
             if progress:
                 progress.advance(f"{dtype} batch {batch_size}: round {r + 1}/{opts.rounds}")
     result.arms[(dtype, batch_size)] = arms
@@ -169,12 +177,13 @@ def _try_arms(arms: list[ArmRun], calls: dict, pools: dict[str, BatchPool], dtyp
     for arm in arms:
         try:
             warm_up(calls[(arm.model, arm.inputs)], pools[arm.inputs], warmup, timer)
-        except RuntimeError as exc:
+        except (RuntimeError, AssertionError, ValueError, TypeError) as exc:  # torch.export guards raise AssertionError
             if dtype != "fp32":
                 return f"{arm.model} model does not run in {dtype} on this device: {_last_line(exc)}"
             raise AdapterError(
                 f"the {arm.model} model rejected the adapter's inputs ({arm.inputs} events): {_last_line(exc)}; "
-                "fix the adapter config (feature list, sequence buckets, dtype) so that it matches the model signature"
+                "fix the adapter config (feature list, sequence buckets, dtype) so that it matches the model signature; "
+                "a torch.export model must be exported with dynamic_shapes for the batch (and sequence) dimension"
             ) from exc
     return None
 
@@ -185,11 +194,17 @@ def _last_line(exc: BaseException) -> str:
     return lines[-1][:300] if lines else type(exc).__name__
 
 
-def _order(arms: list[ArmRun], r: int) -> list[ArmRun]:
-    """Round ``r``'s arm order: rotated by r, reversed on odd rounds."""
-    k = r % len(arms)
-    rotated = arms[k:] + arms[:k]
-    return rotated[::-1] if r % 2 else rotated
+def _order(arms: list[ArmRun], k: int) -> list[ArmRun]:
+    """The arm order of slice ``k``: rotated by k, and reversed every other full rotation (ABBA for two arms)."""
+    n = len(arms)
+    rotated = arms[k % n:] + arms[:k % n]
+    return rotated[::-1] if (k // n) % 2 else rotated
+
+
+def merge_chunks(chunks: list[Chunk]) -> Chunk:
+    """One chunk made of several slices of the same arm in the same round."""
+    return Chunk(np.concatenate([c.latency_ns for c in chunks]), [b for c in chunks for b in c.buckets],
+                 sum(c.elapsed_ns for c in chunks), chunks[-1].cursor)
 
 
 def _charge(arm: ArmRun, before: int | None, after: int | None) -> None:

@@ -1,25 +1,23 @@
 """Small real models and event files for tests, ``bench/`` and the GPU check script.
 
 Every model is scripted with ``torch.jit.script`` and saved as a TorchScript archive, exactly as
-a user would hand one to ``driftwarden bench``.
+a user would hand one to ``driftwarden bench``. This module imports torch (tests and benches only).
+No ``from __future__ import annotations`` here: TorchScript must see the real class annotations.
 """
-
-from __future__ import annotations
 
 import random
 from pathlib import Path
 from typing import Any, List
 
 import orjson
+import torch
+from torch import nn
 
 FEATURES = ("f0", "f1", "f2", "f3", "f4", "f5", "f6", "f7")
 
 
 def save_mlp(path: Path, width: int = 64, depth: int = 2, extra_width: int = 0) -> Path:
     """An MLP over the 8 dense features; ``extra_width`` > 0 adds a deliberately heavier layer."""
-    import torch
-    from torch import nn
-
     layers: list[Any] = [nn.Linear(len(FEATURES), width), nn.ReLU()]
     for _ in range(depth - 1):
         layers += [nn.Linear(width, width), nn.ReLU()]
@@ -33,19 +31,15 @@ def save_mlp(path: Path, width: int = 64, depth: int = 2, extra_width: int = 0) 
 
 def save_sequence_model(path: Path, dim: int = 64) -> Path:
     """A model over a padded sequence ``[batch, length]`` whose cost grows with the length."""
-    import torch
-
     torch.manual_seed(0)
-    torch.jit.script(_SequenceModel(dim)).save(str(path))
+    torch.jit.script(SequenceModel(dim)).save(str(path))
     return Path(path)
 
 
 def save_leaky(path: Path, leak_floats: int = 65536) -> Path:
     """A model that appends a fresh tensor to a list attribute on every call (a memory leak)."""
-    import torch
-
     torch.manual_seed(0)
-    torch.jit.script(_make_leaky(leak_floats)).save(str(path))
+    torch.jit.script(Leaky(leak_floats)).save(str(path))
     return Path(path)
 
 
@@ -79,45 +73,35 @@ adapter:
 """
 
 
-def _sequence_model_class() -> Any:
-    import torch
-    from torch import nn
+class SequenceModel(nn.Module):
+    """Embeds each token, mixes positions with self-attention (cost grows with length squared), pools."""
 
-    class SequenceModel(nn.Module):
-        def __init__(self, dim: int) -> None:
-            super().__init__()
-            self.embed = nn.Linear(1, dim)
-            self.mix = nn.Linear(dim, dim)
-            self.out = nn.Linear(dim, 1)
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.embed = nn.Linear(1, dim)
+        self.mix = nn.Linear(dim, dim)
+        self.out = nn.Linear(dim, 1)
 
-        def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-            h = torch.relu(self.embed(tokens.unsqueeze(-1) / 1000.0))
-            attn = torch.softmax(h @ h.transpose(1, 2), dim=-1)
-            h = torch.relu(self.mix(attn @ h))
-            return self.out(h.mean(dim=1))
-
-    return SequenceModel
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Score a padded batch of token sequences."""
+        h = torch.relu(self.embed(tokens.unsqueeze(-1) / 1000.0))
+        attn = torch.softmax(h @ h.transpose(1, 2), dim=-1)
+        h = torch.relu(self.mix(attn @ h))
+        return self.out(h.mean(dim=1))
 
 
-def _SequenceModel(dim: int) -> Any:  # noqa: N802 - reads as a constructor
-    return _sequence_model_class()(dim)
+class Leaky(nn.Module):
+    """A linear model that keeps one fresh tensor per call in a list attribute."""
 
+    kept: List[torch.Tensor]
 
-def _make_leaky(leak_floats: int) -> Any:
-    import torch
-    from torch import nn
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.lin = nn.Linear(len(FEATURES), 1)
+        self.kept = []
+        self.n = n
 
-    class Leaky(nn.Module):
-        kept: List[torch.Tensor]
-
-        def __init__(self, n: int) -> None:
-            super().__init__()
-            self.lin = nn.Linear(len(FEATURES), 1)
-            self.kept = []
-            self.n = n
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            self.kept.append(torch.ones(self.n, dtype=x.dtype, device=x.device))
-            return self.lin(x)
-
-    return Leaky(leak_floats)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Score the batch and leak ``n`` floats."""
+        self.kept.append(torch.ones(self.n, dtype=x.dtype, device=x.device))
+        return self.lin(x)

@@ -77,14 +77,17 @@ class Chunk:
 
 def run_chunk(
     fn: Callable[..., Any], pool: BatchPool, cursor: int, min_count: int, min_ns: int, timer: Timer,
-    rate: float = 0.0, rng: np.random.Generator | None = None,
+    rate: float = 0.0, rng: np.random.Generator | None = None, settle: int = 1,
 ) -> Chunk:
     """Send requests from ``pool`` (starting at ``cursor``) until both minimums are met.
 
+    The first ``settle`` requests are not timed: they refill caches another arm has just used.
     With ``rate`` > 0 requests arrive as a Poisson process of that many per second and the
     latency counts from the scheduled arrival (queueing included); otherwise back to back.
     """
     latencies, buckets = [], []
+    for i in range(settle):
+        timer.time_call(fn, pool.batches[(cursor + i) % len(pool)].tensors)
     start = arrival = time.perf_counter_ns()
     gaps = _Gaps(rate, rng)
     while len(latencies) < min_count or time.perf_counter_ns() - start < min_ns:
