@@ -73,16 +73,15 @@ def bench_command(
         parse_dtypes(dtypes), device, min_count, min_duration, rounds, warmup, tolerance, confidence,
         bootstrap, arrival_rate, memory_iterations, max_events, threads, seed,
     )
-    report = run_and_report(options, report_json, report_html, store, progress)
+    report = run_and_report(options, report_json, report_html, store, progress, Console())
     if report["exit_code"]:
         raise typer.Exit(code=report["exit_code"])
 
 
 def run_and_report(options, report_json: Path | None, report_html: Path | None, store: str | None,
-                   progress: bool) -> dict:
-    """Run the benchmark, write the outputs asked for, print a summary; return the report."""
+                   progress: bool, console: Console | None = None) -> dict:
+    """Run the benchmark, write the outputs asked for, print a summary on ``console``; return the report."""
     from replay.latency import html, report as reports, runner
-    from replay.latency import store as latency_store
 
     prepared = runner.prepare(options)
     result = _run_with_progress(prepared, progress)
@@ -92,8 +91,11 @@ def run_and_report(options, report_json: Path | None, report_html: Path | None, 
     if report_html:
         html.write_html(report, result, report_html)
     if store:
+        from replay.latency import store as latency_store  # sqlalchemy only when a store is asked for
+
         latency_store.save(report, store)
-    print_summary(report, Console())
+    if console is not None:
+        print_summary(report, console)
     return report
 
 

@@ -36,7 +36,7 @@ def write_html(report: Mapping[str, Any], result: RunResult | None, path: Path) 
 
 
 def cdf_png(series: Mapping[str, np.ndarray], title: str) -> str:
-    """A latency CDF (log-scaled ms) of each named series, as a base64 PNG."""
+    """A latency CDF (log-scaled ms) of each named series, as a base64 PNG (colour: inputs; dashes: candidate)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -45,7 +45,8 @@ def cdf_png(series: Mapping[str, np.ndarray], title: str) -> str:
     fig, ax = plt.subplots(figsize=(7, 3.6), dpi=90)
     for name, ms in series.items():
         xs = np.sort(np.asarray(ms, dtype=float))
-        ax.plot(xs, np.arange(1, xs.size + 1) / xs.size, label=f"{name} (n={xs.size})")
+        style = dict(color="tab:orange" if "incident" in name else "tab:blue", ls="--" if "candidate" in name else "-")
+        ax.plot(xs, np.arange(1, xs.size + 1) / xs.size, label=f"{name} (n={xs.size})", **style)
     ax.set_xscale("log")
     ax.set(xlabel="latency (ms)", ylabel="fraction of requests", title=title)
     ax.grid(True, which="both", alpha=.3)

@@ -1,0 +1,176 @@
+"""Runnable checks of ``driftwarden bench`` with small real models, printing one JSON summary.
+
+    python bench/bench_latency.py cpu        # CPU: verdicts and measured ratios vs an independent measurement
+    python bench/bench_latency.py gpu-check  # GPU: CUDA events, bf16/fp16, CUDA memory classes, NVML telemetry
+
+Each figure is a ratio against a baseline measured in the same run. Artefacts (JSON and HTML
+reports) go to --out. ``bench/gpu_check.sh`` wraps the gpu-check mode for a GPU machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from replay.latency import memory, runner, samples  # noqa: E402
+from replay.latency.adapter import load_adapter  # noqa: E402
+from replay.latency.cli import run_and_report  # noqa: E402
+from replay.latency.inputs import build_pool, read_events  # noqa: E402
+from replay.latency.models import load_model  # noqa: E402
+from replay.latency.options import BenchOptions  # noqa: E402
+from replay.latency.report import validate_report  # noqa: E402
+
+
+def make_fixtures(d: Path, width: int, extra: int) -> dict[str, Path]:
+    """Models (baseline, heavier candidate, copy, sequence, leaky), events and adapters in ``d``."""
+    d.mkdir(parents=True, exist_ok=True)
+    f = {
+        "base": samples.save_mlp(d / "base.pt", width=width),
+        "heavy": samples.save_mlp(d / "heavy.pt", width=width, extra_width=extra),
+        "seq": samples.save_sequence_model(d / "seq.pt"),
+        "leaky": samples.save_leaky(d / "leaky.pt"),
+        "ref": samples.write_events(d / "ref.jsonl", 2048, seq_len=(8, 16)),
+        "long": samples.write_events(d / "long.jsonl", 2048, seq_len=(100, 128), seed=1),
+        "dense": d / "dense.yaml", "seqcfg": d / "seq.yaml",
+    }
+    f["dense"].write_text(samples.DENSE_ADAPTER)
+    f["seqcfg"].write_text(samples.SEQUENCE_ADAPTER)
+    f["copy"] = Path(shutil.copy(f["base"], d / "base_copy.pt"))
+    f["seq2"] = Path(shutil.copy(f["seq"], d / "seq_copy.pt"))
+    return f
+
+
+def bench_run(name: str, out: Path, **kwargs) -> dict:
+    """One ``driftwarden bench`` run (as the CLI does it); a compact summary of its report."""
+    started = time.perf_counter()
+    report = run_and_report(BenchOptions(**kwargs), out / f"{name}.json", out / f"{name}.html", None, False)
+    cells = [{
+        "batch_size": c["batch_size"], "dtype": c["dtype"], "status": c["status"],
+        **({"p50_ratio": _r(c["model_effect"]["p50"]), "p99_ratio": _r(c["model_effect"]["p99"]),
+            "input_p50_ratio": _r(c["input_effect"]["p50"]) if c["input_effect"] else None,
+            "verdict": c["verdict"], "attribution": c["attribution"],
+            "baseline_p50_ms": c["arms"][0]["latency_ms"]["p50"],
+            "energy_j_per_sample": [(a["energy"] or {}).get("j_per_sample") for a in c["arms"]]}
+           if c["status"] == "ok" else {"reason": c["reason"][:160]}),
+    } for c in report["cells"]]
+    return {"verdict": report["verdict"], "attribution": report["attribution"], "exit_code": report["exit_code"],
+            "schema_errors": validate_report(report)[:3], "memory": {k: v["status"] for k, v in report["memory"].items()},
+            "telemetry": report["telemetry"].get("status"), "telemetry_detail": _telemetry(report["telemetry"]),
+            "cells": cells, "seconds": round(time.perf_counter() - started, 1)}
+
+
+def independent_ratio(base: Path, cand: Path, x: torch.Tensor, n: int = 500) -> float:
+    """Median latency ratio of two models by alternating plain calls, without any bench code."""
+    a, b = torch.jit.load(str(base), map_location=x.device), torch.jit.load(str(cand), map_location=x.device)
+    sync = torch.cuda.synchronize if x.is_cuda else (lambda: None)
+    ta, tb = [], []
+    with torch.inference_mode():
+        for _ in range(30):
+            a(x), b(x)
+        for _ in range(n):
+            sync(); t0 = time.perf_counter_ns(); a(x); sync(); t1 = time.perf_counter_ns(); b(x); sync()  # noqa: E702
+            ta.append(t1 - t0)
+            tb.append(time.perf_counter_ns() - t1)
+    return round(float(np.median(tb) / np.median(ta)), 3)
+
+
+def memory_classes(f: dict[str, Path], device: str) -> dict:
+    """Memory class of the leaky and of a steady model on ``device``."""
+    events = read_events(f["ref"]).events
+    pool = build_pool("reference", events, load_adapter(f["dense"], events), 8, torch.float32, device)
+    out = {}
+    with torch.inference_mode():
+        for name in ("leaky", "base"):
+            trace = memory.probe(load_model(f[name], device).module, pool, 200, device)
+            out[name] = memory.classify(trace)["status"]
+    return out
+
+
+def cpu_mode(out: Path, duration: float) -> dict:
+    """CPU: heavier candidate, identical models and longer inputs, each with its expected verdict."""
+    f = make_fixtures(out / "fixtures", width=64, extra=1024)
+    common = dict(reference_input=f["ref"], min_duration_s=duration, threads=1, memory_iterations=100, device="cpu")
+    torch.set_num_threads(1)
+    summary = {
+        "heavier_candidate": bench_run("heavier", out, baseline=f["base"], candidate=f["heavy"], adapter=f["dense"], **common),
+        "independent_ratio_b8": independent_ratio(f["base"], f["heavy"], torch.randn(8, 8)),
+        "same_model": bench_run("same", out, baseline=f["base"], candidate=f["copy"], adapter=f["dense"], **common),
+        "longer_inputs": bench_run("inputs", out, baseline=f["seq"], candidate=f["seq2"], incident_input=f["long"],
+                                   adapter=f["seqcfg"], batch_sizes=(8,), **common),
+        "memory": memory_classes(f, "cpu"),
+    }
+    return summary
+
+
+def gpu_mode(out: Path, duration: float) -> dict:
+    """GPU: the CPU checks on cuda with fp32/bf16/fp16, CUDA memory classes and NVML telemetry."""
+    if not torch.cuda.is_available():
+        return {"status": "no GPU visible to torch", "torch": torch.__version__}
+    f = make_fixtures(out / "fixtures", width=1024, extra=8192)
+    common = dict(reference_input=f["ref"], min_duration_s=duration, device="cuda", memory_iterations=200)
+    x = torch.randn(64, 8, device="cuda")
+    return {
+        "device_name": torch.cuda.get_device_name(0), "torch": torch.__version__,
+        "heavier_candidate": bench_run("heavier", out, baseline=f["base"], candidate=f["heavy"], adapter=f["dense"], **common),
+        "independent_ratio_b64": independent_ratio(f["base"], f["heavy"], x),
+        "same_model": bench_run("same", out, baseline=f["base"], candidate=f["copy"], adapter=f["dense"], **common),
+        "longer_inputs": bench_run("inputs", out, baseline=f["seq"], candidate=f["seq2"], incident_input=f["long"],
+                                   adapter=f["seqcfg"], batch_sizes=(8,), dtypes=("fp32",), **common),
+        "memory": memory_classes(f, "cuda"),
+    }
+
+
+def checks(summary: dict) -> dict[str, bool]:
+    """Pass/fail of each expectation, for a one-glance reading of the summary."""
+    s = summary
+    if "heavier_candidate" not in s:
+        return {}
+    return {
+        "heavier_is_regression": s["heavier_candidate"]["exit_code"] == 3,
+        "same_model_no_change": s["same_model"]["verdict"] == "no significant change",
+        "longer_inputs_attributed_to_inputs": s["longer_inputs"]["cells"][0].get("attribution") == "inputs",
+        "leaky_is_leak": s["memory"]["leaky"] == "leak",
+        "steady_is_steady": s["memory"]["base"] == "steady",
+        "reports_match_schema": not any(s[k]["schema_errors"] for k in ("heavier_candidate", "same_model", "longer_inputs")),
+    }
+
+
+def _r(r: dict) -> list:
+    return [None if v is None else round(v, 3) for v in (r["ratio"], r["ci_low"], r["ci_high"])]
+
+
+def _telemetry(t: dict) -> dict:
+    if t.get("status") != "ok":
+        return {"reason": t.get("reason")}
+    keep = ("power_w", "sm_clock_mhz", "gpu_util_percent", "temperature_c", "memory_used_bytes")
+    return {"samples": t["samples"], **{k: t["metrics"][k] for k in keep if k in t["metrics"]},
+            "clock_event_reasons": t["clock_event_reasons"]}
+
+
+def main() -> None:
+    """Parse the mode, run it, print the JSON summary (also saved as summary.json in --out)."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("mode", choices=("cpu", "gpu-check"))
+    parser.add_argument("--out", type=Path, default=Path("/tmp/driftwarden-bench"), help="artefact folder (default: %(default)s)")
+    parser.add_argument("--min-duration", type=float, default=0.5, help="seconds per arm and cell (default: %(default)s)")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    summary = (cpu_mode if args.mode == "cpu" else gpu_mode)(args.out, args.min_duration)
+    summary["checks"] = checks(summary)
+    summary["total_seconds"] = round(time.perf_counter() - started, 1)
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
