@@ -1,0 +1,127 @@
+"""``driftwarden replay``: re-read a topic range (or an archive), re-run the pipeline, report.
+
+Exit codes: 0 done (whether or not something drifted), 1 a driftwarden error (bad range, missing
+topic, unreadable input ...) printed in red without a traceback, 2 a usage error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from driftwarden.errors import ConfigError, DriftwardenError
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:59092"
+
+
+def replay_command(
+    topic: Annotated[Optional[str], typer.Option(help="Topic to re-read (with --from and --to).", show_default="none")] = None,
+    start: Annotated[Optional[str], typer.Option("--from", help="Start of the range: RFC 3339 (2026-01-01T10:00:00Z) or epoch ms; Kafka record timestamps decide.", show_default="none")] = None,
+    end: Annotated[Optional[str], typer.Option("--to", help="End of the range (exclusive), same forms as --from.", show_default="none")] = None,
+    input_file: Annotated[Optional[Path], typer.Option("--input", help="Archived events instead of a topic: .jsonl, .jsonl.gz or .parquet.", show_default="none")] = None,
+    reference: Annotated[Optional[Path], typer.Option(help="Reference: a file from `driftwarden reference build`, or raw reference events.", show_default="none: the config's reference")] = None,
+    config: Annotated[Optional[Path], typer.Option(help="Monitor config YAML.", show_default="none: kinds from the reference, 60s windows, default thresholds")] = None,
+    model: Annotated[Optional[list[str]], typer.Option("--model", help="Only this model (repeat for several).", show_default="all models")] = None,
+    features: Annotated[Optional[str], typer.Option(help="Only these features, comma-separated.", show_default="all features")] = None,
+    bootstrap: Annotated[Optional[str], typer.Option(help="Kafka bootstrap servers.", show_default=f"the config's, else {DEFAULT_BOOTSTRAP}")] = None,
+    report_json: Annotated[Optional[Path], typer.Option(help="Write the JSON report here.", show_default="none")] = None,
+    report_html: Annotated[Optional[Path], typer.Option(help="Write the self-contained HTML report here.", show_default="none")] = None,
+    to_topic: Annotated[Optional[str], typer.Option(help="Re-publish the range to this (existing) topic, event times kept.", show_default="none")] = None,
+    pace: Annotated[str, typer.Option(help="Re-publish pace: original, max, or xN (N times faster).", show_default=True)] = "max",
+    store: Annotated[Optional[str], typer.Option(help="Also write results to this store URL (idempotent).", show_default="none: read-only")] = None,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.", show_default=True)] = True,
+) -> None:
+    """Re-read a topic range or an archive, re-run the drift pipeline, and write a report."""
+    console = Console(stderr=True)
+    try:
+        _replay(console, topic, start, end, input_file, reference, config, model, features, bootstrap,
+                report_json, report_html, to_topic, pace, store, progress)
+    except DriftwardenError as exc:
+        console.print(f"[bold red]{type(exc).__name__}[/]: {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+
+
+def _replay(console, topic, start, end, input_file, reference, config, model, features, bootstrap,
+            report_json, report_html, to_topic, pace, store, progress) -> None:
+    from replay.progress import ReplayProgress
+    from replay.publish import parse_pace
+    from replay.setup import load_setup
+
+    range_ms = _check_source(topic, start, end, input_file)
+    speedup = parse_pace(pace)
+    feature_list = [f.strip() for f in features.split(",") if f.strip()] if features else None
+    setup = load_setup(config, reference, model, feature_list)
+    bootstrap = bootstrap or setup.config.source.bootstrap_servers or DEFAULT_BOOTSTRAP
+    sink = _republisher(bootstrap, to_topic, speedup) if to_topic else None
+    with ReplayProgress(enabled=progress, console=console) as bar:
+        outcome, source = _run(topic, range_ms, input_file, bootstrap, setup, bar, sink)
+    if sink is not None:
+        sink.close()
+        console.print(f"re-published {sink.sent} records to {to_topic}")
+    _outputs(console, outcome, setup, source, report_json, report_html, store)
+
+
+def _check_source(topic, start, end, input_file) -> tuple[int, int] | None:
+    from replay.times import check_range, parse_time
+
+    if (topic is None) == (input_file is None):
+        raise ConfigError("give exactly one source: --topic T --from TIME --to TIME, or --input FILE")
+    if input_file is not None:
+        if start or end:
+            raise ConfigError("--from/--to select a topic range; with --input the whole file is replayed")
+        return None
+    if not start or not end:
+        raise ConfigError("--topic needs both --from and --to (RFC 3339, e.g. 2026-01-01T10:00:00Z)")
+    start_ms, end_ms = parse_time(start, "--from"), parse_time(end, "--to")
+    check_range(start_ms, end_ms)
+    return start_ms, end_ms
+
+
+def _republisher(bootstrap: str, to_topic: str, speedup: float):
+    from replay.publish import Republisher, target_partitions
+
+    return Republisher(bootstrap, to_topic, speedup, target_partitions(bootstrap, to_topic))
+
+
+def _run(topic, range_ms, input_file, bootstrap, setup, bar, sink):
+    from replay.run import replay_file, replay_topic
+
+    if input_file is not None:
+        return replay_file(input_file, setup, bar, sink)
+    return replay_topic(bootstrap, topic, range_ms[0], range_ms[1], setup, bar, sink)
+
+
+def _outputs(console, outcome, setup, source, report_json, report_html, store) -> None:
+    from replay.report import build_report, write_report
+
+    doc = build_report(outcome, setup, source)
+    if report_json is not None:
+        write_report(doc, report_json)
+        console.print(f"JSON report: {report_json}")
+    if report_html is not None:
+        from replay.report_html import write_html
+
+        write_html(doc, outcome, report_html)
+        console.print(f"HTML report: {report_html}")
+    if store is not None:
+        from replay.store import store_outcome
+
+        console.print(f"stored {store_outcome(store, outcome)} windows")
+    _summary(console, doc)
+
+
+def _summary(console: Console, doc: dict) -> None:
+    counts = doc["counts"]
+    console.print("records: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + f"; windows {len(doc['windows'])}")
+    if not doc["first_drift"]:
+        console.print("[green]no feature drifted[/]")
+        return
+    table = Table("model", "feature", "first drifted window", "severity", "drifted windows", title="drift")
+    for entry in doc["first_drift"]:
+        table.add_row(entry["model"], entry["feature"], entry["window_start"], entry["severity"],
+                      str(entry["drifted_windows"]))
+    console.print(table)

@@ -1,0 +1,75 @@
+"""The numbers behind the HTML report's plots and table, kept apart from the drawing."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import numpy as np
+
+from alerting.records import severity_rank
+from sketches import distances
+from sketches.gate import bin_edges, category_probs
+
+
+def psi_contributions(detail) -> tuple[list[str], list[float]] | None:
+    """Labels and PSI terms ``(w - r) * ln(w / r)`` per reference-quantile bin or per category."""
+    ref, win = detail.reference_sketch, detail.window_sketch
+    if ref is None or win is None or ref.n == 0 or win.n == 0:
+        return None
+    if detail.kind == "numeric":
+        edges = bin_edges(ref, 10)
+        r = distances.probs_from_cdf(ref.cdf(edges))
+        w = distances.probs_from_cdf(win.cdf(edges))
+        bounds = ["-inf"] + [f"{e:.3g}" for e in edges] + ["inf"]
+        labels = [f"({a}, {b}]" for a, b in zip(bounds, bounds[1:])]
+    else:
+        r, w = category_probs(ref, win)
+        cats = sorted(set(ref.frequencies()) | set(win.frequencies()))
+        labels = [str(c)[:12] for c in cats] + ["(other)"]
+    r, w = distances.smooth(np.asarray(r)), distances.smooth(np.asarray(w))
+    return labels, ((w - r) * np.log(w / r)).tolist()
+
+
+def feature_timeline(doc: dict, model: str, feature: str) -> list[dict]:
+    """Per window of ``model``: time, drift score (gate PSI, else deep PSI, else NaN), alarm, drifted.
+
+    Categorical features have no gate PSI in the report, so their line shows only deep-tested windows.
+    """
+    points = []
+    for window in doc["windows"]:
+        if window["model"] != model:
+            continue
+        for f in window["features"]:
+            if f["name"] == feature:
+                score = f["gate"]["psi"]
+                if score is None and f["deep"]:
+                    score = f["deep"]["psi"]
+                points.append({"time": datetime.fromisoformat(window["window_start"]), "score": float("nan") if score is None else score,
+                               "alarm": f["gate"]["alarm"], "drifted": f["drifted"]})
+    return points
+
+
+def effect_ranking(doc: dict) -> list[dict]:
+    """Every (model, feature) with its largest scores over the windows, largest PSI first."""
+    rows: dict[tuple[str, str], dict] = {}
+    for window in doc["windows"]:
+        for f in window["features"]:
+            row = rows.setdefault((window["model"], f["name"]), {
+                "model": window["model"], "feature": f["name"], "kind": f.get("kind", ""), "psi": None,
+                "emd": None, "ks": None, "drifted_windows": 0, "first_drifted": None, "severity": "none"})
+            _fold(row, f, window["window_start"])
+    return sorted(rows.values(), key=lambda r: (-(r["psi"] or 0.0), -(r["emd"] or 0.0), r["model"], r["feature"]))
+
+
+def _fold(row: dict, f: dict, start: str) -> None:
+    deep = f["deep"] or {}
+    for key, gate_key in (("psi", "psi"), ("emd", "emd"), ("ks", "ks")):
+        value = deep.get("ks_stat" if key == "ks" else key)
+        value = f["gate"][gate_key] if value is None else value
+        if value is not None and (row[key] is None or value > row[key]):
+            row[key] = value
+    if f["drifted"]:
+        row["drifted_windows"] += 1
+        row["first_drifted"] = row["first_drifted"] or start
+        if severity_rank(f["severity"]) > severity_rank(row["severity"]):
+            row["severity"] = f["severity"]

@@ -1,0 +1,145 @@
+"""The replay report (JSON): the contract of DESIGN.md "Replay report", versioned.
+
+Schema: ``schemas/replay_report.schema.json`` (every written report is validated against it).
+Beyond the contract's keys the report adds ``schema_version``, ``source``, ``settings``,
+``first_drift`` (the first window where each feature drifted), each feature's ``kind``, and the
+rejected and late records with their coordinates (partition/offset or file/line).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from functools import lru_cache
+from pathlib import Path
+
+import orjson
+
+from alerting.records import FeatureOutcome, severity_rank
+from driftwarden.errors import ReplayError
+from replay.engine import ReplayOutcome, WindowResult
+from replay.setup import ReplaySetup
+from schemas.events import rfc3339
+
+SCHEMA_VERSION = 1
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "replay_report.schema.json"
+#: At most this many rejected (and late) records are listed; the counts always hold them all.
+MAX_LISTED = 10_000
+
+
+def build_report(outcome: ReplayOutcome, setup: ReplaySetup, source: dict) -> dict:
+    """The report document for one replay."""
+    windows = sorted(outcome.windows, key=lambda w: (w.report.model, w.report.window_start))
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "generated_at": rfc3339(int(time.time() * 1000)),
+        "source": source,
+        "settings": _settings(setup),
+        "windows": [window_entry(w) for w in windows],
+        "alerts": [a for a in (_alert(w) for w in windows) if a is not None],
+        "first_drift": first_drift(windows),
+        "counts": _counts(outcome),
+        "rejected": [r.as_dict() for r in outcome.rejections[:MAX_LISTED]],
+        "late": [{**r.where(), "model": e.model, "event_time": rfc3339(e.event_ms)}
+                 for r, e in outcome.late[:MAX_LISTED]],
+    }
+
+
+def window_entry(result: WindowResult) -> dict:
+    """One (model, window) entry of the report."""
+    report = result.report
+    return {
+        "model": report.model,
+        "window_start": _iso(report.window_start),
+        "window_end": _iso(report.window_end),
+        "events": result.events,
+        "late": result.late,
+        "features": [feature_entry(f) for f in report.features],
+    }
+
+
+def feature_entry(f: FeatureOutcome) -> dict:
+    """One feature's verdict in the contract's shape (deep is null unless the gate fired)."""
+    deep = None
+    if f.alarm:
+        deep = {"ks_stat": _num(f.ks_stat), "ks_pvalue": _num(f.ks_pvalue), "psi": _num(f.psi),
+                "emd": _num(f.emd), "p_adjusted": _num(f.p_adjusted)}
+    return {
+        "name": f.name, "kind": f.kind, "count": f.count, "missing": f.missing,
+        "gate": {"ks": _num(f.gate_ks), "psi": _num(f.gate_psi), "emd": _num(f.gate_emd), "alarm": f.alarm},
+        "deep": deep, "drifted": f.drifted, "severity": f.severity,
+    }
+
+
+def first_drift(windows: list[WindowResult]) -> list[dict]:
+    """The first window in which each (model, feature) drifted, and how many windows drifted."""
+    found: dict[tuple[str, str], dict] = {}
+    for w in windows:
+        for f in w.report.features:
+            if not f.drifted:
+                continue
+            key = (w.report.model, f.name)
+            entry = found.setdefault(key, {"model": key[0], "feature": key[1], "window_start": _iso(
+                w.report.window_start), "severity": f.severity, "drifted_windows": 0})
+            entry["drifted_windows"] += 1
+    return sorted(found.values(), key=lambda e: (e["window_start"], e["model"], e["feature"]))
+
+
+def _alert(result: WindowResult) -> dict | None:
+    drifted = [f for f in result.report.features if f.drifted]
+    if not drifted:
+        return None
+    worst = max((f.severity for f in drifted), key=severity_rank)
+    return {"model": result.report.model, "window_start": _iso(result.report.window_start),
+            "window_end": _iso(result.report.window_end), "severity": worst,
+            "features": [f.name for f in sorted(drifted, key=lambda f: -severity_rank(f.severity))]}
+
+
+def _counts(outcome: ReplayOutcome) -> dict:
+    c = outcome.counts
+    return {k: int(c.get(k, 0)) for k in ("read", "valid", "rejected", "late", "windowed", "filtered_out")}
+
+
+def _settings(setup: ReplaySetup) -> dict:
+    config = setup.config
+    return {
+        "window_ms": config.window.size_ms,
+        "out_of_orderness_ms": config.window.out_of_orderness_ms,
+        "reference": setup.reference_label,
+        "models": sorted(setup.models) if setup.models else None,
+        "features": sorted(setup.features) if setup.features else None,
+    }
+
+
+def _iso(moment) -> str:
+    return rfc3339(int(round(moment.timestamp() * 1000)))
+
+
+def _num(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+@lru_cache(maxsize=1)
+def report_schema() -> dict:
+    """The JSON Schema of the report."""
+    return json.loads(SCHEMA_PATH.read_text())
+
+
+def validate_report(doc: dict) -> None:
+    """ReplayError naming the first place where ``doc`` breaks the schema."""
+    import jsonschema
+
+    errors = sorted(jsonschema.Draft202012Validator(report_schema()).iter_errors(doc), key=lambda e: e.path)
+    if errors:
+        where = "/".join(str(p) for p in errors[0].absolute_path) or "(top)"
+        raise ReplayError(f"replay report breaks its schema at {where}: {errors[0].message}")
+
+
+def write_report(doc: dict, path: Path) -> None:
+    """Validate the report and write it as indented JSON."""
+    validate_report(doc)
+    try:
+        Path(path).write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+    except OSError as exc:
+        raise ReplayError(f"cannot write the report to {path}: {exc.strerror}") from exc

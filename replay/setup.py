@@ -1,0 +1,103 @@
+"""Resolve what a replay judges with: the monitor config, the drift policy and the references.
+
+``--config`` is optional. Without it, feature kinds come from the reference (numbers numeric,
+strings categorical) and the documented defaults apply (60 s windows, 5 s out-of-orderness,
+default thresholds). ``--reference`` may be a built reference file (``driftwarden reference
+build``) or raw reference events (JSONL, gzip JSONL, Parquet), built here the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from driftwarden.errors import ConfigError
+from driftwarden.event_files import load_events
+from jobs.pipeline import drift_policy
+from jobs.reference_build import build_reference_set, infer_feature_kinds
+from jobs.references import ReferenceSet, is_reference_file
+from replay.file_input import check_file
+from replay.references import FileReferences, ReferenceProvider, WindowReferences
+from schemas.config import ModelConfig, MonitorConfig, load_config
+from sketches import DriftPolicy
+
+
+@dataclass
+class ReplaySetup:
+    """Everything a replay judges with."""
+
+    config: MonitorConfig
+    policy: DriftPolicy
+    references: ReferenceProvider
+    reference_label: str
+    models: frozenset[str] | None = None
+    features: frozenset[str] | None = None
+
+    def wants(self, model: str) -> bool:
+        """True when the ``--model`` filter keeps this model."""
+        return self.models is None or model in self.models
+
+
+def default_config(kinds: dict[str, dict[str, str]]) -> MonitorConfig:
+    """The documented defaults with one monitored model per entry of ``kinds``."""
+    models = [ModelConfig(name=m, features=k) for m, k in sorted(kinds.items()) if k]
+    if not models:
+        raise ConfigError("the reference holds no feature with a value: nothing to compare with")
+    return MonitorConfig(models=models)
+
+
+def load_setup(config_path: Path | None, reference_path: Path | None, models: list[str] | None,
+               features: list[str] | None) -> ReplaySetup:
+    """Read the config and the reference, apply the filters; ConfigError saying what to pass."""
+    config = load_config(config_path) if config_path else None
+    if reference_path is None and config is not None and config.reference.mode == "file":
+        reference_path = Path(config.reference.path)
+    if reference_path is not None:
+        config, references = _file_references(config, reference_path)
+        label = str(reference_path)
+    elif config is None:
+        raise ConfigError("nothing to compare with: pass --reference FILE (built by `driftwarden reference "
+                          "build`, or raw reference events) or --config with reference mode warmup or rolling")
+    else:
+        references, label = None, f"{config.reference.mode} (first windows of the range)"
+    config = _filtered(config, models, features)
+    policy = drift_policy(config.thresholds)
+    if references is None:
+        provider = WindowReferences(config, policy)
+    else:
+        provider = FileReferences(references, features)
+    keep_models = frozenset(models) if models else None
+    return ReplaySetup(config, policy, provider, label, keep_models, frozenset(features) if features else None)
+
+
+def _file_references(config: MonitorConfig | None, path: Path) -> tuple[MonitorConfig, ReferenceSet]:
+    if not path.is_file():
+        raise ConfigError(f"reference file {path} does not exist")
+    if is_reference_file(path):
+        references = ReferenceSet.load(path)
+        if config is None:
+            kinds = {m: {n: f.kind for n, f in r.features.items()} for m, r in references.models.items()}
+            config = default_config(kinds)
+        return config, references
+    events, _rejected = load_events(check_file(path))
+    if not events:
+        raise ConfigError(f"reference file {path} holds no valid event")
+    config = config or default_config(infer_feature_kinds(events))
+    return config, build_reference_set(events, config, drift_policy(config.thresholds))
+
+
+def _filtered(config: MonitorConfig, models: list[str] | None, features: list[str] | None) -> MonitorConfig:
+    known = [m.name for m in config.models]
+    unknown = sorted(set(models or ()) - set(known))
+    if unknown:
+        raise ConfigError(f"--model {', '.join(unknown)}: not monitored; monitored models: {', '.join(known)}")
+    if not features:
+        return config
+    all_features = {f for m in config.models for f in m.features}
+    missing = sorted(set(features) - all_features)
+    if missing:
+        raise ConfigError(f"--features {', '.join(missing)}: no monitored model has them; "
+                          f"known features: {', '.join(sorted(all_features))}")
+    kept = [m.model_copy(update={"features": {n: k for n, k in m.features.items() if n in features}})
+            for m in config.models]
+    return config.model_copy(update={"models": kept})

@@ -1,0 +1,49 @@
+"""``--store URL``: write a replay's results with the live job's own writer, idempotently.
+
+Each window goes through :func:`jobs.results.store_window` (upserts keyed by (model, feature,
+window) and (model, window)); rejected and late records go to ``dead_letters`` with
+insert-or-ignore keyed by (topic, partition, offset), a file's records as (path, 0, line).
+Storing the same replay twice leaves the same rows. No alerts are enqueued: a replay reports.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from driftwarden.errors import ServiceError
+from driftwarden.store import insert_ignore, make_engine
+from jobs.results import store_window
+from replay.engine import ReplayOutcome
+from replay.records import RawRecord
+from schemas.tables import dead_letters
+
+CHUNK = 500
+
+
+def store_outcome(url: str, outcome: ReplayOutcome) -> int:
+    """Write dead letters, then every window; return the number of windows written."""
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            rows = [_dead_letter(r.record, r.reason, r.detail, None, None) for r in outcome.rejections]
+            rows += [_dead_letter(r, "late", "", e.model, e.event_ms) for r, e in outcome.late]
+            for i in range(0, len(rows), CHUNK):
+                insert_ignore(conn, dead_letters, rows[i:i + CHUNK], ("topic", "partition", "offset"))
+            for w in outcome.windows:
+                store_window(conn, w.report, w.events, w.unknown_features, None)
+    except SQLAlchemyError as exc:
+        raise ServiceError(f"cannot write results to the store: {exc.__class__.__name__}: {exc}") from exc
+    finally:
+        engine.dispose()
+    return len(outcome.windows)
+
+
+def _dead_letter(record: RawRecord, reason: str, detail: str, model: str | None, event_ms: int | None) -> dict:
+    c = record.coordinates
+    topic, partition, offset = (c if len(c) == 3 else (c[0], 0, c[1]))
+    return {"topic": str(topic)[:250], "partition": partition, "offset": offset, "reason": reason[:200],
+            "detail": detail, "model": model,
+            "event_time": datetime.fromtimestamp(event_ms / 1000, tz=timezone.utc) if event_ms else None,
+            "payload": record.value.decode("utf-8", "replace"), "seen_at": datetime.now(timezone.utc)}

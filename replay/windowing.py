@@ -1,0 +1,100 @@
+"""Event-time tumbling windows with per-partition watermarks, as the streaming job keeps them.
+
+Each partition's watermark is the largest event time it has delivered minus the configured
+out-of-orderness; the job's watermark is the smallest over the partitions still open (a finished
+partition stops holding it back, as a finished Kafka split does in Flink). A window fires once
+its last millisecond is at or below the watermark; an event arriving for a fired window is late:
+counted, kept by the caller, never silently dropped. The watermark is checked before the event
+itself advances it (Flink evaluates ``CURRENT_WATERMARK`` with the watermark emitted so far).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+
+from jobs.pipeline import window_start
+from schemas.events import Event
+
+
+@dataclass
+class OpenWindow:
+    """The on-time events of one (model, window) so far, with their coordinates."""
+
+    model: str
+    start_ms: int
+    coordinates: list = field(default_factory=list)
+    features: list = field(default_factory=list)
+
+    def ordered_features(self) -> list[dict]:
+        """Feature maps in canonical coordinate order (topic, partition, offset) or (file, line)."""
+        if all(a < b for a, b in zip(self.coordinates, self.coordinates[1:])):
+            return self.features
+        order = sorted(range(len(self.coordinates)), key=self.coordinates.__getitem__)
+        return [self.features[i] for i in order]
+
+
+class Windower:
+    """Assigns events to tumbling windows, classifies late events and releases fired windows."""
+
+    def __init__(self, window_ms: int, out_of_orderness_ms: int, partitions: list[int]) -> None:
+        self.window_ms = window_ms
+        self.out_of_orderness_ms = out_of_orderness_ms
+        self._marks: dict[int, float] = {p: -math.inf for p in partitions}
+        self._watermark = -math.inf
+        self._open: dict[tuple[int, str], OpenWindow] = {}
+        self._heap: list[tuple[int, str]] = []
+        self.late_by_window: Counter = Counter()
+
+    @property
+    def watermark(self) -> float:
+        """The current combined watermark (epoch ms; -inf before any event, inf at the end)."""
+        return self._watermark
+
+    def add(self, partition: int, coordinates: tuple, event: Event, keep: bool = True) -> bool:
+        """Window the event (when ``keep``) and advance the watermark; False when the event is late."""
+        start = window_start(event.event_ms, self.window_ms)
+        on_time = start + self.window_ms - 1 > self._watermark
+        if keep:
+            if on_time:
+                self._window(event.model, start).coordinates.append(coordinates)
+                self._open[(start, event.model)].features.append(event.features)
+            else:
+                self.late_by_window[(event.model, start)] += 1
+        self._advance(partition, event.event_ms - self.out_of_orderness_ms)
+        return on_time
+
+    def _window(self, model: str, start: int) -> OpenWindow:
+        key = (start, model)
+        window = self._open.get(key)
+        if window is None:
+            window = self._open[key] = OpenWindow(model, start)
+            heapq.heappush(self._heap, key)
+        return window
+
+    def _advance(self, partition: int, mark: int) -> None:
+        old = self._marks.get(partition, -math.inf)
+        if mark > old:
+            self._marks[partition] = mark
+            if old <= self._watermark:  # it may have been the slowest partition
+                self._watermark = max(self._watermark, min(self._marks.values()))
+
+    def drop_partition(self, partition: int) -> None:
+        """``partition`` has finished: it no longer holds the watermark back."""
+        self._marks.pop(partition, None)
+        self._watermark = max(self._watermark, min(self._marks.values(), default=math.inf))
+
+    def fired(self) -> list[OpenWindow]:
+        """Windows whose last millisecond the watermark has reached, in (start, model) order."""
+        out = []
+        while self._heap and self._heap[0][0] + self.window_ms - 1 <= self._watermark:
+            out.append(self._open.pop(heapq.heappop(self._heap)))
+        return out
+
+    def flush(self) -> list[OpenWindow]:
+        """Every window still open (the input ended), in (start, model) order."""
+        self._marks.clear()
+        self._watermark = math.inf
+        return self.fired()
