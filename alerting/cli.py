@@ -115,7 +115,7 @@ def deliver(
     registry = CollectorRegistry()
     metrics = DeliveryMetrics(registry)
     if metrics_port:
-        registry.register(StoreCollector(engine))
+        registry.register(StoreCollector(engine, min_interval_s=5.0))
         serve_metrics(metrics_port, registry)
     with make_client() as client:
         dispatcher = Dispatcher(engine, rules, build_sinks(rules, client), metrics, lease=timedelta(seconds=lease))

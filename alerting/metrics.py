@@ -8,6 +8,7 @@ so /metrics survives restarts of the job and of this process. Every metric takes
 from __future__ import annotations
 
 import logging
+import time
 from typing import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
@@ -49,15 +50,24 @@ class DeliveryMetrics:
 class StoreCollector(Collector):
     """Reads the results and alerting tables on each scrape and yields them as metric families."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, min_interval_s: float = 0.0) -> None:
         self.engine = engine
+        self.min_interval_s = min_interval_s
+        self._cached: tuple[float, list[Metric]] | None = None
 
     def describe(self) -> list[Metric]:
         """Return no descriptions, so registering does not run a scrape."""
         return []
 
     def collect(self) -> Iterator[Metric]:
-        """Yield every store-derived metric; on a store error yield only ``driftwarden_store_up 0``."""
+        """Yield every store-derived metric (reusing a result younger than ``min_interval_s``)."""
+        now = time.monotonic()
+        if self._cached is None or now - self._cached[0] >= self.min_interval_s:
+            self._cached = (now, list(self._read()))
+        yield from self._cached[1]
+
+    def _read(self) -> Iterator[Metric]:
+        """Read the store; on a store error yield only ``driftwarden_store_up 0``."""
         up = GaugeMetricFamily("driftwarden_store_up", "1 when the last scrape could read the SQL store")
         try:
             with self.engine.connect() as conn:

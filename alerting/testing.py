@@ -7,6 +7,7 @@ is recorded (headers, body, arrival time) whatever the reply, so tests can count
 
 from __future__ import annotations
 
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
@@ -38,20 +39,33 @@ Behaviour = Callable[[Received], Reply]
 
 
 class WebhookReceiver:
-    """Context manager running a recording HTTP server; ``url`` is its base URL."""
+    """Context manager running a recording HTTP(S) server; ``url`` is its base URL.
 
-    def __init__(self, behaviour: Behaviour = lambda _r: Reply()) -> None:
+    ``tls`` is (certfile, keyfile) to serve HTTPS.
+    """
+
+    def __init__(self, behaviour: Behaviour = lambda _r: Reply(), tls: tuple[str, str] | None = None) -> None:
         self.behaviour = behaviour
         self.received: list[Received] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
+        self._scheme = "https" if tls else "http"
+        if tls:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
     def url(self) -> str:
         """Base URL, e.g. ``http://127.0.0.1:PORT``."""
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"{self._scheme}://127.0.0.1:{self._server.server_address[1]}"
+
+    @property
+    def port(self) -> int:
+        """The port it listens on."""
+        return int(self._server.server_address[1])
 
     def __enter__(self) -> "WebhookReceiver":
         self._thread.start()

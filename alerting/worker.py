@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 import httpx
-from sqlalchemy import Engine, and_, insert, or_, select, update
+from sqlalchemy import Engine, and_, func, insert, or_, select, update
 
 from alerting.delivery import AlertSink, AttemptResult, EndpointGoneError, RetryableDeliveryError, WebhookSink
 from alerting.delivery import attempt_with_retries, utcnow
@@ -154,13 +154,14 @@ class Dispatcher:
         return status
 
     def _update(self, delivery: Delivery, result: AttemptResult, started: datetime, **values: object) -> None:
+        """Write the delivery's new state and release its lease (only while it is still pending)."""
         d = alert_deliveries.c
+        if result.attempts:
+            values.update(attempts=d.attempts + result.attempts, last_status_code=result.status_code,
+                          first_attempt_at=func.coalesce(d.first_attempt_at, started), last_attempt_at=self.clock())
         with self.engine.begin() as conn:
-            row = conn.execute(select(d.first_attempt_at).where(d.id == delivery.id)).first()
-            first = row.first_attempt_at if row and row.first_attempt_at else (started if result.attempts else None)
-            conn.execute(update(alert_deliveries).where(and_(d.id == delivery.id, d.status == "pending")).values(
-                attempts=d.attempts + result.attempts, last_status_code=result.status_code, claimed_until=None,
-                first_attempt_at=first, last_attempt_at=self.clock() if result.attempts else None, **values))
+            conn.execute(update(alert_deliveries).where(and_(d.id == delivery.id, d.status == "pending"))
+                         .values(claimed_until=None, **values))
 
     def _disabled(self, route: str) -> bool:
         with self.engine.connect() as conn:

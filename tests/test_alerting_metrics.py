@@ -77,3 +77,15 @@ def test_delivery_metrics_use_the_injected_registry() -> None:
     assert a.get_sample_value("driftwarden_alert_deliveries_total", {"route": "oncall", "outcome": "sent"}) == 1
     assert b.get_sample_value("driftwarden_alert_deliveries_total", {"route": "oncall", "outcome": "sent"}) is None
     assert b.get_sample_value("driftwarden_alert_delivery_seconds_count", {"route": "oncall"}) == 1
+
+
+def test_min_interval_reuses_the_last_read(engine) -> None:
+    collector = StoreCollector(engine, min_interval_s=60)
+    registry = CollectorRegistry()
+    registry.register(collector)
+    before = registry.get_sample_value("driftwarden_windows_closed_total", {"model": "fraud"})
+    with engine.begin() as conn:
+        conn.execute(window_counts.delete())
+    assert registry.get_sample_value("driftwarden_windows_closed_total", {"model": "fraud"}) == before
+    collector.min_interval_s = 0
+    assert registry.get_sample_value("driftwarden_windows_closed_total", {"model": "fraud"}) is None
