@@ -24,12 +24,13 @@ from jobs.source import kafka_source_ddl
 from jobs.udfs import analyze_window_udf, dead_letter_udf, reject_reason_udf, summarize_udaf
 from schemas.config import MonitorConfig, load_config
 
-EVENT_MS = "COALESCE(DW_EVENT_MILLIS(JSON_VALUE(`value`, '$.event_time')), 0)"
+EVENT_MS = "COALESCE(DW_EVENT_MILLIS(JSON_VALUE(CAST(`value` AS STRING), '$.event_time')), 0)"
 
 
 def register(t_env, config: MonitorConfig, store_url: str, reference_path: str | None, bounded: bool) -> None:
     """Create the source, the sink table, the UDFs and the views of the job."""
-    t_env.execute_sql(kafka_source_ddl("events", config.source, config.window.out_of_orderness_ms, bounded))
+    t_env.execute_sql(kafka_source_ddl("events", config.source, config.window.out_of_orderness_ms, bounded,
+                                       config.window.watermark_emit))
     t_env.execute_sql("CREATE TEMPORARY TABLE done (n INT) WITH ('connector' = 'blackhole')")
     t_env.create_temporary_function("dw_reject_reason", reject_reason_udf(config))
     t_env.create_temporary_function("dw_summarize", summarize_udaf(config))
@@ -39,7 +40,7 @@ def register(t_env, config: MonitorConfig, store_url: str, reference_path: str |
     size = config.window.size_ms
     t_env.execute_sql(f"""CREATE TEMPORARY VIEW checked AS
 SELECT `value`, `topic`, `partition`, `offset`, et, {EVENT_MS} AS event_ms,
-       JSON_VALUE(`value`, '$.model') AS model, dw_reject_reason(`value`) AS reason
+       JSON_VALUE(CAST(`value` AS STRING), '$.model') AS model, dw_reject_reason(`value`) AS reason
 FROM events""")
     # late: the event's window has already fired (its last millisecond is at or below the watermark)
     t_env.execute_sql(f"""CREATE TEMPORARY VIEW classified AS
@@ -66,12 +67,12 @@ def statements(config: MonitorConfig) -> list[str]:
 def run_drift_job(config: MonitorConfig, store_url: str, reference_path: str | None = None,
                   bounded: bool = False, parallelism: int = 1, checkpoint_interval_ms: int = 10_000,
                   checkpoint_dir: str | None = None, resume_from: str | None = None,
-                  wait: bool = True):
+                  wait: bool = True, bundle_size: int = 5000):
     """Build and start the job; wait for it when ``wait`` (a bounded job ends at the topic's end)."""
     make_engine(store_url).dispose()  # create the tables once, before parallel sinks open the store
     _, t_env = make_table_env(parallelism=parallelism, checkpoint_interval_ms=checkpoint_interval_ms,
                               idleness_ms=config.window.idleness_ms, checkpoint_dir=checkpoint_dir,
-                              resume_from=resume_from)
+                              resume_from=resume_from, bundle_size=bundle_size)
     register(t_env, config, store_url, reference_path, bounded)
     statement_set = t_env.create_statement_set()
     for sql in statements(config):

@@ -4,6 +4,8 @@ Event time is computed in Java (``DW_EVENT_MILLIS`` over ``JSON_VALUE``) so that
 the watermark into the Kafka source and keeps one watermark per partition; a Python UDF here
 would force one watermark after the source and drop the slower partition's events as late.
 Events whose time cannot be parsed get epoch 0 (they are rejected by validation downstream).
+The value stays BYTES: a record that is not UTF-8 must reach validation (and the dead letters)
+intact instead of breaking the Arrow transfer to Python.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ def kafka_source_ddl(
     source: SourceConfig,
     out_of_orderness_ms: int,
     bounded: bool = False,
+    watermark_emit: str = "on-periodic",
 ) -> str:
     """CREATE TABLE statement of the Kafka source named ``table``."""
     options = {
@@ -27,7 +30,7 @@ def kafka_source_ddl(
         "properties.group.id": source.group_id,
         "properties.auto.offset.reset": "earliest",
         "format": "raw",
-        "raw.charset": "UTF-8",
+        "scan.watermark.emit.strategy": watermark_emit,
     }
     if source.topic_pattern:
         options["topic-pattern"] = source.topic_pattern
@@ -38,11 +41,11 @@ def kafka_source_ddl(
         options["scan.bounded.mode"] = "latest-offset"
     with_clause = ",\n  ".join(f"'{k}' = '{_escape(v)}'" for k, v in options.items())
     return f"""CREATE TABLE {table} (
-  `value` STRING,
+  `value` BYTES,
   `topic` STRING METADATA VIRTUAL,
   `partition` INT METADATA VIRTUAL,
   `offset` BIGINT METADATA VIRTUAL,
-  `et` AS TO_TIMESTAMP_LTZ(COALESCE(DW_EVENT_MILLIS(JSON_VALUE(`value`, '$.event_time')), 0), 3),
+  `et` AS TO_TIMESTAMP_LTZ(COALESCE(DW_EVENT_MILLIS(JSON_VALUE(CAST(`value` AS STRING), '$.event_time')), 0), 3),
   WATERMARK FOR `et` AS `et` - INTERVAL '{out_of_orderness_ms / 1000:.3f}' SECOND
 ) WITH (
   {with_clause}

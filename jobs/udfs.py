@@ -29,7 +29,7 @@ REASON_SEPARATOR = " | "
 log = logging.getLogger(__name__)
 
 
-def reject_reason(value: str, config: MonitorConfig) -> str | None:
+def reject_reason(value: bytes, config: MonitorConfig) -> str | None:
     """Why a raw value is rejected (a reason code with its detail), or None when it is valid."""
     try:
         event = parse_event(value)
@@ -137,15 +137,16 @@ class DeadLetter(ScalarFunction):
         self.producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 50}) if self.dlq_topic else None
 
     def eval(self, topic: str, partition: int, offset: int, reason: str, model: str | None,
-             event_ms: int | None, value: str) -> int:
+             event_ms: int | None, value: bytes) -> int:
         from driftwarden.store import insert_ignore
         from schemas.tables import dead_letters
 
         now = datetime.now(timezone.utc)
         event_time = datetime.fromtimestamp(event_ms / 1000, tz=timezone.utc) if event_ms else None
         code, _, detail = reason.partition(REASON_SEPARATOR)
+        payload = value.decode("utf-8", errors="backslashreplace")
         row = {"topic": topic, "partition": partition, "offset": offset, "reason": code[:200], "detail": detail,
-               "model": model, "event_time": event_time, "payload": value, "seen_at": now}
+               "model": model, "event_time": event_time, "payload": payload, "seen_at": now}
         with self.engine.begin() as conn:
             insert_ignore(conn, dead_letters, [row], ("topic", "partition", "offset"))
         if self.producer is not None:

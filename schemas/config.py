@@ -85,6 +85,9 @@ class WindowConfig(_Strict):
     size: str | int = "60s"
     out_of_orderness: str | int = "5s"
     idleness: str | int = "30s"
+    # "on-periodic": the watermark advances every 200 ms (cheapest); "on-event": after every event
+    # (exact lateness on a backlog, used by tests that count late events)
+    watermark_emit: Literal["on-periodic", "on-event"] = "on-periodic"
 
     @field_validator("size", "out_of_orderness", "idleness")
     @classmethod

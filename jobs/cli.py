@@ -1,0 +1,146 @@
+"""`driftwarden run` (the streaming job) and `driftwarden reference build`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from driftwarden.errors import ConfigError, ServiceError
+
+console = Console(stderr=True)
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_CHECKPOINTS = REPO / ".run" / "checkpoints"
+
+reference_app = typer.Typer(help="Build reference sketches, samples and calibrated thresholds.",
+                            no_args_is_help=True)
+
+
+def _check_jobmanager(value: Optional[str]) -> Optional[str]:
+    if value is not None and (":" not in value or not value.rsplit(":", 1)[1].isdigit()):
+        raise typer.BadParameter("expected HOST:PORT, e.g. 127.0.0.1:58081")
+    return value
+
+
+def run_command(
+    config: Path = typer.Option(..., "--config", "-c", exists=True, dir_okay=False, help="Monitor config (YAML)."),
+    store_url: Optional[str] = typer.Option(None, help="Results store URL [default: $DRIFTWARDEN_STORE_URL, "
+                                            "else config store_url, else sqlite:///driftwarden.db]"),
+    reference: Optional[Path] = typer.Option(None, exists=True, dir_okay=False,
+                                             help="Reference file from `driftwarden reference build` "
+                                                  "(needed when the config's reference mode is 'file')."),
+    jobmanager: Optional[str] = typer.Option(None, callback=_check_jobmanager,
+                                             help="Submit to a standalone Flink cluster at HOST:PORT "
+                                                  "instead of the embedded MiniCluster."),
+    parallelism: int = typer.Option(1, min=1, help="Flink parallelism."),
+    bounded: bool = typer.Option(False, help="Stop at the topics' current end (flushes the last windows)."),
+    checkpoint_interval: int = typer.Option(10_000, help="Checkpoint interval in ms (0 disables)."),
+    checkpoint_dir: Path = typer.Option(DEFAULT_CHECKPOINTS, help="Where checkpoints are retained."),
+    resume: bool = typer.Option(False, help="Restore from the newest retained checkpoint (after a crash)."),
+    metrics_port: int = typer.Option(0, help="Serve Prometheus /metrics on this port (0: off)."),
+) -> None:
+    """Run the streaming drift job: Kafka in, sketches per window, gate, deep check, results out."""
+    from driftwarden.store import make_engine, store_url as resolve_store_url
+    from jobs.flink_env import latest_checkpoint
+    from schemas.config import load_config
+
+    cfg = load_config(config)
+    url = _absolute_sqlite(resolve_store_url(store_url or cfg.store_url))
+    ref = str(reference.resolve()) if reference else (cfg.reference.path if cfg.reference.mode == "file" else None)
+    if cfg.reference.mode == "file" and not ref:
+        raise ConfigError(f"{config}: reference mode 'file' needs --reference or reference.path")
+    make_engine(url).dispose()
+    resume_from = latest_checkpoint(checkpoint_dir) if resume else None
+    if resume and resume_from is None:
+        console.print(f"[yellow]no retained checkpoint under {checkpoint_dir}; starting from the source's start[/]")
+    if metrics_port:
+        _serve_metrics(url, metrics_port)
+    args = ["--config", str(config.resolve()), "--store-url", url, "--parallelism", str(parallelism),
+            "--checkpoint-interval-ms", str(checkpoint_interval), "--checkpoint-dir", str(checkpoint_dir)]
+    args += ["--reference", ref] if ref else []
+    args += ["--bounded"] if bounded else []
+    args += ["--resume-from", resume_from] if resume_from else []
+    console.print(f"driftwarden: job on {'cluster ' + jobmanager if jobmanager else 'embedded MiniCluster'}; "
+                  f"results -> {_redacted(url)}")
+    if jobmanager:
+        _submit_to_cluster(jobmanager, args)
+    else:
+        from jobs.drift_job import main as job_main
+
+        job_main(args)
+
+
+def _serve_metrics(url: str, port: int) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from alerting.metrics import StoreCollector, serve_metrics
+    from driftwarden.store import make_engine
+
+    registry = CollectorRegistry()
+    registry.register(StoreCollector(make_engine(url)))
+    serve_metrics(port, registry)
+    console.print(f"metrics on http://127.0.0.1:{port}/metrics")
+
+
+def _submit_to_cluster(jobmanager: str, args: list[str]) -> None:
+    import pyflink
+
+    flink = Path(pyflink.__file__).parent / "bin" / "flink"
+    env = dict(os.environ)
+    env.setdefault("FLINK_CONF_DIR", str(REPO / ".run" / "flink" / "conf"))
+    cmd = [str(flink), "run", "-m", jobmanager, "-pyexec", sys.executable, "-pyclientexec", sys.executable,
+           "-py", str(REPO / "jobs" / "drift_job.py"), *args]
+    done = subprocess.run(cmd, env=env, cwd=REPO)
+    if done.returncode != 0:
+        raise ServiceError(f"flink run against {jobmanager} failed (exit {done.returncode}); "
+                           f"see the output above and the cluster logs in .run/flink/log")
+
+
+def _absolute_sqlite(url: str) -> str:
+    """Make a relative SQLite path absolute: Flink's Python workers run in another directory."""
+    prefix = "sqlite:///"
+    if url.startswith(prefix) and not url.startswith(prefix + "/"):
+        return prefix + str(Path(url[len(prefix):]).resolve())
+    return url
+
+
+def _redacted(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+@reference_app.command("build")
+def reference_build_command(
+    input: Path = typer.Option(..., "--input", "-i", exists=True, dir_okay=False,
+                               help="Training snapshot: events as JSONL, gzip JSONL or Parquet."),
+    out: Path = typer.Option(..., "--out", "-o", help="Reference file to write."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", exists=True, dir_okay=False,
+                                          help="Monitor config; without it feature kinds are inferred "
+                                               "(numbers numeric, strings categorical)."),
+) -> None:
+    """Turn a training snapshot into reference sketches, samples and calibrated gate thresholds."""
+    from driftwarden.event_files import load_events
+    from jobs.pipeline import drift_policy
+    from jobs.reference_build import build_reference_set, infer_feature_kinds
+    from schemas.config import MonitorConfig, load_config
+
+    events, rejected = load_events(input)
+    if not events:
+        raise ConfigError(f"{input}: no valid events ({len(rejected)} rejected)")
+    if config:
+        cfg = load_config(config)
+    else:
+        kinds = infer_feature_kinds(events)
+        cfg = MonitorConfig.model_validate({"models": [{"name": m, "features": k} for m, k in kinds.items()]})
+    references = build_reference_set(events, cfg, drift_policy(cfg.thresholds))
+    references.save(out)
+    for model, ref in references.models.items():
+        sources = {f.thresholds.source for f in ref.features.values()}
+        console.print(f"{model}: {len(ref.features)} features, thresholds {'/'.join(sorted(sources))}")
+    console.print(f"wrote {out} from {len(events)} events ({len(rejected)} rejected)")

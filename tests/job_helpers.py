@@ -1,0 +1,72 @@
+"""Event streams and store readers shared by the streaming-job tests."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import yaml
+from sqlalchemy import select
+
+from driftwarden.store import make_engine
+from schemas.events import rfc3339
+from schemas.tables import dead_letters, window_counts, window_results
+
+T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+WINDOW_MS = 10_000
+FEATURES = {"f0": "numeric", "f1": "numeric", "f2": "numeric", "c0": "categorical"}
+
+
+def stream(n_windows: int, per_window: int, shift_from: int | None = None, seed: int = 1,
+           start_ms: int = T0, model: str = "m") -> list[dict]:
+    """Events in event-time order; from window ``shift_from`` on, f0's mean moves by 1.5 sd."""
+    rng = np.random.default_rng(seed)
+    events = []
+    step = WINDOW_MS / per_window
+    for w in range(n_windows):
+        shift = 1.5 if shift_from is not None and w >= shift_from else 0.0
+        for i in range(per_window):
+            t = int(start_ms + w * WINDOW_MS + i * step)
+            events.append({
+                "event_time": rfc3339(t) if i % 2 else t, "model": model, "request_id": f"{w}-{i}",
+                "features": {"f0": float(rng.normal(shift, 1)), "f1": float(rng.gamma(2.0, 1.0)),
+                             "f2": None if i % 50 == 0 else float(rng.uniform()), "c0": str(rng.choice(list("abcd"))),
+                             "extra": 1},
+            })
+    return events
+
+
+def write_config(path: Path, topic: str, bootstrap: str, **window: object) -> Path:
+    """A monitor config for the test streams, written as YAML."""
+    config = {
+        "source": {"topics": [topic], "bootstrap_servers": bootstrap, "group_id": f"g-{topic}"},
+        "window": {"size": "10s", "out_of_orderness": "2s", **window},
+        "reference": {"mode": "file"},
+        "thresholds": {"min_count": 30},
+        "models": [{"name": "m", "features": FEATURES}],
+    }
+    config["reference"]["path"] = str(path.parent / "reference.dwref")
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def stored_counts(url: str) -> Counter:
+    """(model, window start ms) -> events windowed, from the store."""
+    with make_engine(url).connect() as conn:
+        rows = conn.execute(select(window_counts.c.model, window_counts.c.window_start, window_counts.c.events))
+        return Counter({(m, int(ws.timestamp() * 1000)): n for m, ws, n in rows})
+
+
+def stored_verdicts(url: str) -> dict[tuple[str, int, str], tuple]:
+    """(model, window start ms, feature) -> (count, alarm, drifted, severity, gate_psi, deep_ks_stat)."""
+    with make_engine(url).connect() as conn:
+        rows = conn.execute(select(window_results))
+        return {(r.model, int(r.window_start.timestamp() * 1000), r.feature):
+                (r.count, r.gate_alarm, r.drifted, r.severity, r.gate_psi, r.deep_ks_stat) for r in rows}
+
+
+def stored_dead_letters(url: str) -> Counter:
+    """reason -> number of dead letters."""
+    with make_engine(url).connect() as conn:
+        return Counter(r for (r,) in conn.execute(select(dead_letters.c.reason)))
