@@ -21,6 +21,7 @@ from schemas.alert_tables import alert_deliveries, alerts
 from schemas.tables import dead_letters, window_counts, window_results
 
 log = logging.getLogger(__name__)
+LATE_REASON = "late"  # dead_letters.reason of events that missed their window (jobs/ writes it)
 SCORE_COLUMNS = ("gate_ks", "gate_psi", "gate_emd", "deep_ks_stat", "deep_psi", "deep_emd")
 _SEVERITY_VALUE = {"none": 0, "minor": 1, "moderate": 2, "major": 3}
 
@@ -85,27 +86,24 @@ class StoreCollector(Collector):
         yield from self._window_counts(conn)
         yield from self._window_results(conn)
         yield from self._latest_scores(conn)
-        yield self._rejected(conn)
+        yield from self._rejected(conn)
         yield from self._alerting(conn)
 
     def _window_counts(self, conn: Connection) -> Iterator[Metric]:
         closed = CounterMetricFamily("driftwarden_windows_closed", "Windows closed and written", labels=["model"])
         events = CounterMetricFamily("driftwarden_window_events", "Events counted in closed windows", labels=["model"])
-        late = CounterMetricFamily("driftwarden_late_events", "Events that arrived after their window", labels=["model"])
         wc = window_counts.c
-        for model, n, total, n_late in conn.execute(select(
-                wc.model, func.count(), func.coalesce(func.sum(wc.events), 0), func.coalesce(func.sum(wc.late), 0)
-        ).group_by(wc.model)):
+        for model, n, total in conn.execute(select(
+                wc.model, func.count(), func.coalesce(func.sum(wc.events), 0)).group_by(wc.model)):
             closed.add_metric([model], n)
             events.add_metric([model], total)
-            late.add_metric([model], n_late)
         latest = GaugeMetricFamily("driftwarden_latest_window_events", "Events in the latest closed window",
                                    labels=["model"])
         newest = select(wc.model, func.max(wc.window_start).label("ws")).group_by(wc.model).subquery()
         for model, n in conn.execute(select(wc.model, wc.events).join(
                 newest, and_(wc.model == newest.c.model, wc.window_start == newest.c.ws))):
             latest.add_metric([model], n)
-        yield from (closed, events, late, latest)
+        yield from (closed, events, latest)
 
     def _window_results(self, conn: Connection) -> Iterator[Metric]:
         alarms = CounterMetricFamily("driftwarden_gate_alarms", "Windows where the cheap gate alarmed",
@@ -141,12 +139,20 @@ class StoreCollector(Collector):
             severity.add_metric([row.model, row.feature], _SEVERITY_VALUE.get(row.severity, 0))
         yield from (scores, severity)
 
-    def _rejected(self, conn: Connection) -> Metric:
-        rejected = CounterMetricFamily("driftwarden_rejected_events", "Events dead-lettered, by reason",
+    def _rejected(self, conn: Connection) -> Iterator[Metric]:
+        """Dead letters: late events per model, every other reason as rejected."""
+        rejected = CounterMetricFamily("driftwarden_rejected_events", "Events rejected (dead-lettered), by reason",
                                        labels=["reason"])
-        for reason, n in conn.execute(select(dead_letters.c.reason, func.count()).group_by(dead_letters.c.reason)):
+        late = CounterMetricFamily("driftwarden_late_events", "Events that arrived after their window closed",
+                                   labels=["model"])
+        dl = dead_letters.c
+        for reason, model, n in conn.execute(select(dl.reason, dl.model, func.count()).group_by(dl.reason, dl.model)):
+            if reason == LATE_REASON:
+                late.add_metric([model or ""], n)
+        for reason, n in conn.execute(select(dl.reason, func.count()).where(dl.reason != LATE_REASON)
+                                      .group_by(dl.reason)):
             rejected.add_metric([reason], n)
-        return rejected
+        yield from (rejected, late)
 
     def _alerting(self, conn: Connection) -> Iterator[Metric]:
         outbox = GaugeMetricFamily("driftwarden_alert_outbox", "Webhook deliveries in the store, by status",

@@ -149,10 +149,15 @@ def load_rules(path: str | Path | None) -> AlertRules:
         raise ConfigError(f"cannot read alerting config {path}: {exc}") from exc
     if isinstance(data, dict) and "alerting" in data:
         data = data["alerting"] or {}
+    return parse_rules(data, source=str(path))
+
+
+def parse_rules(data: Any, source: str = "the monitor config") -> AlertRules:
+    """Validate an ``alerting:`` mapping into AlertRules; ConfigError (without echoing values) if invalid."""
     try:
-        return AlertRules.model_validate(data)
+        return AlertRules.model_validate(data or {})
     except ValidationError as exc:
-        raise ConfigError(f"invalid alerting config in {path}: {_describe_errors(exc)}") from None
+        raise ConfigError(f"invalid alerting config in {source}: {_describe_errors(exc)}") from None
 
 
 def _describe_errors(exc: ValidationError) -> str:

@@ -31,8 +31,8 @@ def engine(tmp_path):
                 "deep_psi": 0.25 if i >= 1 else None, "drifted": i == 2, "severity": "major" if i == 2 else "none",
                 "computed_at": start}], keys=("model", "feature", "window_start"))
         conn.execute(dead_letters.insert(), [
-            {"topic": "features", "partition": 0, "offset": n, "reason": "invalid_json" if n < 4 else "missing_model",
-             "payload": "{", "seen_at": T0} for n in range(5)])
+            {"topic": "features", "partition": 0, "offset": n, "model": "fraud", "seen_at": T0, "payload": "{",
+             "reason": "invalid_json" if n < 4 else "missing_model" if n < 5 else "late"} for n in range(7)])
     yield eng
     eng.dispose()
 
@@ -44,7 +44,7 @@ def test_store_collector_reads_counts_scores_and_rejections(engine) -> None:
     assert value("driftwarden_store_up") == 1
     assert value("driftwarden_windows_closed_total", {"model": "fraud"}) == 3
     assert value("driftwarden_window_events_total", {"model": "fraud"}) == 600
-    assert value("driftwarden_late_events_total", {"model": "fraud"}) == 3
+    assert value("driftwarden_late_events_total", {"model": "fraud"}) == 2  # from dead_letters, the durable record
     assert value("driftwarden_latest_window_events", {"model": "fraud"}) == 300
     assert value("driftwarden_gate_alarms_total", {"model": "fraud", "feature": "amount"}) == 2
     assert value("driftwarden_deep_checks_total", {"model": "fraud", "feature": "amount", "verdict": "drifted"}) == 1
@@ -53,6 +53,7 @@ def test_store_collector_reads_counts_scores_and_rejections(engine) -> None:
     assert value("driftwarden_feature_severity", {"model": "fraud", "feature": "amount"}) == 3
     assert value("driftwarden_rejected_events_total", {"reason": "invalid_json"}) == 4
     assert value("driftwarden_rejected_events_total", {"reason": "missing_model"}) == 1
+    assert value("driftwarden_rejected_events_total", {"reason": "late"}) is None  # late is not a rejection
 
 
 def test_metrics_survive_a_restart_because_they_come_from_rows(engine) -> None:

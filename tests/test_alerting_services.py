@@ -35,7 +35,7 @@ from schemas.tables import dead_letters, window_counts, window_results
 
 pytestmark = pytest.mark.services
 FEATURES = ["amount", "age", "country", "device", "hour"]
-REASONS = ["invalid_json", "missing_model", "bad_event_time"]
+REASONS = ["invalid_json", "missing_model", "bad_event_time", "late"]
 
 
 def severity_of(psi: float) -> str:

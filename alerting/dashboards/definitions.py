@@ -24,12 +24,13 @@ def _event_panels() -> tuple[Panel, ...]:
             unit="reqps"),
         Panel("Rejected events by reason", "timeseries", (SqlQuery(
             "SELECT $__timeGroupAlias(seen_at, '1m'), reason AS metric, count(*) AS value FROM dead_letters"
-            f" WHERE ({MODEL} OR model IS NULL) AND $__timeFilter(seen_at) GROUP BY 1, 2 ORDER BY 1"),
+            f" WHERE reason <> 'late' AND ({MODEL} OR model IS NULL) AND $__timeFilter(seen_at)"
+            " GROUP BY 1, 2 ORDER BY 1"),
             PromQuery("sum by (reason) (rate(driftwarden_rejected_events_total[$__rate_interval]))", "{{reason}}")),
             unit="short"),
         Panel("Late events", "timeseries", (SqlQuery(
-            f'SELECT window_end AS "time", late AS "late events" FROM window_counts WHERE {MODEL}'
-            " AND $__timeFilter(window_end) ORDER BY 1"),
+            "SELECT $__timeGroupAlias(seen_at, '1m'), count(*) AS \"late events\" FROM dead_letters"
+            f" WHERE reason = 'late' AND {MODEL} AND $__timeFilter(seen_at) GROUP BY 1 ORDER BY 1"),
             PromQuery('sum(rate(driftwarden_late_events_total{model="$model"}[$__rate_interval]))', "late/s")),
             unit="short"),
     )
