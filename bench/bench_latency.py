@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from replay.latency import memory, runner, samples  # noqa: E402
+from replay.latency import memory, samples  # noqa: E402
 from replay.latency.adapter import load_adapter  # noqa: E402
 from replay.latency.cli import run_and_report  # noqa: E402
 from replay.latency.inputs import build_pool, read_events  # noqa: E402
@@ -68,19 +68,20 @@ def bench_run(name: str, out: Path, **kwargs) -> dict:
             "cells": cells, "seconds": round(time.perf_counter() - started, 1)}
 
 
-def independent_ratio(base: Path, cand: Path, x: torch.Tensor, n: int = 500) -> float:
-    """Median latency ratio of two models by alternating plain calls, without any bench code."""
-    a, b = torch.jit.load(str(base), map_location=x.device), torch.jit.load(str(cand), map_location=x.device)
+def independent_ratio(base: Path, cand: Path, x: torch.Tensor, blocks: int = 8, per_block: int = 100) -> float:
+    """Median latency ratio of two models from blocks of plain calls to each in turn, without any bench code."""
+    models = [torch.jit.load(str(p), map_location=x.device) for p in (base, cand)]
     sync = torch.cuda.synchronize if x.is_cuda else (lambda: None)
-    ta, tb = [], []
+    times: list[list[int]] = [[], []]
     with torch.inference_mode():
         for _ in range(30):
-            a(x), b(x)
-        for _ in range(n):
-            sync(); t0 = time.perf_counter_ns(); a(x); sync(); t1 = time.perf_counter_ns(); b(x); sync()  # noqa: E702
-            ta.append(t1 - t0)
-            tb.append(time.perf_counter_ns() - t1)
-    return round(float(np.median(tb) / np.median(ta)), 3)
+            models[0](x), models[1](x)
+        for i in range(2 * blocks):
+            models[i % 2](x)
+            for _ in range(per_block):
+                sync(); t0 = time.perf_counter_ns(); models[i % 2](x); sync()  # noqa: E702
+                times[i % 2].append(time.perf_counter_ns() - t0)
+    return round(float(np.median(times[1]) / np.median(times[0])), 3)
 
 
 def memory_classes(f: dict[str, Path], device: str) -> dict:

@@ -11,7 +11,8 @@ from typing import Any
 import orjson
 
 from replay.latency import verdict
-from replay.latency.runner import ROLES, RunResult
+from replay.latency.cells import ROLES
+from replay.latency.runner import RunResult
 from schemas.events import rfc3339
 
 KIND = "driftwarden.latency_report"

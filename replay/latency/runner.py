@@ -14,20 +14,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Protocol
 
 import numpy as np
 
-from replay.latency import memory, verdict
+from replay.latency import memory
 from replay.latency.adapter import AdapterConfig, load_adapter
 from replay.latency.errors import AdapterError, ModelFormatError
 from replay.latency.inputs import BatchPool, EventFile, build_pool, read_events
 from replay.latency.models import LoadedModel, load_model, torch_dtype
 from replay.latency.options import BenchOptions, resolve_device, resolve_dtypes
+from replay.latency.cells import ROLES, ArmRun, cell_report
 from replay.latency.telemetry import Telemetry
 from replay.latency.timing import Chunk, Timer, make_timer, run_chunk, summarise, warm_up
 
-ROLES = ("baseline", "candidate")
 
 
 class Progress(Protocol):
@@ -36,23 +36,6 @@ class Progress(Protocol):
     def advance(self, description: str) -> None:
         """One more step is done."""
         ...
-
-
-@dataclass
-class ArmRun:
-    """The chunks one arm ran, round by round, and the energy charged to it."""
-
-    model: str
-    inputs: str
-    batch_size: int
-    chunks: list[Chunk] = field(default_factory=list)
-    energy_mj: float = 0.0
-    energy_known: bool = True
-
-    @property
-    def latency_ns(self) -> np.ndarray:
-        """All latencies of the arm, rounds concatenated."""
-        return np.concatenate([c.latency_ns for c in self.chunks])
 
 
 @dataclass
@@ -143,32 +126,49 @@ def _pools(result: RunResult, batch_size: int, dtype: str) -> dict[str, BatchPoo
 def _run_cell(result: RunResult, models: dict[str, LoadedModel], pools: dict[str, BatchPool], dtype: str,
               batch_size: int, telemetry: Telemetry, rng: np.random.Generator, progress: Progress | None) -> dict:
     opts = result.options
-    timer = make_timer(result.device)
     arms = [ArmRun(role, name, batch_size) for role in ROLES for name in pools]
-    calls = {(a.model, a.inputs): models[a.model].module for a in arms}
-    problem = _try_arms(arms, calls, pools, dtype, timer, opts.warmup)
+    cell = _CellRun(arms, {(a.model, a.inputs): models[a.model].module for a in arms}, pools,
+                    make_timer(result.device), telemetry, rng, opts)
+    problem = _try_arms(arms, cell.calls, pools, dtype, cell.timer, opts.warmup)
     if problem:
         return _unsupported(batch_size, dtype, problem)
-    per_round = 2 * len(arms)  # one full rotation forwards and one backwards: every round is balanced
-    slices = opts.rounds * per_round
-    per_count, per_ns = math.ceil(opts.min_count / slices), int(opts.min_duration_s * 1e9 / slices)
-    cursors = {id(a): 0 for a in arms}
     for r in range(opts.rounds):
-        parts: dict[int, list[Chunk]] = {id(a): [] for a in arms}
-        for s in range(per_round):
-            for arm in _order(arms, s):
-                fn, pool = calls[(arm.model, arm.inputs)], pools[arm.inputs]
-                before = telemetry.energy_mj()
-                chunk = run_chunk(fn, pool, cursors[id(arm)], per_count, per_ns, timer, opts.arrival_rate, rng)
-                _charge(arm, before, telemetry.energy_mj())
-                cursors[id(arm)] = chunk.cursor
-                parts[id(arm)].append(chunk)
-        for arm in arms:
-            arm.chunks.append(merge_chunks(parts[id(arm)]))
-            if progress:
+        cell.run_round()
+        if progress:
+            for _ in arms:
                 progress.advance(f"{dtype} batch {batch_size}: round {r + 1}/{opts.rounds}")
     result.arms[(dtype, batch_size)] = arms
     return cell_report(arms, dtype, batch_size, opts, rng)
+
+
+class _CellRun:
+    """The arms of one cell and where each has got to in its batch pool."""
+
+    def __init__(self, arms: list[ArmRun], calls: dict, pools: dict[str, BatchPool], timer: Timer,
+                 telemetry: Telemetry, rng: np.random.Generator, opts: BenchOptions) -> None:
+        self.arms, self.calls, self.pools, self.timer = arms, calls, pools, timer
+        self.telemetry, self.rng, self.rate = telemetry, rng, opts.arrival_rate
+        self.slices = 2 * len(arms)  # one full rotation forwards and one backwards: every round is balanced
+        total = opts.rounds * self.slices
+        self.per_count, self.per_ns = math.ceil(opts.min_count / total), int(opts.min_duration_s * 1e9 / total)
+        self.cursors = {id(a): 0 for a in arms}
+
+    def run_round(self) -> None:
+        """Run one round (every arm in every slice) and append each arm's merged chunk."""
+        parts: dict[int, list[Chunk]] = {id(a): [] for a in self.arms}
+        for s in range(self.slices):
+            for arm in _order(self.arms, s):
+                parts[id(arm)].append(self._slice(arm))
+        for arm in self.arms:
+            arm.chunks.append(merge_chunks(parts[id(arm)]))
+
+    def _slice(self, arm: ArmRun) -> Chunk:
+        fn, pool = self.calls[(arm.model, arm.inputs)], self.pools[arm.inputs]
+        before = self.telemetry.energy_mj()
+        chunk = run_chunk(fn, pool, self.cursors[id(arm)], self.per_count, self.per_ns, self.timer, self.rate, self.rng)
+        _charge(arm, before, self.telemetry.energy_mj())
+        self.cursors[id(arm)] = chunk.cursor
+        return chunk
 
 
 def _try_arms(arms: list[ArmRun], calls: dict, pools: dict[str, BatchPool], dtype: str, timer: Timer,
@@ -232,78 +232,3 @@ def _run_memory(result: RunResult, progress: Progress | None) -> None:
         result.memory[role] = {**memory.classify(trace), "dtype": dtype, "batch_size": max(opts.batch_sizes)}
         if progress:
             progress.advance(f"memory probe: {role}")
-
-
-def cell_report(arms: list[ArmRun], dtype: str, batch_size: int, opts: BenchOptions,
-                rng: np.random.Generator) -> dict:
-    """Summaries of each arm plus the model effect, the input effect and the 2x2 decomposition."""
-    by = {(a.model, a.inputs): [c.latency_ns for c in a.chunks] for a in arms}
-    sets = sorted({a.inputs for a in arms}, key=("reference", "incident").index)
-    stats = dict(tolerance=opts.tolerance, n_boot=opts.bootstrap, confidence=opts.confidence, rng=rng)
-    model_eff = verdict.effect([by["candidate", s] for s in sets], [by["baseline", s] for s in sets], **stats)
-    cell = {
-        "batch_size": batch_size, "dtype": dtype, "status": "ok",
-        "arms": [arm_report(a) for a in arms],
-        "model_effect": model_eff,
-        "model_effect_by_inputs": {s: verdict.effect([by["candidate", s]], [by["baseline", s]], **stats) for s in sets},
-        "input_effect": None, "input_effect_by_model": None,
-    }
-    if "incident" in sets:
-        cell["input_effect"] = verdict.effect([by[m, "incident"] for m in ROLES], [by[m, "reference"] for m in ROLES], **stats)
-        cell["input_effect_by_model"] = {
-            m: verdict.effect([by[m, "incident"]], [by[m, "reference"]], **stats) for m in ROLES
-        }
-    cell["decomposition"] = decomposition(cell)
-    cell["verdict"] = model_eff["verdict"]
-    cell["attribution"] = verdict.attribute(model_eff["verdict"], (cell["input_effect"] or {}).get("verdict"))
-    return cell
-
-
-def decomposition(cell: dict) -> dict:
-    """Split the total p50 change (candidate on incident vs baseline on reference) into model x inputs."""
-    model = cell["model_effect"]["p50"]["ratio"]
-    inputs = cell["input_effect"]["p50"]["ratio"] if cell["input_effect"] else 1.0
-    total = model * inputs
-    log_total = abs(math.log(model)) + abs(math.log(inputs))
-    share = abs(math.log(model)) / log_total if log_total > 0 else 0.0
-    return {"total_ratio_p50": total, "model_ratio_p50": model, "input_ratio_p50": inputs,
-            "model_share": share, "input_share": (1.0 - share) if log_total > 0 else 0.0}
-
-
-def arm_report(arm: ArmRun) -> dict:
-    """Latency summary, throughput, per-bucket latencies and energy of one arm."""
-    lat = arm.latency_ns
-    seconds = sum(c.elapsed_ns for c in arm.chunks) / 1e9
-    return {
-        "model": arm.model, "inputs": arm.inputs, "requests": int(lat.size),
-        "samples": int(lat.size * arm.batch_size), "duration_s": seconds,
-        "latency_ms": summarise(lat),
-        "throughput": {"requests_per_s": lat.size / seconds if seconds else 0.0,
-                       "samples_per_s": lat.size * arm.batch_size / seconds if seconds else 0.0},
-        "by_bucket": by_bucket(arm),
-        "energy": _energy(arm, int(lat.size)),
-    }
-
-
-def by_bucket(arm: ArmRun) -> list[dict]:
-    """Latency of the arm's requests grouped by the padded input-size bucket."""
-    labels = np.array([b for c in arm.chunks for b in c.buckets])
-    lat = arm.latency_ns
-    out = []
-    for label in sorted(set(labels.tolist()), key=_bucket_key):
-        sel = lat[labels == label]
-        s = summarise(sel)
-        out.append({"bucket": label, "requests": int(sel.size), "p50_ms": s["p50"], "p99_ms": s["p99"], "mean_ms": s["mean"]})
-    return out
-
-
-def _bucket_key(label: str) -> tuple:
-    digits = "".join(ch if ch.isdigit() else " " for ch in label).split()
-    return tuple(int(d) for d in digits) or (0,)
-
-
-def _energy(arm: ArmRun, requests: int) -> dict | None:
-    if not arm.energy_known or not requests:
-        return None
-    joules = arm.energy_mj / 1000.0
-    return {"joules": joules, "j_per_request": joules / requests, "j_per_sample": joules / (requests * arm.batch_size)}

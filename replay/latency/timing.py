@@ -137,6 +137,7 @@ class _Gaps:
         self._block: list[float] = []
 
     def next_ns(self) -> int:
+        """The next gap, in ns."""
         if not self._block:
             self._block = list(self._rng.exponential(1e9 / self._rate, 256))
         return int(self._block.pop())
