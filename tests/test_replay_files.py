@@ -1,0 +1,236 @@
+"""driftwarden replay on archived files: formats, report contract, filters, store, bad input."""
+
+from __future__ import annotations
+
+import gzip
+import time
+
+import orjson
+import pytest
+from sqlalchemy import func, select
+from typer.testing import CliRunner
+
+from driftwarden.cli import app
+from replay.report import validate_report
+from replay.synthetic import incident_events
+from schemas.tables import dead_letters, window_counts, window_results
+
+NOW_MIN = int(time.time() * 1000) // 60_000 * 60_000
+T0 = NOW_MIN - 3 * 3_600_000
+DRIFT = T0 + 5 * 60_000
+BAD_LINES = [b'{"event_time": "nope", "model": "fraud-v3", "features": {}}', b"not json at all",
+             b'{"event_time": 1767225600000, "model": "fraud-v3", "features": {"x0": "text"}}']
+
+
+def _write_jsonl(path, events, extra=()):
+    with open(path, "wb") as handle:
+        for e in events:
+            handle.write(orjson.dumps(e) + b"\n")
+        for line in extra:
+            handle.write(line + b"\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """A reference file and a 10-minute stream drifting after 5 minutes, in three formats."""
+    folder = tmp_path_factory.mktemp("replay")
+    reference = _write_jsonl(folder / "ref.jsonl", incident_events(6000, T0 - 3_600_000, 100, None, seed=1))
+    events = list(incident_events(3000, T0, 200, DRIFT, seed=2))
+    stream = _write_jsonl(folder / "stream.jsonl", events[:1500], BAD_LINES)
+    with open(stream, "ab") as handle:
+        for e in events[1500:]:
+            handle.write(orjson.dumps(e) + b"\n")
+    gz = folder / "stream.jsonl.gz"
+    gz.write_bytes(gzip.compress(stream.read_bytes()))
+    return {"folder": folder, "reference": reference, "jsonl": stream, "gz": gz, "events": events}
+
+
+def replay(*args):
+    """Run ``driftwarden replay`` in-process; the CliRunner result."""
+    return CliRunner().invoke(app, ["replay", "--no-progress", *map(str, args)])
+
+
+def report_of(files, source, *extra):
+    out = files["folder"] / f"out-{abs(hash((str(source), extra)))}.json"
+    result = replay("--input", source, "--reference", files["reference"], "--report-json", out, *extra)
+    assert result.exit_code == 0, result.output
+    return orjson.loads(out.read_bytes())
+
+
+def _verdicts(doc):
+    return {(w["model"], w["window_start"], f["name"]): (f["count"], f["drifted"], f["severity"], f["gate"]["alarm"],
+                                                         f["deep"]) for w in doc["windows"] for f in w["features"]}
+
+
+def test_report_follows_the_schema_and_finds_the_drift(files):
+    doc = report_of(files, files["jsonl"])
+    validate_report(doc)
+    assert doc["counts"] == {"read": 3003, "valid": 3000, "rejected": 3, "late": 0, "windowed": 3000,
+                             "filtered_out": 0}
+    assert len(doc["windows"]) == 10 and all(w["events"] == 300 for w in doc["windows"])
+    first = {(e["feature"]): e["window_start"] for e in doc["first_drift"]}
+    drift_start = doc["windows"][5]["window_start"]
+    assert first == {"x0": drift_start, "c0": drift_start}, first
+    before = [f for w in doc["windows"][:5] for f in w["features"]]
+    assert not any(f["drifted"] for f in before)
+    assert {a["window_start"] for a in doc["alerts"]} == {w["window_start"] for w in doc["windows"][5:]}
+
+
+def test_schema_rejects_a_broken_report(files):
+    doc = report_of(files, files["jsonl"])
+    del doc["windows"][0]["features"][0]["gate"]["alarm"]
+    with pytest.raises(Exception, match="alarm"):
+        validate_report(doc)
+
+
+def test_malformed_records_are_listed_with_file_and_line(files):
+    doc = report_of(files, files["jsonl"])
+    listed = [(r["line"], r["reason"]) for r in doc["rejected"]]
+    assert listed == [(1501, "bad_event_time"), (1502, "not_json"), (1503, "type_mismatch:x0")]
+    assert all(r["file"] == str(files["jsonl"]) for r in doc["rejected"])
+
+
+def test_jsonl_gzip_and_parquet_give_the_same_report(files, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [{"event_time": e["event_time"], "model": e["model"], **e["features"]} for e in files["events"]]
+    parquet = tmp_path / "stream.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), parquet)
+    plain = _verdicts(report_of(files, files["jsonl"]))
+    assert _verdicts(report_of(files, files["gz"])) == plain
+    assert _verdicts(report_of(files, parquet)) == plain  # same events, without the 3 malformed lines
+
+
+def test_without_config_kinds_come_from_the_reference_and_defaults_apply(files):
+    doc = report_of(files, files["jsonl"])
+    assert doc["settings"]["window_ms"] == 60_000 and doc["settings"]["out_of_orderness_ms"] == 5_000
+    kinds = {f["name"]: f["kind"] for f in doc["windows"][0]["features"]}
+    assert kinds == {"x0": "numeric", "x1": "numeric", "c0": "categorical"}
+
+
+def test_built_reference_file_gives_the_same_verdicts_as_raw_reference_events(files, tmp_path):
+    from driftwarden.event_files import load_events
+    from jobs.pipeline import drift_policy
+    from jobs.reference_build import build_reference_set
+    from replay.setup import default_config
+    from jobs.reference_build import infer_feature_kinds
+
+    events, _ = load_events(files["reference"])
+    config = default_config(infer_feature_kinds(events))
+    built = tmp_path / "ref.dwref"
+    build_reference_set(events, config, drift_policy(config.thresholds)).save(built)
+    out = tmp_path / "built.json"
+    result = replay("--input", files["jsonl"], "--reference", built, "--report-json", out)
+    assert result.exit_code == 0, result.output
+    doc = orjson.loads(out.read_bytes())
+    drifted = {(w["window_start"], f["name"]) for w in doc["windows"] for f in w["features"] if f["drifted"]}
+    raw = report_of(files, files["jsonl"])
+    assert drifted == {(w["window_start"], f["name"]) for w in raw["windows"] for f in w["features"] if f["drifted"]}
+
+
+def test_feature_filter_keeps_only_the_named_features(files):
+    doc = report_of(files, files["jsonl"], "--features", "x1,c0")
+    assert {f["name"] for w in doc["windows"] for f in w["features"]} == {"x1", "c0"}
+    assert doc["settings"]["features"] == ["c0", "x1"]
+
+
+def test_model_filter_counts_other_models_apart(files, tmp_path):
+    other = [{**e, "model": "other"} for e in files["events"][:100]]
+    stream = _write_jsonl(tmp_path / "two-models.jsonl", files["events"] + other)
+    out = tmp_path / "m.json"
+    result = replay("--input", stream, "--reference", files["reference"], "--model", "fraud-v3", "--report-json", out)
+    assert result.exit_code == 0, result.output
+    doc = orjson.loads(out.read_bytes())
+    assert {w["model"] for w in doc["windows"]} == {"fraud-v3"}
+    assert doc["counts"]["filtered_out"] == 100 and doc["counts"]["read"] == 3000
+    assert doc["counts"]["read"] == doc["counts"]["valid"] + doc["counts"]["rejected"]
+
+
+def test_warmup_config_without_reference_judges_after_the_first_windows(files, tmp_path):
+    config = tmp_path / "warmup.yaml"
+    config.write_text("window: {size: 60s}\nreference: {mode: warmup, warmup_windows: 3}\n"
+                      "models:\n  - name: fraud-v3\n    features: {x0: numeric, x1: numeric, c0: categorical}\n")
+    out = tmp_path / "w.json"
+    result = replay("--input", files["jsonl"], "--config", config, "--report-json", out)
+    assert result.exit_code == 0, result.output
+    doc = orjson.loads(out.read_bytes())
+    warm = [f for w in doc["windows"][:3] for f in w["features"]]
+    assert warm == [] or not any(f["gate"]["alarm"] for f in warm)  # judged against nothing
+    assert all(f["gate"]["psi"] is None for f in warm if f["kind"] == "numeric")
+    drifted = {w["window_start"] for w in doc["windows"] for f in w["features"] if f["drifted"]}
+    assert drifted and min(drifted) == doc["windows"][5]["window_start"]
+
+
+def test_html_report_is_self_contained_with_plots_per_drifted_feature(files, tmp_path):
+    page = tmp_path / "r.html"
+    result = replay("--input", files["jsonl"], "--reference", files["reference"], "--report-html", page)
+    assert result.exit_code == 0, result.output
+    text = page.read_text()
+    assert text.count("data:image/png;base64,") == 6  # x0 and c0: distribution, PSI bins, timeline
+    assert "ranked by effect size" in text
+    assert "<script" not in text and "http://" not in text and "https://" not in text  # nothing fetched
+    table = text.split("ranked by effect size")[1]
+    assert table.index(">x0<") < table.index(">x1<") and table.index(">c0<") < table.index(">x1<")
+
+
+def test_store_twice_leaves_no_duplicate_rows(files, tmp_path):
+    url = f"sqlite:///{tmp_path}/replay.db"
+    for _ in range(2):
+        result = replay("--input", files["jsonl"], "--reference", files["reference"], "--store", url)
+        assert result.exit_code == 0, result.output
+    from driftwarden.store import make_engine
+
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(window_results)).scalar_one() == 10 * 3
+        assert conn.execute(select(func.count()).select_from(window_counts)).scalar_one() == 10
+        assert conn.execute(select(func.count()).select_from(dead_letters)).scalar_one() == 3
+        drifted = conn.execute(select(func.count()).select_from(window_results)
+                               .where(window_results.c.drifted)).scalar_one()
+    engine.dispose()
+    assert drifted == 10  # x0 and c0 in each of the 5 drifted windows
+
+
+def test_read_only_by_default(files, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = replay("--input", files["jsonl"], "--reference", files["reference"])
+    assert result.exit_code == 0, result.output
+    assert list(tmp_path.iterdir()) == []  # no driftwarden.db, no report
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("fake.parquet", b'{"event_time": 1}\n', "named like Parquet but its content is JSONL text"),
+    ("fake.jsonl.gz", b'{"event_time": 1}\n', "named like gzip but its content is JSONL text"),
+    ("fake.jsonl", gzip.compress(b"{}\n"), "named like JSONL text but its content is gzip"),
+    ("events.csv", b"a,b\n", "unknown file type .csv"),
+    ("empty.jsonl", b"", "is empty"),
+])
+def test_a_file_that_is_not_what_its_name_says_is_refused(files, tmp_path, name, content, message):
+    path = tmp_path / name
+    path.write_bytes(content)
+    result = replay("--input", path, "--reference", files["reference"])
+    assert result.exit_code == 1
+    assert message in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--input", "missing.jsonl"], "does not exist"),
+    (["--topic", "t", "--from", "2026-01-01T00:00:00Z"], "needs both --from and --to"),
+    (["--topic", "t", "--from", "yesterday", "--to", "2026-01-01T00:00:00Z"], "--from 'yesterday' is not a time"),
+    (["--topic", "t", "--from", "2026-01-02T00:00:00Z", "--to", "2026-01-01T00:00:00Z"], "is not before --to"),
+    (["--topic", "t", "--from", "2026-01-01T00:00:00Z", "--to", "2099-01-01T00:00:00Z"], "in the future"),
+    ([], "give exactly one source"),
+    (["--input", "x.jsonl", "--pace", "fast"], "--pace 'fast'"),
+])
+def test_bad_options_give_a_message_and_exit_1(files, args, message):
+    result = replay(*args, "--reference", files["reference"])
+    assert result.exit_code == 1, result.output
+    assert message in result.output and "Traceback" not in result.output
+
+
+def test_no_reference_and_no_config_says_what_to_pass(files):
+    result = replay("--input", files["jsonl"])
+    assert result.exit_code == 1
+    assert "pass --reference FILE" in result.output
