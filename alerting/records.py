@@ -105,6 +105,7 @@ class Delivery:
     body: bytes
     attempts: int
     created_at: datetime
+    claimed_until: datetime | None = None
 
 
 def report_from_dict(entry: dict) -> WindowReport:

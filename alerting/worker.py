@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -31,6 +32,7 @@ from alerting.records import Delivery, utc
 from alerting.rules import AlertRules
 from alerting.signing import secrets_from_env
 from alerting.ssrf import UnsafeURLError
+from driftwarden.errors import ConfigError
 from schemas.alert_tables import alert_deliveries, alert_endpoints
 
 log = logging.getLogger(__name__)
@@ -59,22 +61,37 @@ class Dispatcher:
     metrics: DeliveryMetrics | None = None
     lease: timedelta = timedelta(seconds=120)
     batch: int = 20
+    concurrency: int = 4
     clock: Callable[[], datetime] = utcnow
     sleep: Callable[[float], None] = time.sleep
     worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+
+    def __post_init__(self) -> None:
+        for name, sink in self.sinks.items():
+            timeout = getattr(getattr(sink, "route", None), "timeout_s", 0.0)
+            if self.lease.total_seconds() < timeout + _LEASE_MARGIN_S:
+                raise ConfigError(f"lease {self.lease.total_seconds():g} s is too short for route {name!r}: it must "
+                                  f"exceed the route's timeout ({timeout:g} s) by at least {_LEASE_MARGIN_S:g} s")
 
     def run_once(self) -> int:
         """Seal due groups, then claim and deliver what is due; return how many deliveries were handled."""
         with self.engine.begin() as conn:
             seal_due_groups(conn, self.rules, self.clock())
         claimed = self.claim()
-        for delivery in claimed:
-            try:
-                self.deliver(delivery)
-            except Exception:  # noqa: BLE001 - a bug in one sink must not stop the others; the lease expires
-                log.exception("delivery %s to route %s crashed; it will be retried", delivery.webhook_id,
-                              delivery.route)
+        if len(claimed) <= 1 or self.concurrency <= 1:
+            for delivery in claimed:
+                self._deliver_logged(delivery)
+        else:
+            with ThreadPoolExecutor(min(self.concurrency, len(claimed)), thread_name_prefix="deliver") as pool:
+                list(pool.map(self._deliver_logged, claimed))
         return len(claimed)
+
+    def _deliver_logged(self, delivery: Delivery) -> None:
+        """Deliver; a crash in one sink is logged and the lease left to expire, the others go on."""
+        try:
+            self.deliver(delivery)
+        except Exception:  # noqa: BLE001 - a bug in one sink must not stop the others
+            log.exception("delivery %s to route %s crashed; it will be retried", delivery.webhook_id, delivery.route)
 
     def run_forever(self, stop: threading.Event, poll_s: float = 1.0) -> None:
         """Call :meth:`run_once` until ``stop`` is set, pausing ``poll_s`` when idle."""
@@ -93,8 +110,8 @@ class Dispatcher:
             conn.execute(update(alert_deliveries).where(and_(d.id.in_(due_ids.scalar_subquery()), claimable))
                          .values(claimed_until=now + self.lease, claimed_by=token))
             rows = conn.execute(select(alert_deliveries).where(d.claimed_by == token).order_by(d.id)).all()
-        return [Delivery(r.id, r.webhook_id, r.route, r.model, r.body.encode(), r.attempts, utc(r.created_at))
-                for r in rows]
+        return [Delivery(r.id, r.webhook_id, r.route, r.model, r.body.encode(), r.attempts, utc(r.created_at),
+                         now + self.lease) for r in rows]
 
     def deliver(self, delivery: Delivery) -> str:
         """Send one claimed delivery (with in-lease retries) and record its outcome; return the outcome."""
@@ -102,10 +119,13 @@ class Dispatcher:
         if sink is None or self._disabled(delivery.route):
             return self._finish(delivery, "disabled" if sink else "dead", AttemptResult(
                 0, None, None, None), "endpoint disabled" if sink else "no sink for route")
+        budget = self._budget(sink, delivery)
+        if budget is None:
+            self._update(delivery, AttemptResult(0, None, None, None), self.clock(), status="pending")
+            return "deferred"
         failpoint("before_send")
         started = self.clock()
-        result = attempt_with_retries(lambda: self._attempt(sink, delivery), self.rules.retry, self._budget(sink),
-                                      self.sleep)
+        result = attempt_with_retries(lambda: self._attempt(sink, delivery), self.rules.retry, budget, self.sleep)
         failpoint("after_response")
         return self._record(delivery, result, started)
 
@@ -114,19 +134,18 @@ class Dispatcher:
         t0 = time.perf_counter()
         try:
             code = sink.send(delivery)
-        except RetryableDeliveryError as exc:
-            self._count_attempt(delivery.route, _result_label(exc.status_code, exc), t0)
-            raise
         except Exception as exc:
             self._count_attempt(delivery.route, _result_label(getattr(exc, "status_code", None), exc), t0)
             raise
         self._count_attempt(delivery.route, "2xx", t0)
         return code
 
-    def _budget(self, sink: AlertSink) -> float:
-        """Seconds of in-lease retrying that still leave one attempt's timeout before the lease ends."""
+    def _budget(self, sink: AlertSink, delivery: Delivery) -> float | None:
+        """Seconds of retrying left in the lease after one attempt's timeout; None if not even one fits."""
         timeout = getattr(getattr(sink, "route", None), "timeout_s", 10.0)
-        return max(self.lease.total_seconds() - timeout - _LEASE_MARGIN_S, 0.0)
+        lease_end = delivery.claimed_until or self.clock() + self.lease
+        left = (lease_end - self.clock()).total_seconds() - timeout - _LEASE_MARGIN_S
+        return None if left < 0 else left
 
     def _record(self, delivery: Delivery, result: AttemptResult, started: datetime) -> str:
         """Turn an attempt result into the delivery's next state."""

@@ -57,7 +57,7 @@ def test_killed_worker_loses_nothing_and_duplicates_keep_their_webhook_id(tmp_pa
         config.write_text(yaml.safe_dump({"alerting": {
             "group_wait": "0s",
             "retry": {"initial_s": 0.1, "max_backoff_s": 0.5, "jitter_s": 0.05},
-            "routes": [{"name": "oncall", "url": receiver.url + "/hook", "allow_private": True}]}}))
+            "routes": [{"name": "oncall", "url": receiver.url + "/hook", "allow_private": True, "timeout_s": 0.5}]}}))
         rules = load_rules(config)
         now = datetime.now(timezone.utc) - timedelta(seconds=1)
         for m in range(MODELS):
@@ -76,7 +76,9 @@ def test_killed_worker_loses_nothing_and_duplicates_keep_their_webhook_id(tmp_pa
             doomed.wait(10)
         assert doomed.returncode == -signal.SIGKILL
         sent_before_kill = len(receiver.received)
-        assert sent_before_kill == (1 if point == "after_response" else 0)
+        # before_send: nothing left the worker; after_response: the receiver answered 200 to at least one
+        # (up to the worker's concurrency) that was never marked sent
+        assert (sent_before_kill >= 1) if point == "after_response" else (sent_before_kill == 0)
         assert all(r.status == "pending" for r in delivery_rows(engine))  # nothing was marked sent
 
         survivor = start_worker(store, config, {})
@@ -92,8 +94,8 @@ def test_killed_worker_loses_nothing_and_duplicates_keep_their_webhook_id(tmp_pa
     models = sorted(json.loads(items[0].body)["model"] for items in by_id.values())
     assert models == [f"model-{m}" for m in range(MODELS)]
     duplicates = {wid: items for wid, items in by_id.items() if len(items) > 1}
-    assert len(duplicates) == (1 if point == "after_response" else 0)
+    assert len(duplicates) == sent_before_kill  # each one answered before the kill came again, same id
     for items in duplicates.values():
-        assert len({i.body for i in items}) == 1
-    assert len(receiver.received) == MODELS + len(duplicates)
+        assert len(items) == 2 and len({i.body for i in items}) == 1
+    assert len(receiver.received) == MODELS + sent_before_kill
     engine.dispose()

@@ -16,7 +16,7 @@ from alerting.delivery import (
     classify,
     parse_retry_after,
 )
-from alerting.outbox import enqueue_alerts
+from alerting.outbox import enqueue_alerts, seal_due_groups
 from alerting.records import Delivery, FeatureOutcome, WindowReport
 from alerting.rules import AlertRules, Route
 from alerting.signing import verify_webhook
@@ -184,3 +184,26 @@ def test_delivery_past_max_age_is_dead(harness_factory) -> None:
         h.now += timedelta(seconds=30)
     assert outcomes[-1] == "dead" and "pending" in outcomes
     assert "max age" in h.rows()[0].last_error
+
+
+def test_lease_shorter_than_a_timeout_is_refused(tmp_path) -> None:
+    from driftwarden.errors import ConfigError
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'l.db'}")
+    rules = AlertRules(routes=[{"name": "r", "url": "https://hooks.example.com/hook", "timeout_s": 10}])
+    with pytest.raises(ConfigError, match="lease 5 s is too short"):
+        Dispatcher(engine, rules, {"r": sink(lambda _r: httpx.Response(200), timeout_s=10)},
+                   lease=timedelta(seconds=5))
+
+
+def test_delivery_whose_lease_ran_out_in_the_queue_is_deferred_not_sent(harness_factory) -> None:
+    calls: list[int] = []
+    h = harness_factory(lambda _r: calls.append(1) or httpx.Response(200))
+    h.enqueue(0)
+    with h.engine.begin() as conn:
+        seal_due_groups(conn, h.rules, h.now)
+    [claimed] = h.dispatcher.claim()
+    h.now += timedelta(seconds=25)  # 30 s lease, 10 s timeout: no attempt fits any more
+    assert h.dispatcher.deliver(claimed) == "deferred"
+    assert calls == [] and h.rows()[0].claimed_until is None
+    assert h.dispatcher.run_once() == 1 and calls == [1]
