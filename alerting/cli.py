@@ -14,7 +14,7 @@ import typer
 from prometheus_client import CollectorRegistry
 from rich.console import Console
 from rich.table import Table
-from sqlalchemy import insert, select, update
+from sqlalchemy import and_, delete, insert, select, update
 
 from alerting.delivery import utcnow
 from alerting.metrics import DeliveryMetrics, StoreCollector, serve_metrics
@@ -22,9 +22,9 @@ from alerting.rules import Matcher, load_rules, parse_duration
 from alerting.worker import Dispatcher, build_sinks, make_client
 from driftwarden.errors import ConfigError
 from driftwarden.store import DEFAULT_STORE_URL, STORE_URL_ENV, make_engine
-from schemas.alert_tables import alert_deliveries, alert_silences, alerts
+from schemas.alert_tables import alert_deliveries, alert_endpoints, alert_silences, alerts
 
-app = typer.Typer(help="Alerts: list, acknowledge, silence, and deliver webhooks from the outbox.",
+app = typer.Typer(help="Alerts: list, acknowledge, silence, re-enable routes, and deliver webhooks from the outbox.",
                   no_args_is_help=True)
 _console = Console()
 _MATCHER = re.compile(r"^\s*(model|severity)\s*(=~|!~|!=|>=|=)\s*(.+?)\s*$")
@@ -96,6 +96,24 @@ def silence(
             matchers=json.dumps([m.model_dump() for m in matchers]), starts_at=now, ends_at=now + length,
             created_by=by, comment=comment)).inserted_primary_key[0]
     _console.print(f"silence {new_id} until {(now + length).isoformat()}")
+
+
+@app.command()
+def enable(
+    route: str = typer.Argument(..., help="Route name disabled by a 410 Gone (see `alerts list --deliveries`)."),
+    requeue: bool = typer.Option(True, "--requeue/--no-requeue", help="Send again the deliveries it disabled.",
+                                 show_default=True),
+    store: str = StoreOpt,
+) -> None:
+    """Re-enable a route that answered 410 Gone."""
+    with make_engine(store).begin() as conn:
+        removed = conn.execute(delete(alert_endpoints).where(alert_endpoints.c.route == route)).rowcount
+        if not removed:
+            raise ConfigError(f"route {route!r} is not disabled")
+        requeued = conn.execute(update(alert_deliveries).where(and_(
+            alert_deliveries.c.route == route, alert_deliveries.c.status == "disabled")).values(
+            status="pending", next_attempt_at=utcnow(), finished_at=None, claimed_until=None)).rowcount if requeue else 0
+    _console.print(f"route {route} enabled; {requeued} deliveries queued again")
 
 
 @app.command()

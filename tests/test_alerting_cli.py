@@ -17,7 +17,7 @@ from driftwarden.cli import app
 from driftwarden.store import make_engine
 
 runner = CliRunner()
-COMMANDS = [["alerts", "list"], ["alerts", "ack"], ["alerts", "silence"], ["alerts", "deliver"],
+COMMANDS = [["alerts", "list"], ["alerts", "ack"], ["alerts", "silence"], ["alerts", "deliver"], ["alerts", "enable"],
             ["dashboards", "build"], ["dashboards", "push"]]
 
 
@@ -90,3 +90,21 @@ def test_dashboards_push_without_env_is_a_config_error(monkeypatch) -> None:
     monkeypatch.delenv("GRAFANA_TOKEN", raising=False)
     result = runner.invoke(app, ["dashboards", "push"])
     assert result.exit_code != 0 and "GRAFANA_URL" in str(result.exception or result.output)
+
+
+def test_enable_requeues_what_a_410_disabled(tmp_path) -> None:
+    from alerting.testing import Reply
+
+    answers = iter([410, 200])
+    with WebhookReceiver(lambda _r: Reply(next(answers))) as receiver:
+        store, rules = store_with_alert(tmp_path, receiver.url + "/hook")
+        config = tmp_path / "monitor.yaml"
+        config.write_text(yaml.safe_dump({"alerting": rules.model_dump(mode="json")}))
+        deliver = ["alerts", "deliver", "--once", "--store", store, "--config", str(config)]
+        assert runner.invoke(app, deliver).exit_code == 0
+        assert runner.invoke(app, ["alerts", "enable", "nope", "--store", store]).exit_code != 0
+        enabled = runner.invoke(app, ["alerts", "enable", "oncall", "--store", store])
+        assert enabled.exit_code == 0 and "1 deliveries queued again" in enabled.output
+        assert runner.invoke(app, deliver).exit_code == 0
+    ids = [r.headers["webhook-id"] for r in receiver.received]
+    assert len(ids) == 2 and ids[0] == ids[1]
