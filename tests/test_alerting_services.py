@@ -1,7 +1,8 @@
 """Every Grafana panel query runs for real: SQL on PostgreSQL holding results, PromQL on Prometheus.
 
-The store is filled the way the streaming job fills it (driftwarden.store.upsert into
-window_results / window_counts / dead_letters, enqueue_alerts in the same transaction), alerts
+The store is filled through the streaming job's own write path (``jobs.results.store_window``:
+window_results and window_counts upserted and enqueue_alerts in one transaction; dead letters
+inserted as the job's dead-letter sink does), alerts
 are delivered by the real dispatcher to a real receiver, and Prometheus scrapes a real
 ``serve_metrics`` endpoint added to its file_sd targets.
 """
@@ -30,8 +31,9 @@ from alerting.records import FeatureOutcome, WindowReport
 from alerting.rules import AlertRules
 from alerting.testing import Reply, WebhookReceiver
 from alerting.worker import Dispatcher, build_sinks, make_client
-from driftwarden.store import insert_ignore, upsert
-from schemas.tables import dead_letters, window_counts, window_results
+from driftwarden.store import insert_ignore
+from jobs.results import store_window
+from schemas.tables import dead_letters
 
 pytestmark = pytest.mark.services
 FEATURES = ["amount", "age", "country", "device", "hour"]
@@ -44,33 +46,21 @@ def severity_of(psi: float) -> str:
 
 def write_window(engine: Engine, rules: AlertRules, model: str, start: datetime, rng: random.Random,
                  drift: float) -> None:
-    """Write one (model, window) as the job does: results, counts and alerts in one transaction."""
-    end, outcomes, rows = start + timedelta(minutes=1), [], []
+    """Write one (model, window) through the streaming job's own store path (results, counts, alerts)."""
+    end, outcomes = start + timedelta(minutes=1), []
     for name in FEATURES:
         psi = abs(rng.gauss(0.03, 0.02)) + (drift if name == "amount" else 0.0)
         alarm = psi >= 0.1
         sev = severity_of(psi) if alarm else "none"
-        deep = {"deep_ks_stat": psi / 2, "deep_ks_pvalue": 1e-6, "deep_psi": psi * 1.05, "deep_emd": psi * 3,
-                "p_adjusted": 1e-5} if alarm else {}
-        rows.append({"model": model, "feature": name, "window_start": start, "window_end": end, "kind": "numeric",
-                     "count": 6000, "missing": rng.randint(0, 20), "gate_ks": psi / 2, "gate_ks_bound": 0.0133,
-                     "gate_psi": psi, "gate_emd": psi * 3, "gate_alarm": alarm, "deep_ks_stat": None,
-                     "deep_ks_pvalue": None, "deep_psi": None, "deep_emd": None, "p_adjusted": None,
-                     "drifted": sev != "none", "severity": sev, "computed_at": end, **deep})
-        outcomes.append(FeatureOutcome(name, "numeric", 6000, 0, psi / 2, psi, psi * 3, alarm, deep.get("deep_ks_stat"),
-                                       deep.get("deep_ks_pvalue"), deep.get("deep_psi"), deep.get("deep_emd"),
-                                       deep.get("p_adjusted"), sev != "none", sev))
+        deep = (psi / 2, 1e-6, psi * 1.05, psi * 3, 1e-5) if alarm else (None,) * 5
+        outcomes.append(FeatureOutcome(name, "numeric", 6000, rng.randint(0, 20), psi / 2, psi, psi * 3, alarm,
+                                       *deep, sev != "none", sev))
     with engine.begin() as conn:
-        upsert(conn, window_results, rows, keys=("model", "feature", "window_start"))
-        upsert(conn, window_counts, [{"model": model, "window_start": start, "window_end": end,
-                                      "events": 6000 + rng.randint(-500, 500), "late": rng.randint(0, 30),
-                                      "unknown_features": 0, "deep_checked": any(r["gate_alarm"] for r in rows),
-                                      "computed_at": end}], keys=("model", "window_start"))
         insert_ignore(conn, dead_letters, [{"topic": "features", "partition": 0, "offset": rng.randrange(10**9),
                                             "reason": rng.choice(REASONS), "model": model, "event_time": start,
                                             "payload": '{"broken": ', "seen_at": end} for _ in range(3)],
                       keys=("topic", "partition", "offset"))
-        enqueue_alerts(conn, WindowReport(model, start, end, outcomes), rules, end)
+        store_window(conn, WindowReport(model, start, end, outcomes), 6000 + rng.randint(-500, 500), 0, rules, end)
 
 
 @pytest.fixture()
