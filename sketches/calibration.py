@@ -2,16 +2,23 @@
 
 1. Null scores (leave-one-out): each reference window's sketch is scored against the merge of
    all the *other* windows, giving one row of gate scores per window (``SCORE_NAMES`` columns).
-2. Thresholds: an alarm fires when ANY applicable score exceeds its threshold, so the configured
-   per-window false-alarm rate is split evenly (Bonferroni) over the m scores that apply to the
+2. Rate split: an alarm fires when ANY applicable score exceeds its threshold, so the configured
+   per-window false-alarm rate is split evenly (Bonferroni) over the scores that apply to the
    feature kind (numeric ks/psi/emd/missing_delta, categorical chi2/js/new_share/missing_delta)
-   and vary over the reference windows; a score that never varies (no nulls ever, no new
-   categories ever) takes its floor and spends none of the rate. Each threshold is the (1 - rate/m) quantile of a gamma law fitted by moments
-   to the null scores raised to a power that makes the tail roughly exponential: squared for
-   ks, emd and |missing_delta| (Gaussian-like tails), as is for psi, chi2, js and new_share
-   (chi-square-like). A fit is needed because rate/m (0.25%) is beyond what a few dozen windows
-   can show empirically. Bonferroni over correlated scores makes the real rate at most the target.
-3. Floors keep a degenerate null (e.g. a feature that never has nulls, a constant feature) from
+   and vary over the reference windows (chi2 and JS count once: to second order JS is
+   chi2 / (8 ln 2), so they fire together); a score that never varies (no nulls ever, no new
+   categories ever) takes its floor and spends none of the rate. Bonferroni over correlated
+   scores keeps the real rate at or somewhat below the target.
+3. Thresholds: rate/m (0.25% for 1% and four scores) is beyond what a few dozen windows show
+   empirically, so each score is modelled as ``scale * Z`` with Z of the score's known null
+   shape (``null_shape``) and only the scale is estimated, robustly, from the median null score
+   (the root mean square for |missing_delta|, whose values are too coarse for a median);
+   the threshold is ``scale * Z.ppf(1 - rate/m)``. Shapes: KS -> Kolmogorov limit law; PSI,
+   chi2 per value and JS -> chi-square with (bins or categories - 1) degrees of freedom;
+   |missing_delta| -> half-normal; normalised EMD -> gamma(5) (measured on normal, gamma and
+   uniform data: gamma(5) is at or above their 99.5% quantile); new-category share -> gamma
+   fitted by moments (no stable shape).
+4. Floors keep a degenerate null (a constant feature, a feature that is never missing) from
    setting a zero threshold: ``THRESHOLD_FLOORS``.
 """
 
@@ -23,8 +30,8 @@ from scipy import stats
 from sketches.feature import FeatureSketch, copy_sketch
 from sketches.gate import SCORE_NAMES, GateThresholds, gate_scores, score_names
 
-#: Power applied to each score before the gamma fit (see module docstring).
-SCORE_POWERS = {"ks": 2.0, "emd": 2.0, "missing_delta": 2.0, "psi": 1.0, "chi2": 1.0, "js": 1.0, "new_share": 1.0}
+#: Scores that are the same test to second order share one slice of the rate: JS ~ chi2 / (8 ln 2).
+SCORE_FAMILY = {"js": "chi2"}
 #: Smallest calibrated threshold per score.
 THRESHOLD_FLOORS = {"ks": 0.005, "psi": 0.001, "emd": 0.005, "chi2": 0.001, "js": 0.0005,
                     "new_share": 0.001, "missing_delta": 0.001}
@@ -54,14 +61,18 @@ def _merged(base: FeatureSketch | None, extra: FeatureSketch | None) -> FeatureS
     return copy_sketch(base) if extra is None else copy_sketch(base).merge(extra)
 
 
-def calibrate_thresholds(null_scores: np.ndarray, kind: str, false_alarm_rate: float) -> GateThresholds:
-    """Thresholds meeting ``false_alarm_rate`` per window, split Bonferroni-style over the scores."""
+def calibrate_thresholds(null_scores: np.ndarray, kind: str, false_alarm_rate: float,
+                         dof: int = 9) -> GateThresholds:
+    """Thresholds meeting ``false_alarm_rate`` per window, split Bonferroni-style over the scores.
+
+    ``dof``: degrees of freedom of the chi-square-like scores (bins - 1, or categories - 1).
+    """
     columns = {name: _column(null_scores, name) for name in score_names(kind)}
-    varying = [name for name, col in columns.items() if col.size > 1 and np.ptp(col) > 0]
+    varying = {SCORE_FAMILY.get(name, name) for name, col in columns.items() if col.size > 1 and np.ptp(col) > 0}
     per_score = false_alarm_rate / max(len(varying), 1)
     values = {name: np.inf for name in SCORE_NAMES}
     for name, column in columns.items():
-        values[name] = score_threshold(column, name, per_score)
+        values[name] = score_threshold(column, name, per_score, dof)
     return GateThresholds(**values, source="calibrated")
 
 
@@ -70,15 +81,33 @@ def _column(null_scores: np.ndarray, name: str) -> np.ndarray:
     return column[np.isfinite(column)]
 
 
-def score_threshold(scores: np.ndarray, name: str, tail: float) -> float:
-    """The (1 - tail) quantile of a gamma fitted to ``scores ** SCORE_POWERS[name]``, floored."""
+def null_shape(name: str, dof: int = 9):
+    """The standardised null law of a gate score (a frozen scipy distribution), or None."""
+    shapes = {"ks": stats.kstwobign(), "emd": stats.gamma(5.0), "missing_delta": stats.halfnorm(),
+              "psi": stats.chi2(max(dof, 1)), "chi2": stats.chi2(max(dof, 1)), "js": stats.chi2(max(dof, 1))}
+    return shapes.get(name)
+
+
+def score_threshold(scores: np.ndarray, name: str, tail: float, dof: int = 9) -> float:
+    """The (1 - tail) quantile of ``scale * Z`` fitted to the null ``scores``, floored."""
     floor = THRESHOLD_FLOORS[name]
-    if scores.size == 0:
+    if scores.size == 0 or not np.max(scores) > 0:
         return floor
-    power = SCORE_POWERS[name]
-    y = scores ** power
-    mean, var = float(np.mean(y)), float(np.var(y, ddof=1)) if y.size > 1 else 0.0
-    if mean <= 0 or var <= 0:
-        return max(float(np.max(scores)), floor)
-    quantile = stats.gamma.ppf(1.0 - tail, mean * mean / var, scale=var / mean)
-    return max(float(quantile) ** (1.0 / power), floor)
+    shape = null_shape(name, dof)
+    if shape is None:
+        return max(_gamma_moments_quantile(scores, tail), floor)
+    median = float(np.median(scores))
+    if name == "missing_delta":  # counts are coarse: the RMS is a steadier half-normal scale than the median
+        scale = float(np.sqrt(np.mean(scores ** 2)))
+    elif median > 0:
+        scale = median / shape.median()
+    else:
+        scale = float(np.mean(scores)) / shape.mean()
+    return max(scale * float(shape.ppf(1.0 - tail)), floor)
+
+
+def _gamma_moments_quantile(scores: np.ndarray, tail: float) -> float:
+    mean, var = float(np.mean(scores)), float(np.var(scores, ddof=1)) if scores.size > 1 else 0.0
+    if var <= 0:
+        return float(np.max(scores))
+    return float(stats.gamma.ppf(1.0 - tail, mean * mean / var, scale=var / mean))

@@ -207,3 +207,8 @@ def test_delivery_whose_lease_ran_out_in_the_queue_is_deferred_not_sent(harness_
     assert h.dispatcher.deliver(claimed) == "deferred"
     assert calls == [] and h.rows()[0].claimed_until is None
     assert h.dispatcher.run_once() == 1 and calls == [1]
+
+
+def test_signing_keys_never_appear_in_a_repr() -> None:
+    s = sink(lambda _r: httpx.Response(200))
+    assert KEY.decode() not in repr(s) and KEY.decode() not in repr(s.route)

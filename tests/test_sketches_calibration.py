@@ -1,0 +1,76 @@
+"""Calibrated gate thresholds meet the configured false-alarm rate on streams without drift."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from sketches import (CategoricalSketch, DriftPolicy, NumericSketch, Reference, build_feature_reference,
+                      gate_alarm, gate_scores)
+
+WINDOW = 1000
+CATS, PROBS = list("abcdefgh"), [0.3, 0.2, 0.1, 0.1, 0.1, 0.1, 0.05, 0.05]
+
+
+def _numeric(rng: np.random.Generator) -> np.ndarray:
+    x = rng.gamma(2.0, size=WINDOW)
+    x[rng.random(WINDOW) < 0.02] = np.nan  # a steady 2% missing
+    return x
+
+
+def _categorical(rng: np.random.Generator) -> list:
+    return rng.choice(CATS, p=PROBS, size=WINDOW).tolist()
+
+
+@pytest.mark.parametrize("kind, make, sketch", [("numeric", _numeric, NumericSketch),
+                                                ("categorical", _categorical, CategoricalSketch)])
+def test_false_alarm_rate_within_binomial_interval(kind: str, make, sketch) -> None:
+    """Pooled over 10 independent references (each calibrated on 100 windows), 200 fresh windows each.
+
+    Pooling matters: every window of one stream is scored against the same reference, so one
+    reference's sketch error and scale estimate shift all its windows together.
+    """
+    policy = DriftPolicy(false_alarm_rate=0.02)
+    references, per_reference, alarms = 10, 200, 0
+    for seed in range(references):
+        rng = np.random.default_rng(seed)
+        ref = build_feature_reference("f", kind, [make(rng) for _ in range(100)], policy)
+        assert ref.thresholds.source == "calibrated" and ref.null_scores.shape == (100, 7)
+        alarms += sum(gate_alarm(gate_scores(ref.sketch, sketch().update(make(rng))), ref.thresholds)
+                      for _ in range(per_reference))
+    trials = references * per_reference
+    low, high = stats.binom.interval(0.9999, trials, policy.false_alarm_rate)
+    assert low <= alarms <= high, f"{alarms} alarms in {trials} windows, want {low}..{high}"
+
+
+def test_few_windows_fall_back_to_fixed_thresholds() -> None:
+    rng = np.random.default_rng(1)
+    ref = build_feature_reference("f", "numeric", [rng.normal(size=100) for _ in range(4)], DriftPolicy())
+    assert ref.thresholds.source == "fixed" and ref.thresholds.psi == 0.1 and ref.null_scores.shape[0] == 0
+
+
+def test_constant_and_never_missing_feature_gets_floor_thresholds() -> None:
+    ref = build_feature_reference("f", "numeric", [np.full(200, 3.0) for _ in range(10)], DriftPolicy())
+    assert 0 < ref.thresholds.ks <= 0.01 and 0 < ref.thresholds.missing_delta <= 0.01
+    assert not np.isinf(ref.thresholds.emd) and np.isinf(ref.thresholds.chi2)
+
+
+def test_reference_save_load_round_trip(tmp_path) -> None:
+    rng = np.random.default_rng(2)
+    policy = DriftPolicy()
+    features = {"x": build_feature_reference("x", "numeric", [rng.normal(size=300) for _ in range(6)], policy),
+                "c": build_feature_reference("c", "categorical", [_categorical(rng) for _ in range(6)], policy)}
+    Reference(features).save(tmp_path / "ref.dwsk")
+    loaded = Reference.load(tmp_path / "ref.dwsk")
+    for name, fr in features.items():
+        got = loaded.features[name]
+        assert (got.name, got.kind, got.thresholds) == (fr.name, fr.kind, fr.thresholds)
+        np.testing.assert_array_equal(got.null_scores, fr.null_scores)
+        assert got.sketch.serialize() == fr.sketch.serialize() or got.sketch.frequencies() == fr.sketch.frequencies()
+        assert got.sample.values.tolist() == fr.sample.values.tolist()
+
+
+def test_unknown_kind_names_the_valid_ones() -> None:
+    with pytest.raises(ValueError, match="numeric"):
+        build_feature_reference("f", "ordinal", [[1.0]], DriftPolicy())
