@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import email.utils
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Protocol
 
@@ -64,11 +64,15 @@ class AlertSink(Protocol):
 
 @dataclass
 class WebhookSink:
-    """An HTTP POST sink for one route: SSRF-checked, pinned to the checked IP, signed."""
+    """An HTTP POST sink for one route: SSRF-checked, pinned to the checked IP, signed.
+
+    The response body is never read (only the status and Retry-After), so a receiver cannot make
+    the worker buffer an arbitrary amount of data.
+    """
 
     route: Route
     client: httpx.Client
-    keys: list[bytes]
+    keys: list[bytes] = field(repr=False)  # signing secrets: never in a repr or a log line
     resolver: Resolver = system_resolver
     clock: Callable[[], float] = time.time
 
@@ -87,14 +91,15 @@ class WebhookSink:
         headers = {"content-type": "application/json", "user-agent": USER_AGENT, "host": target.host_header,
                    **signature_headers(delivery.webhook_id, body, self.keys, int(self.clock()))}
         try:
-            response = self.client.post(target.pinned_url, content=body, headers=headers,
-                                        timeout=self.route.timeout_s, follow_redirects=False,
-                                        extensions={"sni_hostname": target.host})
+            with self.client.stream("POST", target.pinned_url, content=body, headers=headers,
+                                    timeout=self.route.timeout_s, follow_redirects=False,
+                                    extensions={"sni_hostname": target.host}) as response:
+                status, retry_after = response.status_code, response.headers.get("retry-after")
         except httpx.TimeoutException as exc:
             raise RetryableDeliveryError(f"timed out after {self.route.timeout_s:g} s ({type(exc).__name__})") from exc
         except httpx.TransportError as exc:
             raise RetryableDeliveryError(f"connection failed: {type(exc).__name__}") from exc
-        return classify(response.status_code, response.headers.get("retry-after"), self.clock())
+        return classify(status, retry_after, self.clock())
 
 
 def classify(status: int, retry_after: str | None = None, now: float | None = None) -> int:
