@@ -26,7 +26,6 @@ from alerting.dashboards.definitions import all_dashboards
 from alerting.dashboards.macros import expand_promql, expand_sql, leftover_macros
 from alerting.dashboards.model import PromQuery, SqlQuery
 from alerting.metrics import DeliveryMetrics, StoreCollector, serve_metrics
-from alerting.outbox import enqueue_alerts
 from alerting.records import FeatureOutcome, WindowReport
 from alerting.rules import AlertRules
 from alerting.testing import Reply, WebhookReceiver
