@@ -44,3 +44,7 @@ def main() -> None:
     except DriftwardenError as exc:
         Console(stderr=True).print(f"[bold red]{type(exc).__name__}[/]: {exc}", highlight=False)
         sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""Exactly once: kill -9 the embedded job, resume from the latest checkpoint, same store as a clean run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jobs.drift_job import run_drift_job
+from jobs.flink_env import latest_checkpoint
+from schemas.config import load_config
+from tests.job_helpers import T0, WINDOW_MS, stored_counts, stored_verdicts, stream, write_config
+from tests.kafka_helpers import create_topic, produce
+from tests.test_drift_job import reference_file  # noqa: F401  (module fixture)
+
+pytestmark = [pytest.mark.services, pytest.mark.slow]
+
+N_WINDOWS = 10
+PER_WINDOW = 500
+FIRST_PART = 6 * PER_WINDOW
+
+
+def _sentinel() -> dict:
+    """An event of an unmonitored model far after the data: its watermark closes the last windows."""
+    return {"event_time": T0 + (N_WINDOWS + 3) * WINDOW_MS, "model": "sentinel", "features": {}}
+
+
+def _start_job(config: Path, url: str, checkpoints: Path, resume: bool) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "driftwarden.cli", "run", "-c", str(config), "--store-url", url,
+           "--checkpoint-interval", "1000", "--checkpoint-dir", str(checkpoints)] + (["--resume"] if resume else [])
+    return subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def _wait_for(condition, timeout: float, what: str, job: subprocess.Popen) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if job.poll() is not None:
+            raise AssertionError(f"job exited ({job.returncode}) before {what}: {job.stderr.read()[-3000:]!r}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.5)
+
+
+def _kill_hard(job: subprocess.Popen) -> None:
+    os.killpg(job.pid, signal.SIGKILL)
+    job.wait(30)
+
+
+def _windows_stored(url: str) -> int:
+    try:
+        return len(stored_counts(url))
+    except Exception:  # noqa: BLE001 - the store may not exist yet
+        return 0
+
+
+def test_kill_minus_nine_and_resume_equals_uninterrupted_run(kafka_bootstrap, topic_name, tmp_path,
+                                                             reference_file):  # noqa: F811
+    create_topic(kafka_bootstrap, topic_name, partitions=1)
+    events = stream(N_WINDOWS, PER_WINDOW, shift_from=7)
+    produce(kafka_bootstrap, topic_name, events[:FIRST_PART])
+    (tmp_path / "reference.dwref").write_bytes(reference_file.read_bytes())
+    config = write_config(tmp_path / "config.yaml", topic_name, kafka_bootstrap)
+    crashed_url, checkpoints = f"sqlite:///{tmp_path}/crashed.db", tmp_path / "chk"
+
+    job = _start_job(config, crashed_url, checkpoints, resume=False)
+    try:
+        _wait_for(lambda: _windows_stored(crashed_url) >= 3 and latest_checkpoint(checkpoints), 240,
+                  "3 windows and a checkpoint", job)
+    finally:
+        _kill_hard(job)
+    windows_before_crash = _windows_stored(crashed_url)
+    produce(kafka_bootstrap, topic_name, events[FIRST_PART:] + [_sentinel()])
+
+    job = _start_job(config, crashed_url, checkpoints, resume=True)
+    try:
+        _wait_for(lambda: _windows_stored(crashed_url) >= N_WINDOWS, 240, "every window after resume", job)
+        time.sleep(2)  # let a window that was being written finish
+    finally:
+        _kill_hard(job)
+
+    clean_url = f"sqlite:///{tmp_path}/clean.db"
+    run_drift_job(load_config(config), clean_url, str(tmp_path / "reference.dwref"), bounded=True,
+                  checkpoint_interval_ms=0)
+    assert 3 <= windows_before_crash < N_WINDOWS
+    monitored = lambda counts: {k: n for k, n in counts.items() if k[0] == "m"}  # noqa: E731
+    assert monitored(stored_counts(crashed_url)) == monitored(stored_counts(clean_url))
+    assert sum(monitored(stored_counts(crashed_url)).values()) == len(events)
+    crashed, clean = stored_verdicts(crashed_url), stored_verdicts(clean_url)
+    assert crashed.keys() == clean.keys()
+    # KLL compaction is randomised (datasketches offers no seed): gate scores are equal within the
+    # sketch's error, so a gate score right at its threshold may alarm in one run only. Counts, the
+    # verdict and the deep tests (on the canonical, seeded sample) must be identical.
+    for key, (count, alarm, drifted, severity, gate_psi, deep_ks) in clean.items():
+        got = crashed[key]
+        assert (got[0], got[2], got[3]) == (count, drifted, severity), key
+        if gate_psi is not None:
+            assert got[4] == pytest.approx(gate_psi, rel=0.1, abs=0.02), key
+        if alarm and got[1]:
+            assert got[5] == deep_ks, key
