@@ -1,0 +1,98 @@
+"""Benchmark of sketches/: every figure printed next to a baseline measured in the same run.
+
+Run: ``python bench/bench_sketches.py`` (about a minute on one core). Figures:
+
+1. ``NumericSketch.update`` values/s against the raw ``datasketches.kll_doubles_sketch.update`` on
+   the same array (target: ratio >= 0.8).
+2. Serialized bytes of a numeric sketch at k=200 after 10 M values (target <= 4 KB), and the raw
+   datasketches bytes inside it.
+3. Merging 1,000 numeric sketches: our ``merge`` against raw KLL merges of the same sketches.
+4. Gate scoring of one window for 100 features against the deep tests on the full raw data.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import datasketches as ds
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sketches import NumericSketch, ReservoirSample, deep_test, gate_scores  # noqa: E402
+
+
+def best_of(repeats: int, fn) -> float:
+    """Smallest wall time of ``repeats`` calls of ``fn`` (seconds)."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def bench_update(values: np.ndarray) -> None:
+    raw = best_of(3, lambda: ds.kll_doubles_sketch(200).update(values))
+    ours = best_of(3, lambda: NumericSketch(200).update(values))
+    print(f"update  raw kll_doubles_sketch: {values.size / raw / 1e6:7.1f} M values/s")
+    print(f"update  NumericSketch:          {values.size / ours / 1e6:7.1f} M values/s"
+          f"   ratio {raw / ours:.2f} (target >= 0.80)")
+
+
+def bench_size(values: np.ndarray) -> None:
+    sketch = NumericSketch(200).update(values)
+    raw = len(sketch._sk.serialize())
+    print(f"bytes   NumericSketch k=200, {values.size / 1e6:.0f} M values: {len(sketch.serialize())} B"
+          f" (raw datasketches {raw} B; target <= 4096 B)")
+    for k in (100, 128, 150):
+        size = len(NumericSketch(k).update(values).serialize())
+        print(f"bytes   NumericSketch k={k}: {size} B, rank error {NumericSketch(k).update(values).rank_error:.4f}")
+
+
+def bench_merge(rng: np.random.Generator) -> None:
+    parts = [NumericSketch(200).update(rng.normal(size=10_000)) for _ in range(1000)]
+    raws = [p._sk for p in parts]
+
+    def ours() -> None:
+        total = NumericSketch(200)
+        for p in parts:
+            total.merge(p)
+
+    def raw() -> None:
+        total = ds.kll_doubles_sketch(200)
+        for r in raws:
+            total.merge(r)
+
+    t_raw, t_ours = best_of(3, raw), best_of(3, ours)
+    print(f"merge   1,000 sketches: {t_ours * 1e3:.1f} ms (raw KLL merges {t_raw * 1e3:.1f} ms, ratio {t_raw / t_ours:.2f})")
+
+
+def bench_gate_vs_deep(rng: np.random.Generator, features: int = 100) -> None:
+    ref_raw = [rng.normal(size=100_000) for _ in range(features)]
+    win_raw = [rng.normal(0.02 * (i % 5), 1.0, size=10_000) for i in range(features)]
+    refs = [NumericSketch().update(x) for x in ref_raw]
+    wins = [NumericSketch().update(x) for x in win_raw]
+    ref_full = [ReservoirSample(x.size).update(x) for x in ref_raw]
+    win_full = [ReservoirSample(x.size).update(x) for x in win_raw]
+    gate = best_of(3, lambda: [gate_scores(r, w) for r, w in zip(refs, wins)])
+    deep = best_of(1, lambda: [deep_test(r, w, "numeric") for r, w in zip(ref_full, win_full)])
+    print(f"gate    {features} features, one window: {gate * 1e3:.1f} ms ({gate / features * 1e3:.2f} ms/feature)")
+    print(f"deep    same features on full raw data (100k ref, 10k window): {deep * 1e3:.0f} ms"
+          f"   ratio deep/gate {deep / gate:.1f}x")
+
+
+def main() -> None:
+    """Run every benchmark and print its figures."""
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=10_000_000)
+    bench_update(values)
+    bench_size(values)
+    bench_merge(rng)
+    bench_gate_vs_deep(rng)
+
+
+if __name__ == "__main__":
+    main()
