@@ -112,21 +112,30 @@ def cpu_mode(out: Path, duration: float) -> dict:
     return summary
 
 
-def gpu_mode(out: Path, duration: float) -> dict:
-    """GPU: the CPU checks on cuda with fp32/bf16/fp16, CUDA memory classes and NVML telemetry."""
-    if not torch.cuda.is_available():
+def gpu_mode(out: Path, duration: float, device: str = "cuda") -> dict:
+    """GPU: the CPU checks on cuda with fp32/bf16/fp16, CUDA memory classes and NVML telemetry.
+
+    ``device="cpu"`` is a dry run of the same flow (shorter sequences) for machines without a GPU.
+    """
+    if device == "cuda" and not torch.cuda.is_available():
         return {"status": "no GPU visible to torch", "torch": torch.__version__}
     f = make_fixtures(out / "fixtures", width=1024, extra=8192)
-    common = dict(reference_input=f["ref"], min_duration_s=duration, device="cuda", memory_iterations=200)
-    x = torch.randn(64, 8, device="cuda")
+    # a GPU hides short sequences behind kernel-launch time: make the incident ones long enough to cost
+    samples.save_sequence_model(f["seq"], dim=512)
+    shutil.copy(f["seq"], f["seq2"])
+    lengths = (2048, 4096) if device == "cuda" else (100, 128)
+    samples.write_events(f["long"], 512, seq_len=lengths, seed=1, tokens=False)
+    f["seqcfg"].write_text(samples.LENGTH_ADAPTER)
+    common = dict(reference_input=f["ref"], min_duration_s=duration, device=device, memory_iterations=200)
+    x = torch.randn(64, 8, device=device)
     return {
-        "device_name": torch.cuda.get_device_name(0), "torch": torch.__version__,
+        "device_name": torch.cuda.get_device_name(0) if device == "cuda" else "cpu (dry run)", "torch": torch.__version__,
         "heavier_candidate": bench_run("heavier", out, baseline=f["base"], candidate=f["heavy"], adapter=f["dense"], **common),
         "independent_ratio_b64": independent_ratio(f["base"], f["heavy"], x),
         "same_model": bench_run("same", out, baseline=f["base"], candidate=f["copy"], adapter=f["dense"], **common),
         "longer_inputs": bench_run("inputs", out, baseline=f["seq"], candidate=f["seq2"], incident_input=f["long"],
                                    adapter=f["seqcfg"], batch_sizes=(8,), dtypes=("fp32",), **common),
-        "memory": memory_classes(f, "cuda"),
+        "memory": memory_classes(f, device),
     }
 
 
@@ -163,10 +172,14 @@ def main() -> None:
     parser.add_argument("mode", choices=("cpu", "gpu-check"))
     parser.add_argument("--out", type=Path, default=Path("/tmp/driftwarden-bench"), help="artefact folder (default: %(default)s)")
     parser.add_argument("--min-duration", type=float, default=0.5, help="seconds per arm and cell (default: %(default)s)")
+    parser.add_argument("--device", default="cuda", help="gpu-check only: cpu for a dry run (default: %(default)s)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    summary = (cpu_mode if args.mode == "cpu" else gpu_mode)(args.out, args.min_duration)
+    if args.mode == "cpu":
+        summary = cpu_mode(args.out, args.min_duration)
+    else:
+        summary = gpu_mode(args.out, args.min_duration, args.device)
     summary["checks"] = checks(summary)
     summary["total_seconds"] = round(time.perf_counter() - started, 1)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2))

@@ -43,14 +43,15 @@ def save_leaky(path: Path, leak_floats: int = 65536) -> Path:
     return Path(path)
 
 
-def write_events(path: Path, count: int, seq_len: tuple[int, int] = (8, 16), seed: int = 0) -> Path:
-    """Write ``count`` JSONL events with 8 dense features and a ``tokens`` sequence of random length."""
+def write_events(path: Path, count: int, seq_len: tuple[int, int] = (8, 16), seed: int = 0, tokens: bool = True) -> Path:
+    """Write ``count`` JSONL events: 8 dense features, ``seq_len`` and (if ``tokens``) a token string of that length."""
     rng = random.Random(seed)
     with open(path, "wb") as fh:
         for i in range(count):
             features: dict[str, Any] = {f: rng.gauss(0, 1) for f in FEATURES}
             length = rng.randint(*seq_len)
-            features["tokens"] = " ".join(str(rng.randint(1, 999)) for _ in range(length))
+            if tokens:
+                features["tokens"] = " ".join(str(rng.randint(1, 999)) for _ in range(length))
             features["seq_len"] = length
             event = {"event_time": 1_767_225_600_000 + i, "model": "m", "features": features}
             fh.write(orjson.dumps(event) + b"\n")
@@ -62,6 +63,14 @@ adapter:
   inputs:
     - name: x
       features: [f0, f1, f2, f3, f4, f5, f6, f7]
+"""
+
+LENGTH_ADAPTER = """\
+adapter:
+  inputs:
+    - name: tokens
+      length_feature: seq_len
+      buckets: [16, 64, 256, 1024, 4096]
 """
 
 SEQUENCE_ADAPTER = """\
