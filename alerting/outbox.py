@@ -11,6 +11,7 @@ into one delivery with a fixed ``webhook-id`` and body.
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from dataclasses import asdict
 from datetime import datetime
@@ -23,9 +24,10 @@ from alerting.fingerprint import fingerprint
 from alerting.payloads import alert_document, render
 from alerting.records import Alert, FeatureOutcome, WindowReport, severity_rank, utc
 from alerting.rules import AlertRules, Matcher, matches_all
-from driftwarden.errors import ConfigError
 from driftwarden.store import upsert
 from schemas.alert_tables import alert_deliveries, alert_models, alert_outbox, alert_silences, alerts
+
+log = logging.getLogger(__name__)
 
 
 def enqueue_alerts(conn: Connection, report: WindowReport, rules: AlertRules, now: datetime) -> int:
@@ -56,7 +58,11 @@ def seal_due_groups(conn: Connection, rules: AlertRules, now: datetime) -> list[
         .group_by(alert_outbox.c.route, alert_outbox.c.model)
         .having(func.min(alert_outbox.c.created_at) <= now - rules.group_wait)
     ).all()
-    sealed = [_seal_group(conn, rules, route, model, now) for route, model in due]
+    known = {r.name for r in rules.routes}
+    unknown = sorted({route for route, _ in due if route not in known})
+    if unknown:  # left pending: a worker started with the wrong config must not throw the queue away
+        log.warning("outbox rows wait for routes this worker has no config for: %s", ", ".join(unknown))
+    sealed = [_seal_group(conn, rules, route, model, now) for route, model in due if route in known]
     return [d for d in sealed if d is not None]
 
 
@@ -150,15 +156,10 @@ def _write_outbox(conn: Connection, alert: Alert, rules: AlertRules, now: dateti
 
 def _seal_group(conn: Connection, rules: AlertRules, route_name: str, model: str, now: datetime) -> int | None:
     """Create one delivery holding every pending row of (route, model); None if another worker took them."""
-    try:
-        fmt = rules.route(route_name).format
-        status, error = "pending", None
-    except ConfigError:
-        fmt, status, error = "native", "dead", f"route {route_name!r} is no longer configured"
+    fmt = rules.route(route_name).format
     delivery_id = conn.execute(insert(alert_deliveries).values(
         webhook_id=f"msg_{uuid.uuid4().hex}", route=route_name, model=model, format=fmt, body="", alert_count=0,
-        status=status, attempts=0, created_at=now, next_attempt_at=now, last_error=error,
-        finished_at=now if status == "dead" else None)).inserted_primary_key[0]
+        status="pending", attempts=0, created_at=now, next_attempt_at=now)).inserted_primary_key[0]
     taken = conn.execute(update(alert_outbox).where(and_(
         alert_outbox.c.route == route_name, alert_outbox.c.model == model, alert_outbox.c.delivery_id.is_(None),
     )).values(delivery_id=delivery_id)).rowcount

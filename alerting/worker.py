@@ -100,10 +100,10 @@ class Dispatcher:
                 stop.wait(poll_s)
 
     def claim(self) -> list[Delivery]:
-        """Lease up to ``batch`` due deliveries to this worker (committed before any send)."""
+        """Lease up to ``batch`` due deliveries of this worker's routes (committed before any send)."""
         now, token = self.clock(), f"{self.worker_id}:{uuid.uuid4().hex[:8]}"
         d = alert_deliveries.c
-        claimable = and_(d.status == "pending", d.next_attempt_at <= now,
+        claimable = and_(d.status == "pending", d.next_attempt_at <= now, d.route.in_(list(self.sinks)),
                          or_(d.claimed_until.is_(None), d.claimed_until < now))
         due_ids = select(d.id).where(claimable).order_by(d.next_attempt_at, d.id).limit(self.batch)
         with self.engine.begin() as conn:
@@ -116,11 +116,10 @@ class Dispatcher:
     def deliver(self, delivery: Delivery) -> str:
         """Send one claimed delivery (with in-lease retries) and record its outcome; return the outcome."""
         sink = self.sinks.get(delivery.route)
-        if sink is None or self._disabled(delivery.route):
-            return self._finish(delivery, "disabled" if sink else "dead", AttemptResult(
-                0, None, None, None), "endpoint disabled" if sink else "no sink for route")
-        budget = self._budget(sink, delivery)
-        if budget is None:
+        if sink is not None and self._disabled(delivery.route):
+            return self._finish(delivery, "disabled", AttemptResult(0, None, None, None), "endpoint disabled")
+        budget = self._budget(sink, delivery) if sink is not None else None
+        if sink is None or budget is None:  # no sink here (another worker's config) or no time left: leave it
             self._update(delivery, AttemptResult(0, None, None, None), self.clock(), status="pending")
             return "deferred"
         failpoint("before_send")

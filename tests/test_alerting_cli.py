@@ -108,3 +108,34 @@ def test_enable_requeues_what_a_410_disabled(tmp_path) -> None:
         assert runner.invoke(app, deliver).exit_code == 0
     ids = [r.headers["webhook-id"] for r in receiver.received]
     assert len(ids) == 2 and ids[0] == ids[1]
+
+
+def test_deliver_serves_metrics_from_the_store(tmp_path) -> None:
+    import socket
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    import httpx
+
+    store, _ = store_with_alert(tmp_path)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    repo = Path(__file__).resolve().parent.parent
+    worker = subprocess.Popen([sys.executable, "-c", "from driftwarden.cli import main; main()", "alerts", "deliver",
+                               "--store", store, "--metrics-port", str(port), "--poll", "0.2"], cwd=repo,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        text, deadline = "", time.monotonic() + 30
+        while "driftwarden_store_up" not in text and time.monotonic() < deadline:
+            try:
+                text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+            except httpx.HTTPError:
+                time.sleep(0.2)
+    finally:
+        worker.terminate()
+        worker.wait(10)
+    assert "driftwarden_store_up 1.0" in text
+    assert 'driftwarden_alerts_firing{model="fraud"} 1.0' in text

@@ -212,3 +212,26 @@ def test_delivery_whose_lease_ran_out_in_the_queue_is_deferred_not_sent(harness_
 def test_signing_keys_never_appear_in_a_repr() -> None:
     s = sink(lambda _r: httpx.Response(200))
     assert KEY.decode() not in repr(s) and KEY.decode() not in repr(s.route)
+
+
+def test_any_alert_sink_plugs_into_the_dispatcher(tmp_path) -> None:
+    class MemorySink:
+        """A non-HTTP sink: the AlertSink protocol is all the dispatcher needs."""
+
+        name = "r"
+
+        def __init__(self) -> None:
+            self.got: list[Delivery] = []
+
+        def send(self, delivery: Delivery) -> int:
+            self.got.append(delivery)
+            return 200
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'p.db'}")
+    rules = AlertRules(group_wait="0s", routes=[{"name": "r", "url": "https://hooks.example.com/"}])
+    memory = MemorySink()
+    rep = WindowReport("fraud", T0, T0 + timedelta(minutes=1), [FeatureOutcome("f", drifted=True, severity="minor")])
+    with engine.begin() as conn:
+        enqueue_alerts(conn, rep, rules, T0)
+    assert Dispatcher(engine, rules, {"r": memory}, clock=lambda: T0).run_once() == 1
+    assert len(memory.got) == 1 and memory.got[0].webhook_id.startswith("msg_")

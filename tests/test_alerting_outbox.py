@@ -166,3 +166,11 @@ def test_groups_seal_only_after_group_wait_and_take_every_pending_row(engine) ->
     assert len({d.webhook_id for d in deliveries}) == 6
     body = json.loads(next(d.body for d in deliveries if d.format == "alertmanager"))
     assert body["version"] == "4" and body["groupLabels"]["model"].startswith("m")
+
+
+def test_rows_of_routes_missing_from_the_config_wait_instead_of_dying(engine) -> None:
+    full = rules()
+    enqueue(engine, report(0, feature("amount", "major")), full)
+    with engine.begin() as conn:
+        assert seal_due_groups(conn, AlertRules(group_wait="0s"), T0 + timedelta(hours=1)) == []
+        assert len(seal_due_groups(conn, full, T0 + timedelta(hours=1))) == 1
