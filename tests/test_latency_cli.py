@@ -150,3 +150,36 @@ class _Payload:
 def _export_twin() -> torch.nn.Module:
     torch.manual_seed(0)
     return torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+
+
+def test_every_option_shows_its_default_in_help() -> None:
+    import re
+
+    result = invoke("--help")
+    text = re.sub(r"[│\s]+", " ", result.output)
+    options = re.findall(r"--([a-z][a-z-]+)", text)
+    required = {"baseline", "candidate", "reference-input"}
+    shown = [o for o in set(options) - required - {"help", "install-completion", "show-completion", "no-progress"}]
+    missing = [o for o in shown if not re.search(rf"--{o}\b.*?\[default: [^\]]+\]", text)]
+    assert len(shown) >= 20 and not missing, missing
+
+
+def test_dtype_the_model_cannot_run_is_reported_unsupported(tmp_path: Path, files: dict[str, Path]) -> None:
+    torch.jit.script(_Fp32Only()).save(str(tmp_path / "fp32only.pt"))
+    from replay.latency import runner
+    from replay.latency.options import BenchOptions
+
+    options = BenchOptions(tmp_path / "fp32only.pt", tmp_path / "fp32only.pt", files["ref"], adapter=files["adapter"],
+                           batch_sizes=(4,), dtypes=("fp32", "bf16"), min_duration_s=0.1, memory_iterations=0)
+    result = runner.run(runner.prepare(options))
+    report = reports.build_report(result, 1_767_225_600_000)
+    assert [(c["dtype"], c["status"]) for c in report["cells"]] == [("fp32", "ok"), ("bf16", "unsupported")]
+    assert "fp32 only" in report["cells"][1]["reason"]
+    assert reports.validate_report(report) == []
+
+
+class _Fp32Only(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype != torch.float32:
+            raise RuntimeError("fp32 only")
+        return x.sum(dim=1)

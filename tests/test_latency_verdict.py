@@ -25,6 +25,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "base": samples.save_mlp(d / "base.pt"),
         "heavy": samples.save_mlp(d / "heavy.pt", extra_width=1024),
         "seq": samples.save_sequence_model(d / "seq.pt"),
+        "seq_heavy": samples.save_sequence_model(d / "seq_heavy.pt", dim=256),
         "ref": samples.write_events(d / "ref.jsonl", 256, seq_len=(8, 16)),
         "long": samples.write_events(d / "long.jsonl", 256, seq_len=(100, 128), seed=1),
         "dense": d / "dense.yaml", "seqcfg": d / "seq.yaml",
@@ -92,6 +93,18 @@ def test_longer_incident_inputs_are_attributed_to_inputs_not_the_model(files: di
     buckets = {(a["inputs"], b["bucket"]) for a in cell["arms"] for b in a["by_bucket"]}
     assert buckets == {("reference", "tokens=16"), ("incident", "tokens=128")}
     assert {p["inputs"] for p in result.preprocessing} == {"reference", "incident"}
+
+
+def test_heavier_model_on_longer_inputs_is_attributed_to_both(files: dict[str, Path]) -> None:
+    result = _run(baseline=files["seq"], candidate=files["seq_heavy"], reference_input=files["ref"],
+                  incident_input=files["long"], adapter=files["seqcfg"], batch_sizes=(8,))
+    cell = result.cells[0]
+    assert cell["model_effect"]["verdict"] == verdict.REGRESSION
+    assert cell["input_effect"]["verdict"] == verdict.REGRESSION
+    assert cell["attribution"] == "model and inputs"
+    d = cell["decomposition"]
+    assert d["total_ratio_p50"] == pytest.approx(d["model_ratio_p50"] * d["input_ratio_p50"])
+    assert 0.0 < d["model_share"] < 1.0
 
 
 def test_bootstrap_interval_covers_the_median_and_narrows_with_rounds() -> None:

@@ -174,10 +174,14 @@ class _CellRun:
 def _try_arms(arms: list[ArmRun], calls: dict, pools: dict[str, BatchPool], dtype: str, timer: Timer,
               warmup: int) -> str | None:
     """Warm every arm up; return why a reduced-precision cell cannot run (fp32 failures raise)."""
+    import torch
+
+    # a model's own `raise` arrives as torch.jit.Error; a torch.export shape guard as AssertionError
+    failures = (RuntimeError, AssertionError, ValueError, TypeError, torch.jit.Error)
     for arm in arms:
         try:
             warm_up(calls[(arm.model, arm.inputs)], pools[arm.inputs], warmup, timer)
-        except (RuntimeError, AssertionError, ValueError, TypeError) as exc:  # torch.export guards raise AssertionError
+        except failures as exc:
             if dtype != "fp32":
                 return f"{arm.model} model does not run in {dtype} on this device: {_last_line(exc)}"
             raise AdapterError(
