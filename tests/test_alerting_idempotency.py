@@ -1,0 +1,52 @@
+"""Property: re-running windows (after a restart) never changes what is sent."""
+
+from __future__ import annotations
+
+import tempfile
+from datetime import datetime, timedelta, timezone
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sqlalchemy import select
+
+from alerting.outbox import enqueue_alerts
+from alerting.records import FeatureOutcome, WindowReport
+from alerting.rules import AlertRules
+from driftwarden.store import make_engine
+from schemas.alert_tables import alert_outbox
+
+T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
+RULES = AlertRules(repeat_interval="3m", routes=[{"name": "r", "url": "http://127.0.0.1:9/", "allow_private": True}])
+SEVERITY = st.sampled_from(["none", "none", "minor", "major"])
+WINDOW = st.fixed_dictionaries({f"f{i}": SEVERITY for i in range(3)})
+
+
+def report(i: int, severities: dict[str, str]) -> WindowReport:
+    feats = [FeatureOutcome(n, drifted=s != "none", severity=s) for n, s in severities.items()]
+    return WindowReport("m", T0 + timedelta(minutes=i), T0 + timedelta(minutes=i + 1), feats)
+
+
+def outbox_after(steps: list[int], windows: list[dict[str, str]]) -> set[tuple]:
+    """Enqueue window indices in the order of ``steps`` on a fresh store; return the outbox keys."""
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = make_engine(f"sqlite:///{tmp}/s.db")
+        for i in steps:
+            with engine.begin() as conn:
+                enqueue_alerts(conn, report(i, windows[i]), RULES, T0 + timedelta(minutes=i + 1, seconds=len(steps)))
+        with engine.connect() as conn:
+            rows = conn.execute(select(alert_outbox.c.route, alert_outbox.c.fingerprint, alert_outbox.c.window_start,
+                                       alert_outbox.c.kind)).all()
+        engine.dispose()
+    return {tuple(r) for r in rows}
+
+
+@settings(max_examples=25, deadline=None)
+@given(windows=st.lists(WINDOW, min_size=1, max_size=8), data=st.data())
+def test_reruns_of_latest_or_older_windows_change_nothing(windows, data) -> None:
+    in_order = list(range(len(windows)))
+    with_reruns: list[int] = []
+    for i in in_order:
+        with_reruns.append(i)
+        # a restart replays the latest window and possibly some older ones
+        with_reruns += data.draw(st.lists(st.integers(0, i), max_size=3), label=f"reruns after {i}")
+    assert outbox_after(with_reruns, windows) == outbox_after(in_order, windows)
