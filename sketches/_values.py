@@ -63,7 +63,7 @@ def count_strings(values: Any, name: str | None = None) -> tuple[Counter, int]:
 
 
 def is_string_input(values: Any) -> bool:
-    """Tell whether ``values`` looks like categorical (string) data."""
+    """Tell whether ``values`` looks like categorical data: its first non-null value is a str."""
     if isinstance(values, (pa.Array, pa.ChunkedArray)):
         return pa.types.is_string(values.type) or pa.types.is_large_string(values.type)
     arr = values if isinstance(values, np.ndarray) else np.asarray(values, dtype=object)
@@ -71,4 +71,4 @@ def is_string_input(values: Any) -> bool:
         return True
     if arr.dtype.kind != "O":
         return False
-    return any(isinstance(v, str) for v in arr.ravel()[:64])
+    return isinstance(next((v for v in arr.ravel() if v is not None), None), str)

@@ -6,8 +6,8 @@ Rules for the awkward cases (each tested):
   ``alarm`` False, severity "none" - there is nothing to compare with until the reference is rebuilt.
 * A feature of the reference absent from the window: reported with ``count`` 0 and no alarm.
 * A window with fewer than ``policy.min_count`` values (nulls included) for a feature never alarms;
-  with fewer than ``min_count`` finite/non-null values only the missing-rate gate can fire
-  (an all-null or all-NaN window with enough rows is a missing-rate alarm).
+  with fewer than ``min_count`` finite (numeric) or non-null values only the missing-rate gate can fire
+  (an all-null, all-NaN or all-inf window with enough rows is a missing-rate alarm).
 * Deep tests: the distribution test on the two samples when both have values, plus a chi-square
   test of the missing rates when the missing-rate gate fired; the feature's p-value is their
   Bonferroni combination. Benjamini-Hochberg then runs across the deep-tested features.

@@ -18,8 +18,9 @@ mass a frequent-items sketch no longer attributes): ``chi2`` (Pearson chi-square
 i.e. phi^2, so one threshold fits any window size), ``js`` (Jensen-Shannon divergence, bits) and
 ``new_share`` (share of window values in categories the reference never saw).
 
-Both: ``missing_delta`` = window missing rate - reference missing rate (missing = null or NaN;
-0.0 when either side saw nothing at all). Distances are None when either side has no value.
+Both: ``missing_delta`` = window missing rate - reference missing rate (missing = null, NaN or
++-inf for numeric features, null for categorical ones; 0.0 when either side saw nothing at all),
+so a feature that turns all-NaN or all-inf alarms through this score. Distances are None when either side has no value.
 """
 
 from __future__ import annotations

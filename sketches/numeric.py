@@ -132,8 +132,8 @@ class NumericSketch:
 
     @property
     def missing(self) -> int:
-        """Nulls plus NaN: the count the missing rate is computed from."""
-        return self.nulls + self.nans
+        """Values without a usable number (null, NaN, +inf, -inf): the count the missing rate uses."""
+        return self.nulls + self.nans + self.pos_inf + self.neg_inf
 
     @property
     def mean(self) -> float:

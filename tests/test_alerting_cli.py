@@ -17,7 +17,7 @@ from driftwarden.cli import app
 from driftwarden.store import make_engine
 
 runner = CliRunner()
-COMMANDS = [["alerts", "list"], ["alerts", "ack"], ["alerts", "silence"], ["alerts", "deliver"], ["alerts", "enable"],
+COMMANDS = [["alerts", "list"], ["alerts", "ack"], ["alerts", "silence"], ["alerts", "deliver"], ["alerts", "enable"], ["alerts", "prune"],
             ["dashboards", "build"], ["dashboards", "push"]]
 
 
@@ -139,3 +139,15 @@ def test_deliver_serves_metrics_from_the_store(tmp_path) -> None:
         worker.wait(10)
     assert "driftwarden_store_up 1.0" in text
     assert 'driftwarden_alerts_firing{model="fraud"} 1.0' in text
+
+
+def test_prune_keeps_pending_work_and_recent_history(tmp_path) -> None:
+    with WebhookReceiver() as receiver:
+        store, rules = store_with_alert(tmp_path, receiver.url + "/hook")
+        config = tmp_path / "monitor.yaml"
+        config.write_text(yaml.safe_dump({"alerting": rules.model_dump(mode="json")}))
+        assert runner.invoke(app, ["alerts", "deliver", "--once", "--store", store, "--config", str(config)]).exit_code == 0
+    kept = runner.invoke(app, ["alerts", "prune", "--keep", "1d", "--store", store])
+    assert kept.exit_code == 0 and "0 deliveries" in kept.output
+    pruned = runner.invoke(app, ["alerts", "prune", "--keep", "0s", "--store", store])
+    assert pruned.exit_code == 0 and "1 outbox, 1 deliveries, 0 alerts" in pruned.output  # the alert still fires

@@ -64,7 +64,9 @@ def test_feature_missing_on_either_side(reference: Reference) -> None:
 def test_small_and_empty_windows_never_alarm(reference: Reference) -> None:
     tiny = by_name(analyze_window(window([50.0] * 20, ["purple"] * 20), reference, POLICY))
     empty = by_name(analyze_window(window([], []), reference, POLICY))
-    assert not any(f.alarm for f in list(tiny.values()) + list(empty.values()))
+    few_nulls = by_name(analyze_window(window([None] * 20, [None] * 20), reference, POLICY))
+    assert few_nulls["amount"].gate.missing_delta == 1.0
+    assert not any(f.alarm for f in [*tiny.values(), *empty.values(), *few_nulls.values()])
     assert tiny["amount"].count == 20 and empty["amount"].count == 0
 
 

@@ -73,10 +73,10 @@ def test_huge_values_and_infinities() -> None:
     win = NumericSketch().update(np.concatenate([RNG.normal(size=5000) * 1e300, [np.inf, -np.inf]]))
     scores = gate_scores(ref, win)
     assert all(math.isfinite(v) for v in (scores.ks, scores.psi, scores.emd))
-    assert scores.emd < 0.2 and scores.missing_delta == 0.0  # infinities are not "missing"
+    assert scores.emd < 0.2 and scores.missing_delta == pytest.approx(2 / 5002)  # infinities count as missing
 
 
-@pytest.mark.parametrize("window", [[], [None] * 50, [np.nan] * 50])
+@pytest.mark.parametrize("window", [[], [None] * 50, [np.nan] * 50, [np.inf, -np.inf] * 25])
 def test_empty_all_null_all_nan_windows_have_no_distances(window: list) -> None:
     ref = NumericSketch().update(RNG.normal(size=1000))
     scores = gate_scores(ref, NumericSketch().update(window))

@@ -25,6 +25,11 @@ def test_same_seed_same_sample() -> None:
     assert a.values.tolist() == b.values.tolist() != c.values.tolist()
 
 
+def test_strings_after_many_nulls_are_strings() -> None:
+    s = ReservoirSample().update([None] * 100 + ["a", "b"])
+    assert s.kind == "str" and sorted(s.values.tolist()) == ["a", "b"]
+
+
 def test_mixed_types_raise_naming_the_feature() -> None:
     s = ReservoirSample(name="city").update(["a", None])
     with pytest.raises(SketchError, match="'city'.*mixed"):
