@@ -18,6 +18,7 @@ from sqlalchemy import and_, delete, insert, select, update
 
 from alerting.delivery import utcnow
 from alerting.metrics import DeliveryMetrics, StoreCollector, serve_metrics
+from alerting.outbox import prune
 from alerting.rules import Matcher, load_rules, parse_duration
 from alerting.worker import Dispatcher, build_sinks, make_client
 from driftwarden.errors import ConfigError
@@ -114,6 +115,21 @@ def enable(
             alert_deliveries.c.route == route, alert_deliveries.c.status == "disabled")).values(
             status="pending", next_attempt_at=utcnow(), finished_at=None, claimed_until=None)).rowcount if requeue else 0
     _console.print(f"route {route} enabled; {requeued} deliveries queued again")
+
+
+@app.command("prune")
+def prune_cmd(
+    keep: str = typer.Option("30d", "--keep", help="Keep history younger than this (e.g. 7d, 12h).",
+                             show_default=True),
+    store: str = StoreOpt,
+) -> None:
+    """Delete finished deliveries, resolved alerts and expired silences older than --keep."""
+    length = parse_duration(keep)
+    if not isinstance(length, timedelta):
+        raise typer.BadParameter(f"{keep!r}: expected a duration such as 7d or 12h", param_hint="--keep")
+    with make_engine(store).begin() as conn:
+        counts = prune(conn, utcnow() - length)
+    _console.print(", ".join(f"{n} {what}" for what, n in counts.items()) + " deleted")
 
 
 @app.command()

@@ -171,3 +171,17 @@ def _seal_group(conn: Connection, rules: AlertRules, route_name: str, model: str
     conn.execute(update(alert_deliveries).where(alert_deliveries.c.id == delivery_id).values(
         body=render(fmt, route_name, model, docs).decode(), alert_count=taken))
     return int(delivery_id)
+
+
+def prune(conn: Connection, before: datetime) -> dict[str, int]:
+    """Delete finished deliveries (and their outbox rows), resolved alerts and expired silences older than ``before``."""
+    before = utc(before)
+    d = alert_deliveries.c
+    done = select(d.id).where(and_(d.status != "pending", d.finished_at < before))
+    counts = {"outbox": conn.execute(delete(alert_outbox).where(alert_outbox.c.delivery_id.in_(done))).rowcount}
+    counts["deliveries"] = conn.execute(delete(alert_deliveries).where(
+        and_(d.status != "pending", d.finished_at < before))).rowcount
+    counts["alerts"] = conn.execute(delete(alerts).where(
+        and_(alerts.c.status == "resolved", alerts.c.updated_at < before))).rowcount
+    counts["silences"] = conn.execute(delete(alert_silences).where(alert_silences.c.ends_at < before)).rowcount
+    return counts
