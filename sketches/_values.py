@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from driftwarden.errors import SketchError
 
@@ -49,7 +50,7 @@ def _from_arrow(arr: pa.Array | pa.ChunkedArray, name: str | None) -> tuple[np.n
 def count_strings(values: Any, name: str | None = None) -> tuple[Counter, int]:
     """Return ``(Counter of non-null strings, null count)``; None and float NaN are nulls."""
     if isinstance(values, (pa.Array, pa.ChunkedArray)):
-        values = values.to_pylist()
+        return _count_arrow_strings(values, name)
     counts = Counter(values.ravel().tolist() if isinstance(values, np.ndarray) else values)
     nulls = counts.pop(None, 0)
     for key in [k for k in counts if not isinstance(k, str)]:
@@ -60,6 +61,16 @@ def count_strings(values: Any, name: str | None = None) -> tuple[Counter, int]:
                 f"{_where(name)}categorical feature got a {type(key).__name__} value {key!r}; "
                 "expected str or None (mixed types in one feature)")
     return counts, nulls
+
+
+def _count_arrow_strings(arr: pa.Array | pa.ChunkedArray, name: str | None) -> tuple[Counter, int]:
+    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type) or pa.types.is_null(arr.type)):
+        raise SketchError(f"{_where(name)}categorical feature got an Arrow column of type {arr.type}")
+    counted = pc.value_counts(arr.drop_null()) if len(arr) else pa.array([], pa.struct([]))
+    if not len(counted):
+        return Counter(), arr.null_count
+    items = counted.field("values").to_pylist()
+    return Counter(dict(zip(items, counted.field("counts").to_pylist()))), arr.null_count
 
 
 def is_string_input(values: Any) -> bool:

@@ -46,7 +46,20 @@ class FeatureVerdict:
 
 def analyze_window(window: dict[str, tuple[FeatureSketch, ReservoirSample]], reference: Reference,
                    policy: DriftPolicy) -> list[FeatureVerdict]:
-    """Gate, deep-test and judge every feature of one window (reference features first)."""
+    """Gate, deep-test and judge every feature of one window (reference features first).
+
+    Example (a reference of 10 windows, then a window whose mean moved by one standard deviation):
+        >>> import numpy as np
+        >>> from sketches import NumericSketch, Reference, build_feature_reference
+        >>> rng, policy = np.random.default_rng(0), DriftPolicy()
+        >>> ref = Reference({"x": build_feature_reference("x", "numeric",
+        ...                                               [rng.normal(size=1000) for _ in range(10)], policy)})
+        >>> moved = rng.normal(1.0, 1.0, size=1000)
+        >>> [fv] = analyze_window({"x": (NumericSketch().update(moved), ReservoirSample().update(moved))},
+        ...                       ref, policy)
+        >>> fv.alarm, fv.drifted, fv.severity
+        (True, True, 'major')
+    """
     names = list(reference.features) + [n for n in window if n not in reference.features]
     staged = [_stage(name, window.get(name), reference.features.get(name), policy) for name in names]
     tested = [i for i, (_, deep) in enumerate(staged) if deep is not None]

@@ -45,6 +45,13 @@ def test_non_strings_raise_naming_the_feature(values) -> None:
         CategoricalSketch(name="country").update(values)
 
 
+def test_arrow_columns_are_counted_without_python_loops() -> None:
+    sk = CategoricalSketch().update(pa.chunked_array([["a", None], ["a", "b"], []])).update(pa.array([None, None]))
+    assert sk.frequencies() == {"a": 2, "b": 1} and sk.nulls == 3
+    with pytest.raises(SketchError, match="'country'.*int64"):
+        CategoricalSketch(name="country").update(pa.array([1, 2]))
+
+
 def test_merge_refuses_other_settings_or_kinds() -> None:
     with pytest.raises(SketchError):
         CategoricalSketch(max_exact=10).merge(CategoricalSketch(max_exact=20))
