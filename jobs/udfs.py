@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timezone
+from typing import Callable, Mapping
 
 import orjson
 import pandas as pd
@@ -21,7 +22,7 @@ from pyflink.table.udf import FunctionContext, ScalarFunction, udaf, udf
 
 from driftwarden.errors import InvalidEventError
 from schemas.config import MonitorConfig
-from schemas.events import check_feature_kinds, parse_event
+from schemas.events import validate_event
 
 #: Between a reason code and its human detail in the value reject_reason returns.
 REASON_SEPARATOR = " | "
@@ -29,13 +30,19 @@ REASON_SEPARATOR = " | "
 log = logging.getLogger(__name__)
 
 
-def reject_reason(value: bytes, config: MonitorConfig) -> str | None:
+def reject_reason(value: bytes | str, config: MonitorConfig) -> str | None:
     """Why a raw value is rejected (a reason code with its detail), or None when it is valid."""
+    return _reject_reason(value, feature_kinds_lookup(config))
+
+
+def feature_kinds_lookup(config: MonitorConfig) -> Callable[[str], Mapping[str, str] | None]:
+    """model name -> its feature kinds (None for a model the config does not monitor)."""
+    return {m.name: dict(m.features) for m in config.models}.get
+
+
+def _reject_reason(value: bytes | str, kinds_of: Callable[[str], Mapping[str, str] | None]) -> str | None:
     try:
-        event = parse_event(value)
-        model = config.model(event.model)
-        if model is not None:
-            check_feature_kinds(event.features, model.features)
+        validate_event(value, kinds_of)
     except InvalidEventError as exc:
         return f"{exc.reason}{REASON_SEPARATOR}{exc.detail}"[:1000]
     return None
@@ -44,8 +51,10 @@ def reject_reason(value: bytes, config: MonitorConfig) -> str | None:
 def reject_reason_udf(config: MonitorConfig):
     """Pandas scalar UDF: the rejection reason of each raw value (None = valid)."""
 
+    kinds_of = feature_kinds_lookup(config)
+
     def reasons(values: pd.Series) -> pd.Series:
-        return pd.Series([reject_reason(v, config) for v in values], dtype=object)
+        return pd.Series([_reject_reason(v, kinds_of) for v in values], dtype=object)
 
     return udf(reasons, result_type=DataTypes.STRING(), func_type="pandas")
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import orjson
 
@@ -47,6 +47,7 @@ REJECT_REASONS = (
 
 NUMERIC = "numeric"
 CATEGORICAL = "categorical"
+_NUMBER_TYPES = frozenset((int, float))
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,24 +64,29 @@ class Event:
 
 def parse_event(raw: bytes | str, feature_kinds: Mapping[str, str] | None = None) -> Event:
     """Decode and validate one event; raise InvalidEventError naming what is wrong."""
+    return validate_event(raw, lambda _model: feature_kinds)
+
+
+def validate_event(raw: bytes | str, kinds_of: Callable[[str], Mapping[str, str] | None]) -> Event:
+    """Like :func:`parse_event`, with the feature kinds looked up by the event's model."""
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise InvalidEventError("not_json", str(exc)) from exc
-    if not isinstance(doc, dict):
+    if type(doc) is not dict:
         raise InvalidEventError("not_object", type(doc).__name__)
     event_ms = parse_event_time(doc.get("event_time"))
     model = doc.get("model")
     if model is None:
         raise InvalidEventError("missing_model")
-    if not isinstance(model, str) or not model:
+    if type(model) is not str or not model:
         raise InvalidEventError("bad_model", repr(model)[:80])
     features = doc.get("features")
-    if not isinstance(features, dict):
+    if type(features) is not dict:
         raise InvalidEventError("bad_features", "features must be an object of name -> number|string|null")
-    check_feature_kinds(features, feature_kinds)
+    check_feature_kinds(features, kinds_of(model))
     prediction = doc.get("prediction")
-    if prediction is not None and (isinstance(prediction, bool) or not isinstance(prediction, (int, float))):
+    if prediction is not None and type(prediction) not in _NUMBER_TYPES:
         raise InvalidEventError("bad_prediction", repr(prediction)[:80])
     request_id = doc.get("request_id")
     return Event(model, event_ms, features, prediction, request_id if isinstance(request_id, str) else None)
@@ -90,9 +96,7 @@ def parse_event_time(value: Any) -> int:
     """Return epoch milliseconds from an RFC 3339 string or an epoch-ms number."""
     if value is None:
         raise InvalidEventError("missing_event_time")
-    if isinstance(value, bool):
-        raise InvalidEventError("bad_event_time", repr(value))
-    if isinstance(value, (int, float)):
+    if type(value) in _NUMBER_TYPES:
         if not math.isfinite(value):
             raise InvalidEventError("bad_event_time", repr(value))
         event_ms = int(value)
@@ -116,17 +120,22 @@ def _parse_rfc3339_ms(text: str) -> int:
 
 
 def check_feature_kinds(features: Mapping[str, Any], feature_kinds: Mapping[str, str] | None) -> None:
-    """Raise InvalidEventError naming the first feature whose value has the wrong type."""
+    """Raise InvalidEventError naming the first feature whose value has the wrong type.
+
+    One pass over the features, on exact types (JSON gives only int, float, str, bool, None,
+    list and dict): this runs for every event of the stream.
+    """
+    kinds = feature_kinds or {}
     for name, value in features.items():
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise InvalidEventError(f"bad_feature_type:{name}", type(value).__name__)
-        if feature_kinds is None or name not in feature_kinds:
-            continue
-        expects_number = feature_kinds[name] == NUMERIC
-        if expects_number == isinstance(value, str):
-            raise InvalidEventError(f"type_mismatch:{name}", f"expected {feature_kinds[name]}, got {value!r}"[:120])
+        value_type = type(value)
+        if value_type in _NUMBER_TYPES:
+            if kinds.get(name) == CATEGORICAL:
+                raise InvalidEventError(f"type_mismatch:{name}", f"expected categorical, got {value!r}"[:120])
+        elif value_type is str:
+            if kinds.get(name) == NUMERIC:
+                raise InvalidEventError(f"type_mismatch:{name}", f"expected numeric, got {value!r}"[:120])
+        elif value is not None:
+            raise InvalidEventError(f"bad_feature_type:{name}", value_type.__name__)
 
 
 def rfc3339(epoch_ms: int) -> str:
