@@ -28,6 +28,7 @@ from driftwarden.store import upsert
 from schemas.alert_tables import alert_deliveries, alert_models, alert_outbox, alert_silences, alerts
 
 log = logging.getLogger(__name__)
+_WARNED_ROUTES: set[str] = set()  # routes already warned about in this process
 
 
 def enqueue_alerts(conn: Connection, report: WindowReport, rules: AlertRules, now: datetime) -> int:
@@ -59,8 +60,9 @@ def seal_due_groups(conn: Connection, rules: AlertRules, now: datetime) -> list[
         .having(func.min(alert_outbox.c.created_at) <= now - rules.group_wait)
     ).all()
     known = {r.name for r in rules.routes}
-    unknown = sorted({route for route, _ in due if route not in known})
+    unknown = sorted({route for route, _ in due if route not in known} - _WARNED_ROUTES)
     if unknown:  # left pending: a worker started with the wrong config must not throw the queue away
+        _WARNED_ROUTES.update(unknown)
         log.warning("outbox rows wait for routes this worker has no config for: %s", ", ".join(unknown))
     sealed = [_seal_group(conn, rules, route, model, now) for route, model in due if route in known]
     return [d for d in sealed if d is not None]
