@@ -23,6 +23,7 @@ from typing import Callable, Mapping
 
 import httpx
 from sqlalchemy import Engine, and_, func, insert, or_, select, update
+from sqlalchemy.exc import SQLAlchemyError
 
 from alerting.delivery import AlertSink, AttemptResult, EndpointGoneError, RetryableDeliveryError, WebhookSink
 from alerting.delivery import attempt_with_retries, utcnow
@@ -94,9 +95,14 @@ class Dispatcher:
             log.exception("delivery %s to route %s crashed; it will be retried", delivery.webhook_id, delivery.route)
 
     def run_forever(self, stop: threading.Event, poll_s: float = 1.0) -> None:
-        """Call :meth:`run_once` until ``stop`` is set, pausing ``poll_s`` when idle."""
+        """Call :meth:`run_once` until ``stop`` is set, pausing ``poll_s`` when idle or the store fails."""
         while not stop.is_set():
-            if self.run_once() == 0:
+            try:
+                handled = self.run_once()
+            except SQLAlchemyError as exc:  # store down, deadlock victim...: leases make a retry safe
+                log.warning("delivery round failed (%s); retrying in %g s", type(exc).__name__, poll_s)
+                handled = 0
+            if handled == 0:
                 stop.wait(poll_s)
 
     def claim(self) -> list[Delivery]:

@@ -235,3 +235,44 @@ def test_any_alert_sink_plugs_into_the_dispatcher(tmp_path) -> None:
         enqueue_alerts(conn, rep, rules, T0)
     assert Dispatcher(engine, rules, {"r": memory}, clock=lambda: T0).run_once() == 1
     assert len(memory.got) == 1 and memory.got[0].webhook_id.startswith("msg_")
+
+
+def test_worker_loop_survives_a_store_outage(tmp_path) -> None:
+    import threading
+
+    from sqlalchemy.exc import OperationalError
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'o.db'}")
+    rules = AlertRules(group_wait="0s", routes=[{"name": "r", "url": "https://hooks.example.com/"}])
+    sent: list[str] = []
+
+    class Sink:
+        name = "r"
+
+        def send(self, delivery: Delivery) -> int:
+            sent.append(delivery.webhook_id)
+            return 200
+
+    dispatcher = Dispatcher(engine, rules, {"r": Sink()}, clock=lambda: T0)
+    stop, failures = threading.Event(), [2]
+    real_claim = dispatcher.claim
+
+    def flaky_claim():
+        if failures[0]:
+            failures[0] -= 1
+            raise OperationalError("SELECT 1", {}, Exception("database is locked"))
+        return real_claim()
+
+    dispatcher.claim = flaky_claim
+    rep = WindowReport("fraud", T0, T0 + timedelta(minutes=1), [FeatureOutcome("f", drifted=True, severity="minor")])
+    with engine.begin() as conn:
+        enqueue_alerts(conn, rep, rules, T0)
+    worker = threading.Thread(target=dispatcher.run_forever, args=(stop, 0.01))
+    worker.start()
+    for _ in range(200):
+        if sent:
+            break
+        threading.Event().wait(0.01)
+    stop.set()
+    worker.join(5)
+    assert failures == [0] and len(sent) == 1
