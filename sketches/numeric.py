@@ -67,18 +67,25 @@ class NumericSketch:
         """Add a batch of values (numpy array, Arrow array or sequence of float|None)."""
         x, nulls = as_float_array(values, self.name)
         self.nulls += nulls
-        finite = np.isfinite(x)
-        if not finite.all():
-            self.nans += int(np.isnan(x).sum())
-            self.pos_inf += int((x == np.inf).sum())
-            self.neg_inf += int((x == -np.inf).sum())
-            x = x[finite]
+        with np.errstate(over="ignore", invalid="ignore"):
+            total = float(x.sum())
+        if not np.isfinite(total):  # a finite sum proves every value finite: skip the mask pass
+            x, total = self._drop_non_finite(x)
         if x.size:
             self._sk.update(x if x.size > 1 else float(x[0]))  # 1-element arrays pick the scalar overload
             with np.errstate(over="ignore", invalid="ignore"):
-                self._add_moments(x.size, float(x.min()), float(x.max()), float(x.sum()),
-                                  float(np.dot(x, x)), *_mean_m2(x))
+                self._add_moments(x.size, float(x.min()), float(x.max()), total,
+                                  float(np.dot(x, x)), *_mean_m2(x, total))
         return self
+
+    def _drop_non_finite(self, x: np.ndarray) -> tuple[np.ndarray, float]:
+        finite = np.isfinite(x)
+        self.nans += int(np.isnan(x).sum())
+        self.pos_inf += int((x == np.inf).sum())
+        self.neg_inf += int((x == -np.inf).sum())
+        x = x[finite]
+        with np.errstate(over="ignore", invalid="ignore"):
+            return x, float(x.sum())
 
     def update_nulls(self, count: int) -> NumericSketch:
         """Count ``count`` nulls without values."""
@@ -217,12 +224,17 @@ class NumericSketch:
         return f"NumericSketch(kind={self.kind!r}, k={self.k}, n={self._n}, count={self.count})"
 
 
-def _mean_m2(x: np.ndarray) -> tuple[float, float]:
-    """Mean and sum of squared deviations of one batch (inf on overflow, never an error)."""
+def _mean_m2(x: np.ndarray, total: float, block: int = 4096) -> tuple[float, float]:
+    """Mean and sum of squared deviations of one batch, in cache-sized blocks (inf on overflow)."""
     with np.errstate(over="ignore", invalid="ignore"):
-        mean = float(x.mean())
-        d = x - mean
-        return mean, float(np.dot(d, d))
+        mean = total / x.size if np.isfinite(total) else float(np.mean(x / x.size) * x.size)
+        buf = np.empty(min(x.size, block))
+        m2 = 0.0
+        for start in range(0, x.size, block):
+            part = buf[: min(block, x.size - start)]
+            np.subtract(x[start:start + block], mean, out=part)
+            m2 += float(np.dot(part, part))
+        return mean, m2
 
 
 def _describe(sk: object) -> str:
