@@ -75,6 +75,11 @@ def test_huge_values_are_kept_and_infinities_counted() -> None:
     assert sk.std == np.inf  # squares overflow float64: documented
 
 
+def test_sum_overflow_of_finite_values_is_not_mistaken_for_infinity() -> None:
+    sk = NumericSketch().update(np.array([1e308, 1e308, 1e308]))
+    assert (sk.n, sk.pos_inf, sk.nans, sk.sum, sk.mean) == (3, 0, 0, np.inf, 1e308)
+
+
 def test_cdf_handles_unsorted_repeated_points() -> None:
     sk = NumericSketch().update([1.0, 2.0, 3.0, 4.0])
     assert sk.cdf([3.0, 1.0, 3.0, np.nan])[:3].tolist() == [0.75, 0.25, 0.75]
