@@ -11,13 +11,13 @@ from sketches import distances
 from sketches.gate import bin_edges, category_probs
 
 
-def psi_contributions(detail) -> tuple[list[str], list[float]] | None:
+def psi_contributions(detail, bins: int = 10) -> tuple[list[str], list[float]] | None:
     """Labels and PSI terms ``(w - r) * ln(w / r)`` per reference-quantile bin or per category."""
     ref, win = detail.reference_sketch, detail.window_sketch
     if ref is None or win is None or ref.n == 0 or win.n == 0:
         return None
     if detail.kind == "numeric":
-        edges = bin_edges(ref, 10)
+        edges = bin_edges(ref, bins)
         r = distances.probs_from_cdf(ref.cdf(edges))
         w = distances.probs_from_cdf(win.cdf(edges))
         bounds = ["-inf"] + [f"{e:.3g}" for e in edges] + ["inf"]

@@ -46,7 +46,7 @@ def replay_consumer(bootstrap: str) -> Consumer:
         "group.id": f"driftwarden-replay-{uuid.uuid4().hex[:12]}",
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
-        "auto.offset.reset": "earliest",
+        "auto.offset.reset": "error",  # never skip silently to another offset
         "enable.partition.eof": True,
         "allow.auto.create.topics": False,
     })
@@ -107,13 +107,16 @@ def read_ranges(consumer: Consumer, topic: str, ranges: list[PartitionRange]) ->
 
 def _poll(consumer: Consumer, topic: str, todo: dict[int, PartitionRange]) -> list[RawRecord]:
     batch = []
-    for msg in consumer.consume(BATCH, timeout=0.5):
+    try:
+        messages = consumer.consume(BATCH, timeout=0.5)
+    except KafkaException as exc:
+        raise ServiceError(f"reading {topic!r} failed: {exc}; is Kafka still running?") from exc
+    for msg in messages:
         p = msg.partition()
         if p not in todo:
             continue
         if msg.error() is not None:
-            if msg.error().code() != KafkaError._PARTITION_EOF:
-                raise ServiceError(f"reading {topic!r} partition {p} failed: {msg.error()}")
+            _check_error(msg.error(), topic, p)
             _finish(consumer, topic, todo, p)
             continue
         if msg.offset() >= todo[p].end:
@@ -123,6 +126,16 @@ def _poll(consumer: Consumer, topic: str, todo: dict[int, PartitionRange]) -> li
         if msg.offset() + 1 >= todo[p].end:
             _finish(consumer, topic, todo, p)
     return batch
+
+
+def _check_error(error: KafkaError, topic: str, partition: int) -> None:
+    """Return on the end of a partition; raise a clear error for anything else."""
+    if error.code() == KafkaError._PARTITION_EOF:
+        return
+    if error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+        raise ReplayError(f"{topic!r} partition {partition}: records of the range were deleted while "
+                          f"replaying (retention?); replay a later range or raise the topic's retention.ms")
+    raise ServiceError(f"reading {topic!r} partition {partition} failed: {error}")
 
 
 def _finish(consumer: Consumer, topic: str, todo: dict[int, PartitionRange], partition: int) -> None:

@@ -106,6 +106,7 @@ def _settings(setup: ReplaySetup) -> dict:
     return {
         "window_ms": config.window.size_ms,
         "out_of_orderness_ms": config.window.out_of_orderness_ms,
+        "bins": config.thresholds.bins,
         "reference": setup.reference_label,
         "models": sorted(setup.models) if setup.models else None,
         "features": sorted(setup.features) if setup.features else None,

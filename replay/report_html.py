@@ -77,7 +77,8 @@ def _ranking_table(doc: dict) -> str:
 def _feature_section(doc: dict, detail: DriftDetail) -> str:
     title = (f"<div class='feature'><h2>{_e(detail.model)} / {_e(detail.feature)} ({detail.kind})</h2>"
              f"<p>first drifted in the window starting {rfc3339(detail.window_start_ms)}</p>")
-    images = [_distribution_png(detail), _contribution_png(detail), _timeline_png(doc, detail)]
+    bins = doc["settings"].get("bins", 10)
+    images = [_distribution_png(detail), _contribution_png(detail, bins), _timeline_png(doc, detail)]
     return title + "".join(f"<img src='data:image/png;base64,{img}'>" for img in images if img) + "</div>"
 
 
@@ -110,8 +111,8 @@ def _category_bars(ax, ref, win, top: int = 15) -> None:
     ax.set_title("category shares: reference vs window")
 
 
-def _contribution_png(detail: DriftDetail) -> str | None:
-    contributions = psi_contributions(detail)
+def _contribution_png(detail: DriftDetail, bins: int) -> str | None:
+    contributions = psi_contributions(detail, bins)
     if contributions is None:
         return None
     labels, values = contributions

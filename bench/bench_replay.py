@@ -1,0 +1,225 @@
+"""Replay throughput: 1,000,000 archived events (20 numeric + 5 categorical features).
+
+Measures, in the same run, the time to merely read and parse the input (the floor: records read
+and ``orjson.loads``-ed, nothing else) and the time of a full replay (validation, windows,
+sketches, samples, gate, deep tests, report), from a JSONL file and from a Kafka topic; prints
+events/s and the ratio replay / floor. Target: >= 100,000 events/s from a file and within 3x of
+the floor. The input is generated once and cached under .run/bench/ (the topic is reused when it
+already holds the events).
+
+    .venv/bin/python bench/bench_replay.py [--events 1000000] [--no-topic] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import orjson
+
+REPO = Path(__file__).resolve().parent.parent
+CACHE = REPO / ".run" / "bench"
+BOOTSTRAP = "127.0.0.1:59092"
+WINDOW_MS = 60_000
+STEP_MS = 1.0  # 1000 events/s of event time: 60,000 events per window
+START_MS = 1_767_225_600_000 + 24 * 3_600_000 * 300  # 2026-10-28, in the past
+
+
+def generate(n: int) -> tuple[Path, Path]:
+    """The cached stream and reference files (JSONL), written on first use."""
+    from replay.synthetic import incident_events
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    stream, reference = CACHE / f"replay-{n}.jsonl", CACHE / "replay-reference.jsonl"
+    jobs = ((stream, n, START_MS, START_MS + int(n * STEP_MS) // 2, 11),
+            (reference, 60_000, START_MS - 3_600_000, None, 12))
+    for path, count, start, drift, seed in jobs:
+        if not path.is_file():
+            tmp = path.with_suffix(".tmp")
+            with open(tmp, "wb") as handle:
+                for event in incident_events(count, start, STEP_MS if path == stream else 60.0, drift,
+                                             numeric=20, categorical=5, seed=seed):
+                    handle.write(orjson.dumps(event) + b"\n")
+            tmp.rename(path)
+    return stream, reference
+
+
+class Clock:
+    """Wall and CPU seconds of a block (the machine is shared: CPU time is the steadier figure)."""
+
+    def __enter__(self) -> "Clock":
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.wall, self.cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
+
+
+def floor_file(path: Path, validate: bool = False) -> tuple[int, Clock]:
+    """Read and parse every record of the file (orjson.loads, or parse_event when ``validate``)."""
+    from driftwarden.event_files import iter_raw_records
+    from schemas.events import parse_event
+
+    parse = parse_event if validate else orjson.loads
+    count = 0
+    with Clock() as clock:
+        for _, raw in iter_raw_records(path):
+            parse(raw)
+            count += 1
+    return count, clock
+
+
+def replay_file_timed(path: Path, reference: Path) -> tuple[int, Clock, dict]:
+    """Full replay of the file; (records, seconds, report)."""
+    from replay.progress import ReplayProgress
+    from replay.report import build_report
+    from replay.run import replay_file
+    from replay.setup import load_setup
+
+    setup = load_setup(None, reference, None, None)  # reference built outside the timed part
+    with Clock() as clock:
+        outcome, source = replay_file(path, setup, ReplayProgress(enabled=False))
+        doc = build_report(outcome, setup, source)
+    return outcome.counts["read"], clock, doc
+
+
+def ensure_topic(path: Path, n: int) -> str:
+    """A 2-partition topic holding the file's events (record timestamps = event times)."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = f"bench-replay-{n}"
+    admin = AdminClient({"bootstrap.servers": BOOTSTRAP})
+    if topic in admin.list_topics(timeout=10).topics:
+        probe = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": "bench-probe"})
+        marks = [probe.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in (0, 1)]
+        held = sum(high - low for low, high in marks)
+        probe.close()
+        if held == n:
+            return topic
+        admin.delete_topics([topic])[topic].result(30)
+        time.sleep(2)
+    # the events are weeks old: keep them whatever their timestamps (the default 7-day retention would not)
+    admin.create_topics([NewTopic(topic, 2, 1, config={"retention.ms": "-1"})])[topic].result(30)
+    producer = Producer({"bootstrap.servers": BOOTSTRAP, "linger.ms": 50, "batch.size": 1_000_000,
+                         "compression.type": "lz4"})
+    with open(path, "rb") as handle:
+        for i, line in enumerate(handle):
+            value = line.rstrip(b"\n")
+            while True:
+                try:
+                    producer.produce(topic, value, partition=i % 2, timestamp=orjson.loads(value)["event_time"])
+                    break
+                except BufferError:
+                    producer.poll(0.5)
+            if i % 10_000 == 0:
+                producer.poll(0)
+    assert producer.flush(120) == 0
+    return topic
+
+
+def floor_topic(topic: str, n: int) -> tuple[int, Clock]:
+    """Read the topic's range and parse every record (orjson.loads)."""
+    from replay.kafka_range import read_topic
+
+    count = 0
+    with Clock() as clock:
+        for batch in read_topic(BOOTSTRAP, topic, START_MS - 1, START_MS + int(n * STEP_MS) + 1):
+            for record in batch:
+                orjson.loads(record.value)
+            count += len(batch)
+    return count, clock
+
+
+def replay_topic_timed(topic: str, n: int, reference: Path) -> tuple[int, Clock]:
+    """Full replay of the topic's range; (records, seconds)."""
+    from replay.progress import ReplayProgress
+    from replay.report import build_report
+    from replay.run import replay_topic
+    from replay.setup import load_setup
+
+    setup = load_setup(None, reference, None, None)
+    with Clock() as clock:
+        outcome, source = replay_topic(BOOTSTRAP, topic, START_MS - 1, START_MS + int(n * STEP_MS) + 1, setup,
+                                       ReplayProgress(enabled=False))
+        build_report(outcome, setup, source)
+    return outcome.counts["read"], clock
+
+
+def stages(path: Path, reference: Path) -> None:
+    """Where a file replay's time goes: validation alone, then summarize_window alone, per stage."""
+    from jobs.pipeline import summarize_window, window_start
+    from replay.file_input import read_file
+    from replay.setup import load_setup
+    from replay.validate import Validator
+
+    setup = load_setup(None, reference, None, None)
+    validator, windows = Validator(setup.config), {}
+    with Clock() as clock:
+        events = [validator.check(r) for r in read_file(path)]
+    line("  stage: read+validate", len(events), clock)
+    for e in events:
+        windows.setdefault(window_start(e.event_ms, WINDOW_MS), []).append(e.features)
+    model = setup.config.models[0]
+    with Clock() as clock:
+        for ws, maps in windows.items():
+            summarize_window(model.name, ws, WINDOW_MS, maps, model)
+    line("  stage: summarize_window", len(events), clock)
+
+
+def line(label: str, count: int, clock: Clock) -> float:
+    """Print one measurement; return events per CPU second."""
+    rate = count / clock.cpu
+    print(f"{label:<28} {count:>9,} events: wall {clock.wall:7.2f} s ({count / clock.wall:>9,.0f}/s), "
+          f"CPU {clock.cpu:7.2f} s ({rate:>9,.0f}/s)", flush=True)
+    return rate
+
+
+def main() -> None:
+    """Run the benchmark and print the figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--no-topic", action="store_true", help="skip the Kafka part")
+    parser.add_argument("--profile", action="store_true", help="cProfile the file replay (top 25)")
+    parser.add_argument("--stages", action="store_true", help="also time validation and summarize_window alone")
+    args = parser.parse_args()
+    t = time.perf_counter()
+    stream, reference = generate(args.events)
+    print(f"input: {stream} ({stream.stat().st_size / 1e6:.0f} MB; ready in {time.perf_counter() - t:.1f} s)")
+    floor = line("file read+orjson (floor)", *floor_file(stream))
+    line("file read+parse_event", *floor_file(stream, validate=True))
+    if args.profile:
+        _profile(stream, reference)
+        return
+    count, seconds, doc = replay_file_timed(stream, reference)
+    rate = line("file replay", count, seconds)
+    drifted = sorted({(e["feature"], e["window_start"]) for e in doc["first_drift"]})
+    print(f"  windows {len(doc['windows'])}, first drift {drifted}")
+    print(f"  file (CPU time): replay / floor = {floor / rate:.2f}x slower; target >= 100,000 events/s and <= 3x: "
+          f"{'MET' if rate >= 100_000 and floor / rate <= 3 else 'NOT MET'}")
+    if args.stages:
+        stages(stream, reference)
+    if not args.no_topic:
+        topic = ensure_topic(stream, args.events)
+        tfloor = line("topic read+parse (floor)", *floor_topic(topic, args.events))
+        trate = line("topic replay", *replay_topic_timed(topic, args.events, reference))
+        print(f"  topic (CPU time): replay / floor = {tfloor / trate:.2f}x slower")
+
+
+def _profile(stream: Path, reference: Path) -> None:
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    replay_file_timed(stream, reference)
+    profiler.disable()
+    pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.path.insert(0, str(REPO))
+    main()
