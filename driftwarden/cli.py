@@ -32,6 +32,7 @@ def _register() -> None:
     from alerting.dashboards.cli import app as dashboards_app; app.add_typer(dashboards_app, name="dashboards")  # noqa: E702,E501
     from replay.latency.cli import bench_command; app.command("bench")(bench_command)  # noqa: E702
     from replay.cli import replay_command; app.command("replay")(replay_command)  # noqa: E702
+    from driftwarden.demo.cli import app as demo_app; app.add_typer(demo_app, name="demo")  # noqa: E702
 
 
 _register()

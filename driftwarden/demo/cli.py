@@ -1,0 +1,129 @@
+"""``driftwarden demo`` (the whole product on the local stack), ``demo produce`` and ``demo receiver``."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from driftwarden.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_BOOTSTRAP = "127.0.0.1:59092"
+
+app = typer.Typer(invoke_without_command=True, no_args_is_help=False,
+                  help="The live demo: a realistic stream with injected drift, caught by the real job, alerted by "
+                       "signed webhooks. Plain `driftwarden demo` runs it (Kafka must be up: "
+                       "`scripts/services.sh start kafka`).")
+
+
+@app.callback()
+def demo(
+    ctx: typer.Context,
+    bootstrap: str = typer.Option(DEFAULT_BOOTSTRAP, help="Kafka bootstrap servers.", show_default=True),
+    store_url: Optional[str] = typer.Option(None, help="Results store URL, e.g. postgresql://user@host/db.",
+                                            show_default="SQLite in the run folder"),
+    duration: float = typer.Option(120.0, min=1, help="Seconds of producing (wall clock).", show_default=True),
+    speed: float = typer.Option(5.0, min=0.1, help="Event-time clock speed: event seconds per wall second.",
+                                show_default=True),
+    rate: float = typer.Option(2000.0, min=1, help="Events per wall second.", show_default=True),
+    window: int = typer.Option(10, min=1, help="Window size in event-time seconds.", show_default=True),
+    partitions: int = typer.Option(3, min=1, help="Partitions of the demo topic.", show_default=True),
+    reference_windows: int = typer.Option(20, min=5, help="Windows of drift-free training data for the reference.",
+                                          show_default=True),
+    live: bool = typer.Option(True, "--live/--no-live", help="Rich live view, or one line per window.",
+                              show_default=True),
+    check: bool = typer.Option(False, "--check/--no-check", help="Exit 1 unless every change is caught within two "
+                               "windows with no false alarm and every webhook verified.", show_default=True),
+    run_dir: Path = typer.Option(REPO / ".run" / "demo", help="Each run writes a folder here.", show_default=True),
+    settle_timeout: float = typer.Option(120.0, help="Seconds to wait, after the last event, for the job to judge "
+                                         "the last windows.", show_default=True),
+) -> None:
+    """Run the demo: reference, streaming job, producer with injected drift, webhooks, summary, replay report."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from driftwarden.demo.runner import DemoOptions, run_demo
+    from driftwarden.demo.summary import print_replay, print_summary, replay_report
+
+    console = Console()
+    opts = DemoOptions(bootstrap, store_url, duration, speed, rate, window, partitions, reference_windows, live,
+                       run_dir, settle_timeout)
+    run, outcome = run_demo(opts, console)
+    print_summary(console, outcome)
+    args = run.replay_args()
+    try:
+        report = replay_report(console, args, run.dir / "incident.html")
+    except KeyboardInterrupt:
+        report = None
+    print_replay(console, report, args)
+    console.print(f"summary: {run.write_summary(outcome, report)}")
+    if check and not outcome.passed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def produce(
+    bootstrap: str = typer.Option(DEFAULT_BOOTSTRAP, help="Kafka bootstrap servers.", show_default=True),
+    topic: str = typer.Option("features", help="Topic to publish to (created if missing).", show_default=True),
+    rate: float = typer.Option(2000.0, min=1, help="Events per wall second.", show_default=True),
+    speed: float = typer.Option(1.0, min=0.1, help="Event seconds per wall second (1: real time).",
+                                show_default=True),
+    window: int = typer.Option(10, min=1, help="Window size in event-time seconds (match the monitor config).",
+                               show_default=True),
+    cycle: int = typer.Option(30, min=8, help="Windows per drift cycle: drift-free first, then the four changes; "
+                              "then it starts again.", show_default=True),
+    partitions: int = typer.Option(3, min=1, help="Partitions if the topic is created.", show_default=True),
+    model: str = typer.Option("credit-risk", help="Model name of the events.", show_default=True),
+) -> None:
+    """Publish the demo's realistic stream to a topic, forever, with drift injected every cycle."""
+    from driftwarden.demo.producer import PacedProducer
+    from driftwarden.demo.scenario import StreamGenerator, make_schedule
+    from driftwarden.demo.stack import check_kafka, create_topic
+
+    console = Console()
+    check_kafka(bootstrap)
+    create_topic(bootstrap, topic, partitions)
+    window_ms = window * 1000
+    base_ms = -(-int(time.time() * 1000) // window_ms) * window_ms
+    schedule = make_schedule(cycle)
+    per_window = max(1, round(rate * window / speed))
+    gen = StreamGenerator(model, base_ms, window_ms, per_window, schedule, cyclic=True)
+    console.print(f"publishing {model} to {topic} on {bootstrap}: {rate:g} events/s, {per_window} per {window} s "
+                  f"window; cycle of {cycle} windows: " + "; ".join(
+                      f"{c.kind} on {c.feature} from window {c.start_window}" for c in schedule.changes))
+    producer = PacedProducer(bootstrap, topic, gen, rate)
+    try:
+        producer.run()
+    except KeyboardInterrupt:
+        producer.stop()
+    console.print(f"sent {producer.sent:,} events")
+
+
+@app.command()
+def receiver(
+    host: str = typer.Option("127.0.0.1", help="Address to listen on.", show_default=True),
+    port: int = typer.Option(8080, help="Port to listen on.", show_default=True),
+    secret_env: str = typer.Option("DRIFTWARDEN_WEBHOOK_SECRET", help="Environment variable holding the signing "
+                                   "secret(s), space separated.", show_default=True),
+) -> None:
+    """Receive webhooks, verify their signatures, print them."""
+    from driftwarden.demo.receiver import DemoReceiver
+
+    secrets = os.environ.get(secret_env, "").split()
+    if not secrets:
+        raise ConfigError(f"set {secret_env} to the webhook signing secret the alert worker uses")
+    console = Console()
+    server = DemoReceiver(secrets, host, port,
+                          on_webhook=lambda w: console.print(f"[green]verified[/] {w.webhook_id}\n{w.describe()}",
+                                                             highlight=False),
+                          on_reject=lambda why: console.print(f"[red]rejected[/]: {why}"))
+    console.print(f"listening on {server.url}")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    console.print(f"{server.verified} verified ({server.duplicates} redeliveries), {server.rejected} rejected")

@@ -1,0 +1,92 @@
+"""The demo's terminal view: a rich live panel while it runs, or one line per window with ``--no-live``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from driftwarden.demo.outcome import ALARMING, Verdict
+from driftwarden.demo.scenario import FEATURE_KINDS, Schedule
+
+_STYLE = {"none": "dim", "minor": "yellow", "moderate": "bold dark_orange", "major": "bold red"}
+
+
+@dataclass
+class Snapshot:
+    """What the view shows at one moment."""
+
+    phase: str
+    elapsed_s: float
+    events_sent: int
+    events_per_s: float
+    windows_closed: int
+    verdicts: list[Verdict]
+    webhooks_verified: int
+    webhooks_rejected: int
+    recent_alerts: list[str] = field(default_factory=list)
+
+
+def _latest(verdicts: list[Verdict]) -> tuple[int | None, dict[str, Verdict]]:
+    if not verdicts:
+        return None, {}
+    window = max(v.window for v in verdicts)
+    return window, {v.feature: v for v in verdicts if v.window == window}
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def render(snap: Snapshot, schedule: Schedule) -> Group:
+    """The live panel: counters, the schedule, the latest window's per-feature scores, recent alerts."""
+    window, latest = _latest(snap.verdicts)
+    alarms = sum(v.alarm for v in snap.verdicts)
+    drifted = sum(v.severity in ALARMING for v in snap.verdicts)
+    head = Text.assemble(
+        (f"{snap.phase}", "bold cyan"), f"  {snap.elapsed_s:5.0f}s   events sent {snap.events_sent:,} ",
+        f"({snap.events_per_s:,.0f}/s)   windows closed {snap.windows_closed}/{schedule.windows}   ",
+        f"gate alarms {alarms}   deep checks -> moderate/major {drifted}   ",
+        (f"alerts delivered {snap.webhooks_verified}", "bold green"),
+        (f"  rejected {snap.webhooks_rejected}" if snap.webhooks_rejected else "", "bold red"))
+    changes = {c.feature: c for c in schedule.changes}
+    table = Table(title=f"latest closed window: {'-' if window is None else window}", expand=False, box=None)
+    for col in ("feature", "kind", "gate psi", "gate ks", "gate alarm", "deep verdict", "injected"):
+        table.add_column(col)
+    for name, kind in FEATURE_KINDS.items():
+        v = latest.get(name)
+        change = changes.get(name)
+        injected = f"{change.kind} from window {change.start_window}" if change else ""
+        sev = v.severity if v else "-"
+        table.add_row(name, kind[:3], _num(v.gate_psi if v else None), _num(v.gate_ks if v else None),
+                      "ALARM" if v and v.alarm else "", Text(sev, style=_STYLE.get(sev, "")), injected)
+    alerts = Text("\n".join(snap.recent_alerts[-4:]) or "no alert yet", style="green")
+    return Group(head, table, Panel(alerts, title="webhooks received (verified)", expand=False))
+
+
+def schedule_table(schedule: Schedule, base_label: str, window_s: float, speed: float) -> Table:
+    """The announced drift schedule, in windows, event time and wall time."""
+    table = Table(title=f"drift schedule ({schedule.windows} windows of {window_s:g} s event time, "
+                        f"event clock x{speed:g}; window 0 starts {base_label})")
+    for col in ("from window", "wall time", "change", "feature"):
+        table.add_column(col)
+    table.add_row("0", "0 s", f"no drift ({schedule.clean_windows} windows)", "-")
+    for c in schedule.changes:
+        table.add_row(str(c.start_window), f"{c.start_window * window_s / speed:.0f} s", c.description, c.feature)
+    return table
+
+
+def window_line(window: int, verdicts: list[Verdict], schedule: Schedule) -> str:
+    """One line for a newly closed window (the ``--no-live`` output)."""
+    rows = [v for v in verdicts if v.window == window]
+    hot = [f"{v.feature} ({v.severity})" for v in rows if v.drifted]
+    active = ", ".join(c.kind for c in schedule.active(window)) or "no drift"
+    return f"window {window:3d} [{active}]: {sum(v.alarm for v in rows)} gate alarm(s); drifted: {', '.join(hot) or '-'}"
+
+
+def print_line(console: Console, text: str) -> None:
+    """Print one plain progress line."""
+    console.print(text, highlight=False, soft_wrap=True)

@@ -1,0 +1,175 @@
+"""The demo's local stack: Kafka checks, the monitor config, the reference file, the job process.
+
+The streaming job runs as ``driftwarden run`` in a child process of its own session (process
+group), so that :meth:`JobProcess.stop` can end it together with the JVM and the Python workers
+it starts, and a Ctrl-C in the terminal reaches only the demo, which then shuts it down.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from driftwarden.demo.scenario import FEATURE_KINDS, training_snapshot
+from driftwarden.errors import ServiceError
+
+#: Environment variable set on every child of the demo; its value is the demo's run id.
+RUN_MARKER_ENV = "DRIFTWARDEN_DEMO_RUN"
+
+
+def check_kafka(bootstrap: str, timeout_s: float = 5.0) -> None:
+    """Raise ServiceError, naming the command that starts Kafka, when no broker answers."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout_s * 1000)})
+    try:
+        admin.list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        raise ServiceError(f"Kafka is not reachable at {bootstrap}: start it with `scripts/services.sh start kafka` "
+                           f"(or pass --bootstrap HOST:PORT of a running broker)") from exc
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    """Create ``topic`` (an existing topic is fine)."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        try:
+            future.result(timeout=30)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise ServiceError(f"cannot create topic {topic} on {bootstrap}: {exc}") from exc
+
+
+def monitor_config(topic: str, bootstrap: str, model: str, window_s: int, reference: dict[str, Any],
+                   route: dict[str, Any] | None, group_wait: str = "1s") -> dict[str, Any]:
+    """The monitor config (as a mapping) for the demo model, its topic and its webhook route."""
+    alerting: dict[str, Any] = {"group_wait": group_wait, "min_severity": "moderate", "replay_topic": topic}
+    if route:
+        alerting["routes"] = [route]
+    return {
+        "source": {"topics": [topic], "bootstrap_servers": bootstrap, "group_id": f"driftwarden-{topic}"},
+        "window": {"size": f"{window_s}s", "out_of_orderness": "1s", "idleness": "30s"},
+        "reference": reference,
+        "thresholds": {"min_count": 30},
+        "models": [{"name": model, "features": dict(FEATURE_KINDS)}],
+        "alerting": alerting,
+    }
+
+
+def write_config(path: Path, config: dict[str, Any]) -> Path:
+    """Validate the config as the job will, then write it as YAML."""
+    from schemas.config import MonitorConfig
+
+    MonitorConfig.model_validate(config)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def build_reference(path: Path, config_path: Path, model: str, base_ms: int, window_ms: int, per_window: int,
+                    windows: int) -> int:
+    """Build the reference file from a drift-free training snapshot; return how many events it used."""
+    from jobs.pipeline import drift_policy
+    from jobs.reference_build import build_reference_set
+    from schemas.config import load_config
+    from schemas.events import parse_event
+
+    cfg = load_config(config_path)
+    events = [parse_event(orjson.dumps(d)) for d in training_snapshot(model, base_ms, window_ms, per_window, windows)]
+    build_reference_set(events, cfg, drift_policy(cfg.thresholds)).save(path)
+    return len(events)
+
+
+@dataclass
+class JobProcess:
+    """The streaming job (``driftwarden run``) as a child process in a session of its own."""
+
+    config: Path
+    reference: Path
+    store_url: str
+    checkpoint_dir: Path
+    log_path: Path
+    run_id: str
+    process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        """Start the job on the embedded MiniCluster; its output goes to ``log_path``."""
+        cmd = [sys.executable, "-m", "driftwarden.cli", "run", "--config", str(self.config),
+               "--reference", str(self.reference), "--store-url", self.store_url,
+               "--checkpoint-dir", str(self.checkpoint_dir)]
+        env = {**os.environ, RUN_MARKER_ENV: self.run_id}
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            env=env, start_new_session=True)
+
+    def alive(self) -> bool:
+        """True while the job process runs."""
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """End the job's whole process group: SIGTERM, then SIGKILL after ``grace_s``."""
+        if self.process is None:
+            return
+        pgid = self.process.pid
+        _signal_group(pgid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+        _signal_group(pgid, signal.SIGKILL)  # the JVM and Python workers of the group, whatever the parent did
+        self.process.wait()
+        deadline = time.monotonic() + grace_s
+        while group_alive(pgid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+    def log_tail(self, lines: int = 15) -> str:
+        """The last lines of the job's log."""
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def group_alive(pgid: int) -> bool:
+    """True while any process of group ``pgid`` exists."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def marked_processes(run_id: str) -> list[int]:
+    """PIDs of running processes started by the demo run ``run_id`` (found by their environment)."""
+    needle = f"{RUN_MARKER_ENV}={run_id}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found

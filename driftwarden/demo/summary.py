@@ -1,0 +1,65 @@
+"""The end of the demo: the summary table, the incident's HTML replay report, the replay command."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from driftwarden.demo.outcome import MAX_CATCH_OFFSET, DemoOutcome
+
+FALSE_ALARM_NOTE = ("False alarm = a moderate/major drift verdict on a feature outside the injected ones (or before "
+                    "its change). A 'minor' verdict (significant but small) is not an alarm and is never routed: the "
+                    "gate fires on ~1% of drift-free feature-windows by design and the deep test runs on that same "
+                    "window. Alerts are routed from 'moderate' up.")
+
+
+def print_summary(console: Console, outcome: DemoOutcome) -> None:
+    """Which change was caught and when, false alarms, alerts in the drift-free period, webhooks."""
+    table = Table(title=f"injected changes ({outcome.windows_closed}/{outcome.windows_expected} windows judged)")
+    for col in ("change", "feature", "starts in window", "caught in window", "severity", f"within {MAX_CATCH_OFFSET + 1}"):
+        table.add_column(col)
+    for c in outcome.catches:
+        where = "-" if c.offset is None else f"{c.start_window + c.offset} (start +{c.offset})"
+        table.add_row(c.description, c.feature, str(c.start_window), where, c.severity,
+                      "[green]yes[/]" if c.in_time else "[red]no[/]")
+    console.print(table)
+    alarms = ", ".join(f"{v.feature} {v.severity} (window {v.window})" for v in outcome.false_alarms) or "none"
+    console.print(f"false alarms: {alarms}; minor verdicts on undrifted features: {outcome.minor_elsewhere}")
+    console.print(f"alerts during the drift-free period: {len(outcome.early_alerts) or 'none'}")
+    console.print(f"webhooks: {outcome.webhooks} delivered, {outcome.verified} POSTs signature-verified, "
+                  f"{outcome.rejected} rejected (of {outcome.received} received)")
+    console.print(FALSE_ALARM_NOTE, style="dim")
+    if outcome.passed:
+        console.print("[bold green]demo check passed[/]: every change caught in time, no false alarm")
+    else:
+        console.print("[bold red]demo check failed[/]:\n  " + "\n  ".join(outcome.problems))
+
+
+def replay_report(console: Console, args: list[str], html: Path) -> Path | None:
+    """Write the incident's HTML replay report by calling replay's own command; None when unavailable."""
+    try:
+        from replay.cli import replay_command
+    except ImportError as exc:
+        console.print(f"[yellow]replay report unavailable ({exc}); run the command below once replay/ is installed[/]")
+        return None
+    import typer
+
+    opts = dict(zip(args[2::2], args[3::2]))
+    try:
+        replay_command(topic=opts["--topic"], start=opts["--from"], end=opts["--to"], input_file=None,
+                       reference=Path(opts["--reference"]), config=Path(opts["--config"]), model=None,
+                       features=None, bootstrap=opts["--bootstrap"], report_json=html.with_suffix(".json"),
+                       report_html=html, to_topic=None, pace="max", store=None, progress=False)
+    except typer.Exit:
+        console.print("[yellow]the replay report could not be written (see above)[/]")
+        return None
+    return html if html.exists() else None
+
+
+def print_replay(console: Console, report: Path | None, args: list[str]) -> None:
+    """Where the incident report is, and the command that replays the incident."""
+    console.print(f"incident replay report: {report or 'unavailable'}")
+    console.print(f"replay the incident: [bold]{shlex.join(args)}[/]", highlight=False, soft_wrap=True)
