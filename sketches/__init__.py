@@ -8,7 +8,7 @@ verdict), ``analysis`` (one window, end to end).
 """
 
 from sketches.analysis import FeatureVerdict, analyze_window
-from sketches.calibration import calibrate_thresholds, leave_one_out_scores
+from sketches.calibration import calibrate_thresholds, leave_one_out_scores, score_dof
 from sketches.categorical import CategoricalSketch
 from sketches.deep import DeepResult, benjamini_hochberg, deep_test, missing_rate_pvalue
 from sketches.feature import FEATURE_KINDS, FeatureSketch, copy_sketch, deserialize_sketch, new_sketch
@@ -23,5 +23,5 @@ __all__ = [
     "FeatureVerdict", "GateScores", "GateThresholds", "NumericSketch", "Reference", "ReservoirSample",
     "SCORE_NAMES", "Verdict", "analyze_window", "benjamini_hochberg", "build_feature_reference",
     "calibrate_thresholds", "copy_sketch", "deep_test", "deserialize_sketch", "gate_alarm", "gate_scores",
-    "leave_one_out_scores", "missing_rate_pvalue", "new_sketch", "verdict",
+    "leave_one_out_scores", "missing_rate_pvalue", "new_sketch", "score_dof", "verdict",
 ]

@@ -28,7 +28,8 @@ import numpy as np
 from scipy import stats
 
 from sketches.feature import FeatureSketch, copy_sketch
-from sketches.gate import SCORE_NAMES, GateThresholds, gate_scores, score_names
+from sketches.gate import SCORE_NAMES, GateThresholds, bin_edges, gate_scores, score_names
+from sketches.numeric import NumericSketch
 
 #: Scores that are the same test to second order share one slice of the rate: JS ~ chi2 / (8 ln 2).
 SCORE_FAMILY = {"js": "chi2"}
@@ -62,18 +63,32 @@ def _merged(base: FeatureSketch | None, extra: FeatureSketch | None) -> FeatureS
 
 
 def calibrate_thresholds(null_scores: np.ndarray, kind: str, false_alarm_rate: float,
-                         dof: int = 9) -> GateThresholds:
+                         dof: int | None = None) -> GateThresholds:
     """Thresholds meeting ``false_alarm_rate`` per window, split Bonferroni-style over the scores.
 
-    ``dof``: degrees of freedom of the chi-square-like scores (bins - 1, or categories - 1).
+    ``dof``: degrees of freedom of the chi-square-like scores; pass ``score_dof(merged_sketch, bins)``.
+    When None it is estimated per score from the null scores by moments (2 mean^2 / var, 1..100).
     """
     columns = {name: _column(null_scores, name) for name in score_names(kind)}
     varying = {SCORE_FAMILY.get(name, name) for name, col in columns.items() if col.size > 1 and np.ptp(col) > 0}
     per_score = false_alarm_rate / max(len(varying), 1)
     values = {name: np.inf for name in SCORE_NAMES}
     for name, column in columns.items():
-        values[name] = score_threshold(column, name, per_score, dof)
+        values[name] = score_threshold(column, name, per_score, dof if dof is not None else _moment_dof(column))
     return GateThresholds(**values, source="calibrated")
+
+
+def score_dof(sketch: FeatureSketch, bins: int = 10) -> int:
+    """Degrees of freedom of the chi-square-like scores for a reference: bins - 1, or categories - 1."""
+    if isinstance(sketch, NumericSketch):
+        return max(len(bin_edges(sketch, bins)), 1)
+    return max(len(sketch.frequencies()) - 1, 1)
+
+
+def _moment_dof(column: np.ndarray) -> int:
+    if column.size < 2 or not np.var(column) > 0:
+        return 1
+    return int(np.clip(round(2 * np.mean(column) ** 2 / np.var(column, ddof=1)), 1, 100))
 
 
 def _column(null_scores: np.ndarray, name: str) -> np.ndarray:

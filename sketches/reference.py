@@ -14,10 +14,9 @@ from typing import Any
 import numpy as np
 
 from driftwarden.errors import SerializationError
-from sketches.calibration import calibrate_thresholds, leave_one_out_scores
+from sketches.calibration import calibrate_thresholds, leave_one_out_scores, score_dof
 from sketches.feature import FEATURE_KINDS, FeatureSketch, deserialize_sketch, new_sketch
-from sketches.gate import SCORE_NAMES, GateThresholds, bin_edges
-from sketches.numeric import NumericSketch
+from sketches.gate import SCORE_NAMES, GateThresholds
 from sketches.policy import DriftPolicy
 from sketches.reservoir import ReservoirSample
 from sketches.serialization import KIND_REFERENCE, Reader, Writer
@@ -105,12 +104,6 @@ def build_feature_reference(name: str, kind: str, windows: list[Any], policy: Dr
     if len(windows) < policy.min_windows:
         return FeatureReference(name, kind, merged, sample, GateThresholds.fixed())
     null_scores = leave_one_out_scores(sketches, policy.bins)
-    thresholds = calibrate_thresholds(null_scores, kind, policy.false_alarm_rate, _dof(merged, policy.bins))
+    thresholds = calibrate_thresholds(null_scores, kind, policy.false_alarm_rate, score_dof(merged, policy.bins))
     return FeatureReference(name, kind, merged, sample, thresholds, null_scores)
 
-
-def _dof(sketch: FeatureSketch, bins: int) -> int:
-    """Degrees of freedom of the chi-square-like scores: bins - 1, or categories - 1."""
-    if isinstance(sketch, NumericSketch):
-        return max(len(bin_edges(sketch, bins)), 1)
-    return max(len(sketch.frequencies()) - 1, 1)

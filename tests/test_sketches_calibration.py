@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from sketches import (CategoricalSketch, DriftPolicy, NumericSketch, Reference, build_feature_reference,
-                      gate_alarm, gate_scores)
+                      calibrate_thresholds, gate_alarm, gate_scores, score_dof)
 
 WINDOW = 1000
 CATS, PROBS = list("abcdefgh"), [0.3, 0.2, 0.1, 0.1, 0.1, 0.1, 0.05, 0.05]
@@ -42,6 +42,18 @@ def test_false_alarm_rate_within_binomial_interval(kind: str, make, sketch) -> N
     trials = references * per_reference
     low, high = stats.binom.interval(0.9999, trials, policy.false_alarm_rate)
     assert low <= alarms <= high, f"{alarms} alarms in {trials} windows, want {low}..{high}"
+
+
+def test_degrees_of_freedom_are_estimated_when_not_given() -> None:
+    rng = np.random.default_rng(0)
+    policy = DriftPolicy()
+    for kind, make, dof in [("numeric", lambda: rng.normal(size=1000), 9),
+                            ("categorical", lambda: rng.choice(list("abc"), 1000).tolist(), 2)]:
+        ref = build_feature_reference("f", kind, [make() for _ in range(100)], policy)
+        assert score_dof(ref.sketch, policy.bins) == dof
+        guessed = calibrate_thresholds(ref.null_scores, kind, policy.false_alarm_rate)
+        for name in ("psi", "chi2", "js"):
+            assert getattr(guessed, name) == pytest.approx(getattr(ref.thresholds, name), rel=0.25)
 
 
 def test_few_windows_fall_back_to_fixed_thresholds() -> None:
