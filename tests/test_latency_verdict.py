@@ -127,3 +127,17 @@ def test_per_round_ratios_cancel_drift_that_pooling_would_not() -> None:
     assert abs(eff["p50"]["ratio"] - 1.0) < 0.02
     slower = verdict.effect([[c * 1.3 for c in cand]], [base], 0.05, 2000, 0.95, rng)
     assert slower["verdict"] == verdict.REGRESSION and abs(slower["p50"]["ratio"] - 1.3) < 0.03
+
+
+def test_a_burst_in_one_round_does_not_decide_the_p99() -> None:
+    """Round 5 of one arm is hit by a burst of load: pooled p99 would blame that arm, grouped rounds do not."""
+    rng = np.random.default_rng(3)
+    base = [rng.normal(100, 3, 400) for _ in range(12)]
+    cand = [rng.normal(100, 3, 400) for _ in range(12)]
+    cand[5][:80] *= 20
+    pooled = np.percentile(np.concatenate(cand), 99) / np.percentile(np.concatenate(base), 99)
+    eff = verdict.effect([cand], [base], 0.05, 2000, 0.95, rng)
+    assert pooled > 10
+    assert eff["p99"]["verdict"] == verdict.NO_CHANGE and abs(eff["p99"]["ratio"] - 1) < 0.03
+    everywhere = [c * np.where(np.arange(c.size) < 8, 3.0, 1.0) for c in cand]
+    assert verdict.effect([everywhere], [base], 0.05, 2000, 0.95, rng)["p99"]["verdict"] == verdict.REGRESSION

@@ -4,8 +4,9 @@ Arms run interleaved in rounds, so each round gives one ratio measured under the
 conditions. The p50 estimate is the median of the per-round ratios, and the bootstrap resamples
 those rounds: slow drift of the machine (thermal, a noisy neighbour) moves both arms of a round
 together and cancels in the ratio, where pooling all requests would let it leak into the comparison.
-A p99 needs more requests than a round may hold, so its ratio pools the rounds and its bootstrap
-resamples whole rounds, the same rounds for both arms (see :func:`pooled_ratio`).
+A p99 needs more requests than a short round may hold, so consecutive rounds are grouped until each
+holds enough, and the median is taken over the groups' ratios (see :func:`grouped_ratio`). Pooling
+every round instead would let the one round hit by a burst of load set the pooled p99 of one arm.
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
@@ -26,6 +27,7 @@ IMPROVEMENT = "improvement"
 NO_CHANGE = "no significant change"
 VERDICTS = (REGRESSION, IMPROVEMENT, NO_CHANGE)
 STATS = {"p50": 50.0, "p99": 99.0}
+P99_MIN_SAMPLES = 200  # requests per arm in a group of rounds before its p99 means more than its maximum
 
 
 def bootstrap_ratio(
@@ -66,38 +68,50 @@ def round_stats(chunks: Sequence[np.ndarray], q: float) -> np.ndarray:
     return np.array([np.percentile(c, q) if len(c) else np.nan for c in chunks], dtype=np.float64)
 
 
-def pooled_ratio(
+def grouped_ratio(
     numerators: Sequence[Sequence[np.ndarray]], denominators: Sequence[Sequence[np.ndarray]], q: float,
-    n_boot: int, confidence: float, rng: np.random.Generator, bins: int = 1024,
+    min_samples: int, n_boot: int, confidence: float, rng: np.random.Generator,
 ) -> tuple[float, float, float]:
-    """Ratio of the ``q``-th percentiles of all rounds pooled, with a round-block bootstrap interval.
+    """Median over groups of consecutive rounds of the ``q``-th percentile ratio, with its bootstrap interval.
 
-    A tail percentile needs many requests, more than a round may hold, so rounds are pooled; the
-    bootstrap resamples whole rounds, the same rounds for both arms of a pair, which keeps the
-    interleaving's pairing. Resampled percentiles come from per-round histograms on a shared
-    log-spaced grid (a weight matrix times the histograms), so it is vectorised.
+    A tail percentile needs more requests than a short round may hold, so consecutive rounds are
+    merged until every arm has ``min_samples`` in the group; the ratio is still taken within a
+    group, so a burst of machine load that spoils one group moves one ratio, not the estimate.
     """
-    rounds = len(numerators[0])
-    everything = np.concatenate([c for arm in (*numerators, *denominators) for c in arm]).astype(np.float64)
-    edges = np.geomspace(max(everything.min(), 1.0), everything.max() * 1.000001 + 1.0, bins + 1)
-    idx = rng.integers(0, rounds, size=(n_boot, rounds))
-    weights = (idx[:, :, None] == np.arange(rounds)).sum(axis=1)
-    est_logs, boot_logs = [], []
-    for num, den in zip(numerators, denominators):
-        est_logs.append(np.log(np.percentile(np.concatenate(num), q) / np.percentile(np.concatenate(den), q)))
-        boot_logs.append(np.log(_hist_quantile(weights, num, edges, q) / _hist_quantile(weights, den, edges, q)))
-    boot = np.exp(np.mean(boot_logs, axis=0))
-    alpha = (1.0 - confidence) / 2.0
-    low, high = np.quantile(boot, [alpha, 1.0 - alpha])
-    return float(np.exp(np.mean(est_logs))), float(low), float(high)
+    arms = (*numerators, *denominators)
+    groups = _groups([min(len(arm[r]) for arm in arms) for r in range(len(numerators[0]))], min_samples)
+    if len(groups) < 3:  # too few requests for an interval: report the estimate, claim nothing
+        return _ratio_of(numerators, denominators, q, [sum(groups, [])])[0], float("nan"), float("nan")
+    ratios = np.asarray(_ratio_of(numerators, denominators, q, groups))
+    return bootstrap_ratio(ratios, n_boot, confidence, rng)
 
 
-def _hist_quantile(weights: np.ndarray, chunks: Sequence[np.ndarray], edges: np.ndarray, q: float) -> np.ndarray:
-    """The q-th percentile of each resample (rows of ``weights``: how often each round was drawn)."""
-    hist = np.stack([np.histogram(np.clip(c, edges[0], edges[-1]), edges)[0] for c in chunks]).astype(np.float64)
-    cum = np.cumsum(weights @ hist, axis=1)
-    pos = np.argmax(cum >= cum[:, -1:] * (q / 100.0), axis=1)
-    return np.sqrt(edges[pos] * edges[pos + 1])
+def _groups(counts: Sequence[int], min_samples: int) -> list[list[int]]:
+    """Consecutive round indices merged until each group holds ``min_samples`` (a short tail joins the last)."""
+    groups: list[list[int]] = [[]]
+    total = 0
+    for r, n in enumerate(counts):
+        groups[-1].append(r)
+        total += n
+        if total >= min_samples:
+            groups.append([])
+            total = 0
+    if not groups[-1]:
+        groups.pop()
+    elif len(groups) > 1:
+        groups[-2].extend(groups.pop())
+    return groups
+
+
+def _ratio_of(numerators, denominators, q: float, groups: list[list[int]]) -> list[float]:
+    """Geometric mean over pairs of the q-th percentile ratio, one value per group of rounds."""
+    out = []
+    for group in groups:
+        logs = [np.log(np.percentile(np.concatenate([n[r] for r in group]), q)
+                       / np.percentile(np.concatenate([d[r] for r in group]), q))
+                for n, d in zip(numerators, denominators)]
+        out.append(float(np.exp(np.mean(logs))))
+    return out
 
 
 def effect(
@@ -106,20 +120,34 @@ def effect(
 ) -> dict:
     """Ratio numerator/denominator of p50 (median of per-round ratios) and p99 (pooled rounds).
 
+    The verdict says "changed" if either interval clears the tolerance, so each interval is built
+    at the Bonferroni level that keeps the pair's false-alarm rate within ``1 - confidence``.
+
     ``numerators[k]`` and ``denominators[k]`` are the per-round latency chunks of two arms that
     differ only in the factor under test (e.g. candidate vs baseline, both on reference inputs);
     several pairs are combined by the geometric mean of their ratios.
     """
+    level = family_level(confidence, len(STATS))
     logs = [np.log(round_stats(n, 50.0) / round_stats(d, 50.0)) for n, d in zip(numerators, denominators)]
     intervals = {
-        "p50": bootstrap_ratio(np.exp(np.mean(logs, axis=0)), n_boot, confidence, rng),
-        "p99": pooled_ratio(numerators, denominators, 99.0, n_boot, confidence, rng),
+        "p50": bootstrap_ratio(np.exp(np.mean(logs, axis=0)), n_boot, level, rng),
+        "p99": grouped_ratio(numerators, denominators, 99.0, P99_MIN_SAMPLES, n_boot, level, rng),
     }
     out: dict = {name: {"ratio": est, "ci_low": low, "ci_high": high, "verdict": classify(low, high, tolerance)}
                  for name, (est, low, high) in intervals.items()}
     out["verdict"] = combine([out[name]["verdict"] for name in STATS])
+    out["ci_level"] = level
     out["rounds"] = int(len(numerators[0])) if numerators else 0
     return out
+
+
+def family_level(confidence: float, tests: int) -> float:
+    """Bonferroni: the level of each of ``tests`` intervals so that their joint verdict keeps ``confidence``.
+
+    >>> family_level(0.95, 2)
+    0.975
+    """
+    return 1.0 - (1.0 - confidence) / tests
 
 
 def attribute(model_verdict: str, input_verdict: str | None) -> str:
