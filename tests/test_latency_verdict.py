@@ -141,3 +141,12 @@ def test_a_burst_in_one_round_does_not_decide_the_p99() -> None:
     assert eff["p99"]["verdict"] == verdict.NO_CHANGE and abs(eff["p99"]["ratio"] - 1) < 0.03
     everywhere = [c * np.where(np.arange(c.size) < 8, 3.0, 1.0) for c in cand]
     assert verdict.effect([everywhere], [base], 0.05, 2000, 0.95, rng)["p99"]["verdict"] == verdict.REGRESSION
+
+
+def test_p99_without_enough_requests_claims_nothing() -> None:
+    rng = np.random.default_rng(4)
+    base = [rng.normal(100, 3, 20) for _ in range(10)]
+    eff = verdict.effect([[b * 2 for b in base]], [base], 0.05, 2000, 0.95, rng)
+    assert np.isnan(eff["p99"]["ci_low"]) and eff["p99"]["verdict"] == verdict.NO_CHANGE
+    assert eff["p99"]["ratio"] == pytest.approx(2.0)
+    assert eff["p50"]["verdict"] == verdict.REGRESSION and eff["verdict"] == verdict.REGRESSION

@@ -143,4 +143,6 @@ def print_summary(report: dict, console: Console) -> None:
 def _ci(r: dict) -> str:
     if r["ratio"] is None:
         return "n/a"
+    if r["ci_low"] is None or r["ci_high"] is None:
+        return f"{r['ratio']:.3f} [no CI: too few requests]"
     return f"{r['ratio']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
