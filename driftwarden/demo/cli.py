@@ -39,7 +39,8 @@ def demo(
                               show_default=True),
     check: bool = typer.Option(False, "--check/--no-check", help="Exit 1 unless every change is caught within two "
                                "windows with no false alarm and every webhook verified.", show_default=True),
-    run_dir: Path = typer.Option(REPO / ".run" / "demo", help="Each run writes a folder here.", show_default=True),
+    run_dir: Path = typer.Option(REPO / ".run" / "demo", help="Each run writes a folder here.",
+                                 show_default=".run/demo in the repository"),
     settle_timeout: float = typer.Option(120.0, help="Seconds to wait, after the last event, for the job to judge "
                                          "the last windows.", show_default=True),
 ) -> None:
@@ -55,10 +56,12 @@ def demo(
     run, outcome = run_demo(opts, console)
     print_summary(console, outcome)
     args = run.replay_args()
+    t0 = time.monotonic()
     try:
         report = replay_report(console, args, run.dir / "incident.html")
     except KeyboardInterrupt:
         report = None
+    run.timings["replay_s"] = time.monotonic() - t0
     print_replay(console, report, args)
     console.print(f"summary: {run.write_summary(outcome, report)}")
     if check and not outcome.passed:

@@ -89,4 +89,4 @@ def window_line(window: int, verdicts: list[Verdict], schedule: Schedule) -> str
 
 def print_line(console: Console, text: str) -> None:
     """Print one plain progress line."""
-    console.print(text, highlight=False, soft_wrap=True)
+    console.print(text, highlight=False, markup=False, soft_wrap=True)

@@ -106,6 +106,9 @@ class DemoRun:
         self.started = time.monotonic()
         self.interrupted = False
         self._receiver_stopped = False
+        self.timings: dict[str, float] = {}
+        self.engine = None
+        self._t0 = time.monotonic()
 
     # -- set up ---------------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -116,7 +119,7 @@ class DemoRun:
         base = datetime.fromtimestamp(self.gen.base_ms / 1000, tz=timezone.utc).isoformat()
         self.console.print(view.schedule_table(self.schedule, base, self.opts.window_s, self.opts.speed))
         self.console.print(f"{self.gen.per_window} events per window; a change is 'caught' when its feature gets a "
-                           f"moderate/major verdict within 2 windows of its start. Run folder: {self.dir}")
+                           f"moderate/major verdict within 2 windows of its start. Run folder: {self.dir}", soft_wrap=True)
         self.receiver = DemoReceiver([os.environ[SECRET_ENV]], on_webhook=self._on_webhook,
                                      on_reject=lambda why: self.webhook_lines.append(f"REJECTED: {why}")).start()
         create_topic(self.opts.bootstrap, self.topic, self.opts.partitions)
@@ -125,11 +128,14 @@ class DemoRun:
         reference = {"mode": "file", "path": str(self.dir / "reference.dwref")}
         self.config_path = write_config(self.dir / "monitor.yaml", monitor_config(
             self.topic, self.opts.bootstrap, self.gen.model, self.opts.window_s, reference, route))
+        from driftwarden.store import make_engine
+
+        self.engine = make_engine(self.store_url)  # tables made here, once: the job and worker would race
         t0 = time.monotonic()
         used = build_reference(self.dir / "reference.dwref", self.config_path, self.gen.model, self.gen.base_ms,
                                self.gen.window_ms, self.gen.per_window, self.opts.reference_windows)
         self.console.print(f"reference: {used:,} drift-free training events in {self.opts.reference_windows} windows "
-                           f"({time.monotonic() - t0:.1f} s) -> {self.dir / 'reference.dwref'}")
+                           f"({time.monotonic() - t0:.1f} s) -> {self.dir / 'reference.dwref'}", soft_wrap=True)
 
     def _on_webhook(self, webhook: Webhook) -> None:
         self.webhook_lines.extend(webhook.describe().splitlines())
@@ -142,13 +148,14 @@ class DemoRun:
                               self.dir / "checkpoints", self.dir / "job.log", self.run_id)
         self.job.start()
         self.console.print(f"streaming job started on the embedded MiniCluster (pid {self.job.process.pid}); "
-                           f"log: {self.job.log_path}")
+                           f"log: {self.job.log_path}", soft_wrap=True)
         self._spawn("delivery-worker", self._deliver)
         tail = math.ceil(self.gen.per_window * 2500 / self.gen.window_ms)  # moves the watermark past the last window
         self.producer = PacedProducer(self.opts.bootstrap, self.topic, self.gen, self.opts.rate,
                                       self.schedule.windows * self.gen.per_window + tail)
         self._spawn("producer", self.producer.run)
         self.started = time.monotonic()
+        self.timings["prepare_s"] = self.started - self._t0
 
     def _spawn(self, name: str, target) -> None:
         def guarded() -> None:
@@ -175,9 +182,6 @@ class DemoRun:
     # -- watch ----------------------------------------------------------------------------------
     def watch(self) -> None:
         """Show progress until every window is judged (or the settle timeout after the last event)."""
-        from driftwarden.store import make_engine
-
-        self.engine = make_engine(self.store_url)
         if self.opts.live:
             with Live(console=self.console, refresh_per_second=2, transient=False) as live:
                 self._loop(lambda snap: live.update(view.render(snap, self.schedule)))
@@ -190,6 +194,8 @@ class DemoRun:
         while True:
             snap = self.snapshot()
             show(snap)
+            if snap.windows_closed and "first_window_s" not in self.timings:
+                self.timings["first_window_s"] = snap.elapsed_s
             self._raise_failures()
             if snap.windows_closed >= self.schedule.windows:
                 return
@@ -223,7 +229,8 @@ class DemoRun:
     def _print_windows(self, snap: view.Snapshot, printed: set[int]) -> None:
         for window in sorted({v.window for v in snap.verdicts} - printed):
             printed.add(window)
-            view.print_line(self.console, view.window_line(window, snap.verdicts, self.schedule))
+            line = view.window_line(window, snap.verdicts, self.schedule)
+            view.print_line(self.console, f"[{snap.elapsed_s:4.0f}s] {line}")
 
     def settle_alerts(self, timeout_s: float = 20.0) -> None:
         """Wait until the outbox of this run's route is sealed and delivered (or ``timeout_s``)."""
@@ -260,7 +267,7 @@ class DemoRun:
         """Evaluate the run from the store and the receiver."""
         from driftwarden.store import make_engine
 
-        engine = getattr(self, "engine", None) or make_engine(self.store_url)
+        engine = self.engine or make_engine(self.store_url)
         rows = verdicts(engine, self.gen.model, self.gen.base_ms, self.gen.window_ms, self.schedule.windows)
         closed = closed_windows(engine, self.gen.model, self.gen.base_ms, self.gen.window_ms, self.schedule.windows)
         r = self.receiver
@@ -289,8 +296,15 @@ class DemoRun:
         """Write summary.json (what the test reads) into the run folder."""
         doc = {"run_id": self.run_id, "topic": self.topic, "model": self.gen.model, "store_url": self.store_url,
                "windows": self.schedule.windows, "events_per_window": self.gen.per_window,
-               "clean_windows": self.schedule.clean_windows, "report_html": str(report) if report else None,
-               "replay_command": " ".join(self.replay_args()), "elapsed_s": time.monotonic() - self.started,
+               "clean_windows": self.schedule.clean_windows, "window0_ms": self.gen.base_ms,
+               "window_ms": self.gen.window_ms, "route": self.route,
+               "webhook_alerts": [{"webhook_id": w.webhook_id, "status": a.get("status"),
+                                   "window_start": a.get("window", {}).get("start"),
+                                   "features": [f.get("name") for f in a.get("features", [])]}
+                                  for w in (self.receiver.webhooks if self.receiver else []) for a in w.alerts],
+               "report_html": str(report) if report else None,
+               "replay_command": " ".join(self.replay_args()), "timings": self.timings,
+               "elapsed_s": time.monotonic() - self._t0,
                "job_pgid": self.job.process.pid if self.job and self.job.process else None,
                **outcome.to_dict()}
         path = self.dir / "summary.json"
@@ -306,7 +320,9 @@ def run_demo(opts: DemoOptions, console: Console) -> tuple[DemoRun, DemoOutcome]
         demo.prepare()
         demo.start()
         demo.watch()
+        demo.timings["windows_s"] = time.monotonic() - demo.started
         demo.settle_alerts()
+        demo.timings["alerts_settled_s"] = time.monotonic() - demo.started
     except KeyboardInterrupt:
         demo.interrupted = True
         console.print("[yellow]interrupted: shutting everything down[/]")

@@ -124,6 +124,7 @@ class StreamGenerator:
             raise ValueError("per_window and window_ms must be positive")
         self.model, self.base_ms, self.window_ms, self.per_window = model, base_ms, window_ms, per_window
         self.schedule, self.seed, self.cyclic = schedule, seed, cyclic
+        self._cache: tuple[int, list[dict]] = (-1, [])
 
     def event_ms(self, index: int) -> int:
         """Event time (epoch ms) of event ``index``."""
@@ -138,20 +139,35 @@ class StreamGenerator:
         return self.base_ms + window * self.window_ms
 
     def events(self, start: int, count: int) -> list[dict]:
-        """Events ``start .. start + count - 1`` as contract-shaped dicts."""
-        rng = np.random.default_rng([self.seed, start])
-        index = np.arange(start, start + count)
-        windows = index // self.per_window
+        """Events ``start .. start + count - 1`` as contract-shaped dicts (the same whatever the batching)."""
+        out: list[dict] = []
+        index, end = start, start + count
+        while index < end:
+            window = index // self.per_window
+            first = window * self.per_window
+            upto = min(end, first + self.per_window)
+            out.extend(self._window_events(window)[index - first:upto - first])
+            index = upto
+        return out
+
+    def _window_events(self, window: int) -> list[dict]:
+        """All events of one window, drawn from a generator seeded by (seed, window); the last one is cached."""
+        if self._cache[0] == window:
+            return self._cache[1]
+        rng = np.random.default_rng([self.seed, window])
+        start, count = window * self.per_window, self.per_window
+        windows = np.full(count, window)
         columns = {name: self._numeric(rng, name, draw, missing, windows) for name, (draw, missing) in NUMERIC.items()}
         columns.update({name: self._categorical(rng, name, cats, probs, windows)
                         for name, (cats, probs) in CATEGORICAL.items()})
         names = list(columns)
-        rows = zip(*(columns[n] for n in names))
         score = rng.uniform(0, 1, count).round(4).tolist()
-        return [{"event_time": rfc3339(self.event_ms(int(i))), "model": self.model,
-                 "request_id": f"req-{self.seed}-{int(i)}", "prediction": score[k],
-                 "features": dict(zip(names, row))}
-                for k, (i, row) in enumerate(zip(index, rows))]
+        events = [{"event_time": rfc3339(self.event_ms(start + k)), "model": self.model,
+                   "request_id": f"req-{self.seed}-{start + k}", "prediction": score[k],
+                   "features": dict(zip(names, row))}
+                  for k, row in enumerate(zip(*(columns[n] for n in names)))]
+        self._cache = (window, events)
+        return events
 
     def _mask(self, kind: str, windows: np.ndarray) -> np.ndarray:
         """Which rows (by window) are under the change of ``kind``."""

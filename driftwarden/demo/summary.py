@@ -23,7 +23,7 @@ def print_summary(console: Console, outcome: DemoOutcome) -> None:
         table.add_column(col)
     for c in outcome.catches:
         where = "-" if c.offset is None else f"{c.start_window + c.offset} (start +{c.offset})"
-        table.add_row(c.description, c.feature, str(c.start_window), where, c.severity,
+        table.add_row(c.kind, c.feature, str(c.start_window), where, c.severity,
                       "[green]yes[/]" if c.in_time else "[red]no[/]")
     console.print(table)
     alarms = ", ".join(f"{v.feature} {v.severity} (window {v.window})" for v in outcome.false_alarms) or "none"

@@ -1,0 +1,205 @@
+"""``driftwarden demo``: the generator and schedule, the receiver, the Kafka error, and the short demo end to end.
+
+The end-to-end test runs the real demo (Kafka, the embedded Flink job, the delivery worker, the
+receiver) in its short ``--check`` mode as a subprocess, then judges it from the demo's store and
+summary.json, not only from the demo's own verdict.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import orjson
+import pytest
+from sqlalchemy import select
+
+from alerting.signing import signature_headers
+from driftwarden.demo.receiver import DemoReceiver
+from driftwarden.demo.scenario import (CATEGORICAL, FEATURE_KINDS, NEW_CATEGORY_VALUE, NUMERIC, StreamGenerator,
+                                       make_schedule)
+from driftwarden.demo.stack import RUN_MARKER_ENV, marked_processes
+from schemas.events import parse_event, parse_event_time
+
+REPO = Path(__file__).resolve().parent.parent
+T0 = 1_767_225_600_000
+SECRET = "whsec_" + base64.b64encode(b"demo-test-secret-0123456789abcdef").decode()
+
+
+def test_generator_makes_contract_events_in_aligned_windows_with_the_scheduled_changes():
+    """>= 20 numeric + 5 categorical features; window w holds exactly per_window events; changes start on time."""
+    assert len(NUMERIC) >= 20 and len(CATEGORICAL) >= 5
+    schedule = make_schedule(10)
+    gen = StreamGenerator("m", T0, 10_000, 400, schedule)
+    events = gen.events(0, 10 * 400)
+    assert all(parse_event(orjson.dumps(e), FEATURE_KINDS).model == "m" for e in events[::97])
+    per_window = Counter(gen.window_of(e) for e in events)
+    assert per_window == {w: 400 for w in range(10)}
+    assert all(parse_event_time(events[w * 400]["event_time"]) == T0 + w * 10_000 for w in range(10))
+    by_change = {c.kind: c for c in schedule.changes}
+    assert schedule.clean_windows >= 2 and min(c.start_window for c in schedule.changes) == schedule.clean_windows
+    assert max(c.start_window for c in schedule.changes) + 2 <= schedule.windows
+
+    def share(window: int, test) -> float:
+        rows = [e["features"] for e in events if gen.window_of(e) == window]
+        return sum(map(test, rows)) / len(rows)
+
+    cat = by_change["new category"].start_window
+    assert share(cat - 1, lambda f: f["device_type"] == NEW_CATEGORY_VALUE) == 0
+    assert share(cat, lambda f: f["device_type"] == NEW_CATEGORY_VALUE) > 0.15
+    miss = by_change["missing values"].start_window
+    assert share(miss - 1, lambda f: f["bureau_score"] is None) < 0.08
+    assert share(miss, lambda f: f["bureau_score"] is None) > 0.25
+    shift = by_change["mean shift"].start_window
+    mean = lambda w: sum(e["features"]["credit_score"] for e in events if gen.window_of(e) == w) / 400  # noqa: E731
+    assert mean(shift - 1) - mean(shift) > 30
+
+
+def test_generator_is_deterministic_in_batches():
+    """The same events whatever the batch sizes the producer happens to use."""
+    whole = StreamGenerator("m", T0, 10_000, 100, make_schedule(8), seed=3).events(0, 250)
+    gen = StreamGenerator("m", T0, 10_000, 100, make_schedule(8), seed=3)
+    batches = gen.events(0, 30) + gen.events(30, 120) + gen.events(150, 1) + gen.events(151, 99)
+    assert batches == whole
+    assert [e["request_id"] for e in whole] == [f"req-3-{i}" for i in range(250)]
+
+
+def test_receiver_accepts_signed_webhooks_once_and_rejects_forged_ones():
+    """A good signature is counted (a redelivery once); a wrong secret or no signature is refused."""
+    import httpx
+
+    receiver = DemoReceiver([SECRET]).start()
+    try:
+        body = json.dumps({"status": "firing", "alerts": [{"status": "firing", "window": {"start": "x"}}]}).encode()
+        good = signature_headers("msg_1", body, [base64.b64decode(SECRET[6:])])
+        forged = signature_headers("msg_2", body, [b"not-the-secret"])
+        codes = [httpx.post(receiver.url, content=body, headers=h).status_code
+                 for h in (good, good, forged, {"webhook-id": "msg_3"})]
+    finally:
+        receiver.stop()
+    assert codes == [200, 200, 401, 401]
+    assert (receiver.received, receiver.verified, receiver.rejected, receiver.duplicates) == (4, 2, 2, 1)
+    assert [w.webhook_id for w in receiver.webhooks] == ["msg_1"]
+
+
+def test_demo_without_kafka_says_how_to_start_it(tmp_path):
+    """No broker: exit 1 and the command that starts Kafka, before anything is started."""
+    done = subprocess.run([sys.executable, "-m", "driftwarden.cli", "demo", "--bootstrap", "127.0.0.1:9",
+                           "--no-live", "--run-dir", str(tmp_path)], capture_output=True, text=True, timeout=120,
+                          cwd=REPO)
+    assert done.returncode == 1
+    assert "scripts/services.sh start kafka" in done.stderr + done.stdout
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.services
+@pytest.mark.slow
+@pytest.mark.timeout(480)
+def test_short_demo_catches_every_change_in_time_without_false_alarm(kafka_bootstrap, tmp_path):
+    """Every change caught within two windows, no alert for the drift-free windows, all webhooks verified,
+    nothing left running."""
+    env = {**os.environ, "DRIFTWARDEN_WEBHOOK_SECRET": SECRET}
+    proc = subprocess.Popen([sys.executable, "-m", "driftwarden.cli", "demo", "--duration", "24", "--speed", "5",
+                             "--rate", "2000", "--no-live", "--check", "--bootstrap", kafka_bootstrap,
+                             "--run-dir", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=env, cwd=REPO)
+    try:
+        output, _ = proc.communicate(timeout=420)
+    except subprocess.TimeoutExpired:
+        proc.terminate()  # the demo shuts its own children down on SIGTERM
+        output, _ = proc.communicate(timeout=60)
+        pytest.fail(f"the short demo ran past 420 s:\n{output[-3000:]}")
+    summaries = list(tmp_path.glob("*/summary.json"))
+    assert len(summaries) == 1, output[-3000:]
+    s = json.loads(summaries[0].read_text())
+
+    leftovers = marked_processes(s["run_id"])
+    assert leftovers == [], f"processes of the demo still running: {leftovers}"
+    with pytest.raises(ProcessLookupError):
+        os.killpg(s["job_pgid"], 0)
+
+    assert proc.returncode == 0, output[-4000:]
+    assert s["windows_closed"] == s["windows"] >= 8
+    assert {c["kind"] for c in s["catches"]} == {"mean shift", "variance change", "new category", "missing values"}
+    for c in s["catches"]:
+        assert c["offset"] is not None and 0 <= c["offset"] <= 1, f"{c['kind']} caught late or never: {c}"
+
+    rows = _store_rows(s["store_url"], s["model"])
+    starts = {c["feature"]: c["start_window"] for c in s["catches"]}
+    index = lambda ms: (ms - s["window0_ms"]) // s["window_ms"]  # noqa: E731
+    false_alarms = [(f, index(ms), sev) for f, ms, sev in rows
+                    if sev in ("moderate", "major") and index(ms) < starts.get(f, s["windows"])]
+    assert false_alarms == []
+    assert len({index(ms) for _, ms, _ in rows}) == s["windows"]
+
+    first_change_ms = s["window0_ms"] + min(starts.values()) * s["window_ms"]
+    alerts = s["webhook_alerts"]
+    assert alerts, "no alert reached the receiver"
+    early = [a for a in alerts if parse_event_time(a["window_start"]) < first_change_ms]
+    assert early == [], f"alerts for drift-free windows: {early}"
+
+    deliveries = _deliveries(s["store_url"], s["route"])
+    assert deliveries and all(status == "sent" for status in deliveries), deliveries
+    assert s["received"] == s["verified"] == len(deliveries) and s["rejected"] == 0
+
+
+def _store_rows(url: str, model: str) -> list[tuple[str, int, str]]:
+    from driftwarden.store import make_engine
+    from schemas.tables import window_results
+
+    engine = make_engine(url, create=False)
+    with engine.connect() as conn:
+        rows = conn.execute(select(window_results.c.feature, window_results.c.window_start, window_results.c.severity)
+                            .where(window_results.c.model == model)).all()
+    engine.dispose()
+    return [(f, _ms(ws), sev) for f, ws, sev in rows]
+
+
+def _deliveries(url: str, route: str) -> list[str]:
+    from driftwarden.store import make_engine
+    from schemas.alert_tables import alert_deliveries
+
+    engine = make_engine(url, create=False)
+    with engine.connect() as conn:
+        statuses = list(conn.execute(select(alert_deliveries.c.status).where(alert_deliveries.c.route == route))
+                        .scalars())
+    engine.dispose()
+    return statuses
+
+
+def _ms(moment) -> int:
+    from datetime import timezone
+
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return int(moment.timestamp() * 1000)
+
+
+def test_marker_finds_a_marked_child_and_not_after_it_ends():
+    """The leftover check sees a running child carrying the run marker, and nothing once it has exited."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                             env={**os.environ, RUN_MARKER_ENV: "test-marker-run"})
+    try:
+        assert marked_processes("test-marker-run") == [child.pid]
+    finally:
+        child.kill()
+        child.wait()
+    assert marked_processes("test-marker-run") == []
+
+
+def test_compose_monitor_config_matches_the_generator():
+    """deploy/demo/monitor.yaml watches exactly what `demo produce` publishes, with a valid alert route."""
+    from alerting.rules import parse_rules
+    from schemas.config import load_config
+
+    cfg = load_config(REPO / "deploy/demo/monitor.yaml")
+    assert dict(cfg.model("credit-risk").features) == FEATURE_KINDS
+    assert cfg.window.size_ms == 10_000 and cfg.source.topics == ["features"]
+    rules = parse_rules(cfg.alerting)
+    assert rules.min_severity == "moderate" and rules.routes[0].secret_env == "DRIFTWARDEN_WEBHOOK_SECRET"
+    assert cfg.reference.mode == "warmup" and cfg.reference.warmup_windows <= make_schedule(30).clean_windows
