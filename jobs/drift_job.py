@@ -24,7 +24,7 @@ from jobs.source import kafka_source_ddl
 from jobs.udfs import analyze_window_udf, dead_letter_udf, reject_reason_udf, summarize_udaf
 from schemas.config import MonitorConfig, load_config
 
-EVENT_MS = "COALESCE(DW_EVENT_MILLIS(JSON_VALUE(CAST(`value` AS STRING), '$.event_time')), 0)"
+EVENT_MS = "COALESCE(DW_EVENT_MILLIS(`value`), 0)"
 
 
 def register(t_env, config: MonitorConfig, store_url: str, reference_path: str | None, bounded: bool) -> None:
@@ -40,7 +40,7 @@ def register(t_env, config: MonitorConfig, store_url: str, reference_path: str |
     size = config.window.size_ms
     t_env.execute_sql(f"""CREATE TEMPORARY VIEW checked AS
 SELECT `value`, `topic`, `partition`, `offset`, et, {EVENT_MS} AS event_ms,
-       JSON_VALUE(CAST(`value` AS STRING), '$.model') AS model, dw_reject_reason(`value`) AS reason
+       DW_MODEL(`value`) AS model, dw_reject_reason(`value`) AS reason
 FROM events""")
     # late: the event's window has already fired (its last millisecond is at or below the watermark)
     t_env.execute_sql(f"""CREATE TEMPORARY VIEW classified AS

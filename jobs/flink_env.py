@@ -12,6 +12,7 @@ JAR_DIR = Path(os.environ.get("DRIFTWARDEN_CACHE_DIR", REPO / ".cache")) / "jars
 CONNECTOR_JAR = "flink/flink-sql-connector-kafka-5.0.0-2.2.jar"
 UDF_JAR = "udf/driftwarden-flink-udf.jar"
 EVENT_MILLIS_UDF = "dev.driftwarden.flink.EventTimeMillis"
+EVENT_MODEL_UDF = "dev.driftwarden.flink.EventModel"
 
 
 def job_jars() -> list[str]:
@@ -57,6 +58,7 @@ def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, i
     settings = EnvironmentSettings.in_streaming_mode() if streaming else EnvironmentSettings.in_batch_mode()
     t_env = StreamTableEnvironment.create(env, environment_settings=settings)
     t_env.create_java_temporary_system_function("DW_EVENT_MILLIS", EVENT_MILLIS_UDF)
+    t_env.create_java_temporary_system_function("DW_MODEL", EVENT_MODEL_UDF)
     return env, t_env
 
 

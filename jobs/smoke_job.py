@@ -28,13 +28,13 @@ def build_smoke_insert(t_env, source: SourceConfig, store_url: str, window_ms: i
     return f"""
 INSERT INTO done
 SELECT dw_store_window_counts(model, first_ms, events) FROM (
-  SELECT JSON_VALUE(CAST(`value` AS STRING), '$.model') AS model,
-         MIN(DW_EVENT_MILLIS(JSON_VALUE(CAST(`value` AS STRING), '$.event_time'))) AS first_ms,
+  SELECT DW_MODEL(`value`) AS model,
+         MIN(DW_EVENT_MILLIS(`value`)) AS first_ms,
          COUNT(*) AS events
   FROM events
-  WHERE DW_EVENT_MILLIS(JSON_VALUE(CAST(`value` AS STRING), '$.event_time')) IS NOT NULL
-    AND JSON_VALUE(CAST(`value` AS STRING), '$.model') IS NOT NULL
-  GROUP BY JSON_VALUE(CAST(`value` AS STRING), '$.model'), TUMBLE(et, INTERVAL '{seconds}' SECOND)
+  WHERE DW_EVENT_MILLIS(`value`) IS NOT NULL
+    AND DW_MODEL(`value`) IS NOT NULL
+  GROUP BY DW_MODEL(`value`), TUMBLE(et, INTERVAL '{seconds}' SECOND)
 )"""
 
 

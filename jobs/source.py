@@ -1,6 +1,6 @@
 """The Kafka source table: raw JSON values, their Kafka coordinates, event time and watermark.
 
-Event time is computed in Java (``DW_EVENT_MILLIS`` over ``JSON_VALUE``) so that Flink pushes
+Event time is computed in Java (``DW_EVENT_MILLIS``, one streaming pass over the bytes) so that Flink pushes
 the watermark into the Kafka source and keeps one watermark per partition; a Python UDF here
 would force one watermark after the source and drop the slower partition's events as late.
 Events whose time cannot be parsed get epoch 0 (they are rejected by validation downstream).
@@ -45,7 +45,7 @@ def kafka_source_ddl(
   `topic` STRING METADATA VIRTUAL,
   `partition` INT METADATA VIRTUAL,
   `offset` BIGINT METADATA VIRTUAL,
-  `et` AS TO_TIMESTAMP_LTZ(COALESCE(DW_EVENT_MILLIS(JSON_VALUE(CAST(`value` AS STRING), '$.event_time')), 0), 3),
+  `et` AS TO_TIMESTAMP_LTZ(COALESCE(DW_EVENT_MILLIS(`value`), 0), 3),
   WATERMARK FOR `et` AS `et` - INTERVAL '{out_of_orderness_ms / 1000:.3f}' SECOND
 ) WITH (
   {with_clause}

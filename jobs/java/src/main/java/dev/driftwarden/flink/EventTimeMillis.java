@@ -7,14 +7,19 @@ import java.time.format.DateTimeParseException;
 import org.apache.flink.table.functions.ScalarFunction;
 
 /**
- * Epoch milliseconds of an event's {@code event_time} field as {@code JSON_VALUE} returns it:
- * an epoch-ms number or an RFC 3339 timestamp with an offset. Returns null when the value is
- * missing, malformed or outside 2000..2100, mirroring {@code schemas/events.py::parse_event_time};
- * such events are rejected by the Python validation and never reach a window.
+ * Epoch milliseconds of an event's {@code event_time} field: an epoch-ms number or an RFC 3339
+ * timestamp with an offset. Takes the raw event bytes (one streaming pass, see {@link Envelope}) or
+ * the field's text. Returns null when the value is missing, malformed or outside 2000..2100,
+ * mirroring {@code schemas/events.py::parse_event_time}; such events are rejected by the Python
+ * validation and never reach a window.
  */
 public class EventTimeMillis extends ScalarFunction {
     static final long MIN_EVENT_MS = 946_684_800_000L;
     static final long MAX_EVENT_MS = 4_102_444_800_000L;
+
+    public Long eval(byte[] value) {
+        return eval(Envelope.parse(value).eventTime);
+    }
 
     public Long eval(String text) {
         if (text == null || text.isEmpty()) {
