@@ -1,9 +1,9 @@
 """Run the streaming job's per-window pipeline over replayed records.
 
 Records go through the same steps, in the same code, as in ``jobs/drift_job.py``: validation
-(``parse_event`` + configured kinds), event-time windows with per-partition watermarks and late
-events, :func:`jobs.pipeline.summarize_window` on each fired window's events in canonical
-coordinate order, then :func:`jobs.pipeline.analyze_summary` against the reference the live job
+(``validate_event`` with the configured kinds), event-time windows with per-partition watermarks
+and late events, :func:`jobs.pipeline.summarize_raw` on each fired window's raw values with their
+coordinates (it orders them canonically, as in the live job's aggregate), then :func:`jobs.pipeline.analyze_summary` against the reference the live job
 would use. Only the transport differs: records come from a file or a bounded topic read.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from alerting.records import WindowReport
-from jobs.pipeline import WindowSummary, analyze_summary, summarize_window
+from jobs.pipeline import WindowSummary, analyze_summary, summarize_raw
 from replay.ordering import PartitionMerger
 from replay.records import RawRecord
 from replay.setup import ReplaySetup
@@ -126,7 +126,7 @@ class Replayer:
 
     def _accept(self, partition: int, record: RawRecord, event: Event) -> None:
         keep = self.setup.wants(event.model)
-        on_time = self._windower.add(partition, record.coordinates, event, keep)
+        on_time = self._windower.add(partition, record.coordinates, event, record.value, keep)
         if self._sink is not None:
             self._sink(record, event.event_ms)
         if not keep:
@@ -158,8 +158,9 @@ class Replayer:
         model_config = self.setup.config.model(window.model)
         if model_config is None:  # not monitored: counted, not sketched (as in the live job)
             return WindowSummary(window.model, window.start_ms, window.start_ms + window_ms,
-                                 events=len(window.features))
-        return summarize_window(window.model, window.start_ms, window_ms, window.ordered_features(), model_config)
+                                 events=len(window.values))
+        return summarize_raw(window.model, window.start_ms, window_ms, window.values, window.coordinates,
+                             model_config)
 
     def _note_first_drift(self, report: WindowReport, summary: WindowSummary, reference: Reference) -> None:
         for outcome in report.features:

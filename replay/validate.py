@@ -1,7 +1,7 @@
 """Validate raw records exactly as the streaming job does (see ``jobs.udfs.reject_reason``).
 
-An event is parsed with :func:`schemas.events.parse_event`; when its model is monitored its
-features must also have the configured kinds. Events of models that are not monitored are valid
+An event is parsed with :func:`schemas.events.validate_event`; when its model is monitored its
+features must also have the configured kinds (checked in the same single pass). Events of models that are not monitored are valid
 (counted, windowed, not sketched), as in the live job.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from driftwarden.errors import InvalidEventError
 from replay.records import RawRecord
 from schemas.config import MonitorConfig
-from schemas.events import Event, check_feature_kinds, parse_event
+from schemas.events import Event, validate_event
 
 #: Longest detail kept per rejected record in a report.
 DETAIL_CHARS = 300
@@ -32,34 +32,15 @@ class Rejection:
 
 
 class Validator:
-    """Turns raw records into events, or rejections naming what is wrong.
-
-    Fast path: the event is parsed once with the kinds of the model seen last (one pass over the
-    features instead of two). When the event turns out to be of another model, or fails, it is
-    checked again exactly as ``jobs.udfs.reject_reason`` does, so verdicts and reasons are the same.
-    """
+    """Turns raw records into events, or rejections naming what is wrong (the live job's rule)."""
 
     def __init__(self, config: MonitorConfig) -> None:
-        self._kinds = {m.name: dict(m.features) for m in config.models}
-        self._guess: str | None = None
+        # the same lookup as jobs.udfs.feature_kinds_lookup (not imported: that module loads PyFlink)
+        self._kinds_of = {m.name: dict(m.features) for m in config.models}.get
 
     def check(self, record: RawRecord) -> Event | Rejection:
         """The event of a valid record, else its Rejection."""
         try:
-            event = parse_event(record.value, self._kinds.get(self._guess))
-        except InvalidEventError:
-            return self._exact(record)
-        if event.model != self._guess:
-            return self._exact(record)
-        return event
-
-    def _exact(self, record: RawRecord) -> Event | Rejection:
-        try:
-            event = parse_event(record.value)
-            kinds = self._kinds.get(event.model)
-            if kinds is not None:
-                check_feature_kinds(event.features, kinds)
+            return validate_event(record.value, self._kinds_of)
         except InvalidEventError as exc:
             return Rejection(record, exc.reason, exc.detail)
-        self._guess = event.model
-        return event

@@ -21,19 +21,12 @@ from schemas.events import Event
 
 @dataclass
 class OpenWindow:
-    """The on-time events of one (model, window) so far, with their coordinates."""
+    """The on-time events of one (model, window) so far: raw values and their coordinates."""
 
     model: str
     start_ms: int
     coordinates: list = field(default_factory=list)
-    features: list = field(default_factory=list)
-
-    def ordered_features(self) -> list[dict]:
-        """Feature maps in canonical coordinate order (topic, partition, offset) or (file, line)."""
-        if all(a < b for a, b in zip(self.coordinates, self.coordinates[1:])):
-            return self.features
-        order = sorted(range(len(self.coordinates)), key=self.coordinates.__getitem__)
-        return [self.features[i] for i in order]
+    values: list = field(default_factory=list)
 
 
 class Windower:
@@ -53,14 +46,15 @@ class Windower:
         """The current combined watermark (epoch ms; -inf before any event, inf at the end)."""
         return self._watermark
 
-    def add(self, partition: int, coordinates: tuple, event: Event, keep: bool = True) -> bool:
-        """Window the event (when ``keep``) and advance the watermark; False when the event is late."""
+    def add(self, partition: int, coordinates: tuple, event: Event, value: bytes = b"", keep: bool = True) -> bool:
+        """Window the event's raw value (when ``keep``) and advance the watermark; False when late."""
         start = window_start(event.event_ms, self.window_ms)
         on_time = start + self.window_ms - 1 > self._watermark
         if keep:
             if on_time:
-                self._window(event.model, start).coordinates.append(coordinates)
-                self._open[(start, event.model)].features.append(event.features)
+                window = self._window(event.model, start)
+                window.coordinates.append(coordinates)
+                window.values.append(value)
             else:
                 self.late_by_window[(event.model, start)] += 1
         self._advance(partition, event.event_ms - self.out_of_orderness_ms)

@@ -33,17 +33,36 @@ def _write_jsonl(path, events, extra=()):
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
-    """A reference file and a 10-minute stream drifting after 5 minutes, in three formats."""
+    """Reference events (raw and built) and a 10-minute stream drifting after 5 minutes, in two formats.
+
+    150 events per window keep the window sketches exact (KLL k=200 compacts, at random, only
+    above 200 values) and one built reference is shared: reports of the same events are then equal.
+    """
     folder = tmp_path_factory.mktemp("replay")
-    reference = _write_jsonl(folder / "ref.jsonl", incident_events(6000, T0 - 3_600_000, 100, None, seed=1))
-    events = list(incident_events(3000, T0, 200, DRIFT, seed=2))
-    stream = _write_jsonl(folder / "stream.jsonl", events[:1500], BAD_LINES)
+    raw_reference = _write_jsonl(folder / "ref.jsonl", incident_events(6000, T0 - 3_600_000, 100, None, seed=1))
+    reference = _built(raw_reference, folder / "ref.dwref")
+    events = list(incident_events(1500, T0, 400, DRIFT, seed=2))
+    stream = _write_jsonl(folder / "stream.jsonl", events[:750], BAD_LINES)
     with open(stream, "ab") as handle:
-        for e in events[1500:]:
+        for e in events[750:]:
             handle.write(orjson.dumps(e) + b"\n")
     gz = folder / "stream.jsonl.gz"
     gz.write_bytes(gzip.compress(stream.read_bytes()))
-    return {"folder": folder, "reference": reference, "jsonl": stream, "gz": gz, "events": events}
+    return {"folder": folder, "reference": reference, "raw_reference": raw_reference, "jsonl": stream, "gz": gz,
+            "events": events}
+
+
+def _built(raw, path):
+    """Build a reference file from raw events, as `driftwarden reference build` does."""
+    from driftwarden.event_files import load_events
+    from jobs.pipeline import drift_policy
+    from jobs.reference_build import build_reference_set, infer_feature_kinds
+    from replay.setup import default_config
+
+    events, _ = load_events(raw)
+    config = default_config(infer_feature_kinds(events))
+    build_reference_set(events, config, drift_policy(config.thresholds)).save(path)
+    return path
 
 
 def replay(*args):
@@ -66,9 +85,9 @@ def _verdicts(doc):
 def test_report_follows_the_schema_and_finds_the_drift(files):
     doc = report_of(files, files["jsonl"])
     validate_report(doc)
-    assert doc["counts"] == {"read": 3003, "valid": 3000, "rejected": 3, "late": 0, "windowed": 3000,
+    assert doc["counts"] == {"read": 1503, "valid": 1500, "rejected": 3, "late": 0, "windowed": 1500,
                              "filtered_out": 0}
-    assert len(doc["windows"]) == 10 and all(w["events"] == 300 for w in doc["windows"])
+    assert len(doc["windows"]) == 10 and all(w["events"] == 150 for w in doc["windows"])
     first = {(e["feature"]): e["window_start"] for e in doc["first_drift"]}
     drift_start = doc["windows"][5]["window_start"]
     assert first == {"x0": drift_start, "c0": drift_start}, first
@@ -87,7 +106,7 @@ def test_schema_rejects_a_broken_report(files):
 def test_malformed_records_are_listed_with_file_and_line(files):
     doc = report_of(files, files["jsonl"])
     listed = [(r["line"], r["reason"]) for r in doc["rejected"]]
-    assert listed == [(1501, "bad_event_time"), (1502, "not_json"), (1503, "type_mismatch:x0")]
+    assert listed == [(751, "bad_event_time"), (752, "not_json"), (753, "type_mismatch:x0")]
     assert all(r["file"] == str(files["jsonl"]) for r in doc["rejected"])
 
 
@@ -110,24 +129,17 @@ def test_without_config_kinds_come_from_the_reference_and_defaults_apply(files):
     assert kinds == {"x0": "numeric", "x1": "numeric", "c0": "categorical"}
 
 
-def test_built_reference_file_gives_the_same_verdicts_as_raw_reference_events(files, tmp_path):
-    from driftwarden.event_files import load_events
-    from jobs.pipeline import drift_policy
-    from jobs.reference_build import build_reference_set
-    from replay.setup import default_config
-    from jobs.reference_build import infer_feature_kinds
-
-    events, _ = load_events(files["reference"])
-    config = default_config(infer_feature_kinds(events))
-    built = tmp_path / "ref.dwref"
-    build_reference_set(events, config, drift_policy(config.thresholds)).save(built)
-    out = tmp_path / "built.json"
-    result = replay("--input", files["jsonl"], "--reference", built, "--report-json", out)
+def test_raw_reference_events_give_the_same_drift_as_the_built_reference_file(files, tmp_path):
+    out = tmp_path / "raw.json"
+    result = replay("--input", files["jsonl"], "--reference", files["raw_reference"], "--report-json", out)
     assert result.exit_code == 0, result.output
-    doc = orjson.loads(out.read_bytes())
-    drifted = {(w["window_start"], f["name"]) for w in doc["windows"] for f in w["features"] if f["drifted"]}
-    raw = report_of(files, files["jsonl"])
-    assert drifted == {(w["window_start"], f["name"]) for w in raw["windows"] for f in w["features"] if f["drifted"]}
+    raw = orjson.loads(out.read_bytes())
+    built = report_of(files, files["jsonl"])
+
+    def drifted(doc):
+        return {(w["window_start"], f["name"]) for w in doc["windows"] for f in w["features"] if f["drifted"]}
+
+    assert drifted(raw) == drifted(built) and len(drifted(built)) == 10
 
 
 def test_feature_filter_keeps_only_the_named_features(files):
@@ -137,14 +149,14 @@ def test_feature_filter_keeps_only_the_named_features(files):
 
 
 def test_model_filter_counts_other_models_apart(files, tmp_path):
-    other = [{**e, "model": "other"} for e in files["events"][:100]]
+    other = [{**e, "model": "other"} for e in files["events"][:100]]  # events of a model not monitored
     stream = _write_jsonl(tmp_path / "two-models.jsonl", files["events"] + other)
     out = tmp_path / "m.json"
     result = replay("--input", stream, "--reference", files["reference"], "--model", "fraud-v3", "--report-json", out)
     assert result.exit_code == 0, result.output
     doc = orjson.loads(out.read_bytes())
     assert {w["model"] for w in doc["windows"]} == {"fraud-v3"}
-    assert doc["counts"]["filtered_out"] == 100 and doc["counts"]["read"] == 3000
+    assert doc["counts"]["filtered_out"] == 100 and doc["counts"]["read"] == 1500
     assert doc["counts"]["read"] == doc["counts"]["valid"] + doc["counts"]["rejected"]
 
 

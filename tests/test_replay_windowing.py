@@ -30,7 +30,7 @@ def test_an_event_for_a_fired_window_is_late_and_counted():
     assert [x.start_ms for x in w.fired()] == [T0]
     assert not w.add(0, (3,), ev(59 * S))
     assert w.late_by_window == {("m", T0): 1}
-    assert [len(x.features) for x in w.flush()] == [2]
+    assert [len(x.values) for x in w.flush()] == [2]
 
 
 def test_the_slowest_partition_holds_the_watermark_back_until_it_finishes():
@@ -43,11 +43,13 @@ def test_the_slowest_partition_holds_the_watermark_back_until_it_finishes():
     assert [x.start_ms - T0 for x in w.fired()] == [0]
 
 
-def test_window_events_come_out_in_canonical_coordinate_order():
+def test_a_window_keeps_each_raw_value_with_its_coordinates():
     w = Windower(60 * S, 0, [0, 1])
-    w.add(1, ("t", 1, 0), Event("m", T0 + 1, {"x": 1.0}))
-    w.add(0, ("t", 0, 5), Event("m", T0 + 2, {"x": 2.0}))
-    assert [f["x"] for f in w.flush()[0].ordered_features()] == [2.0, 1.0]
+    w.add(1, ("t", 1, 0), Event("m", T0 + 1, {"x": 1.0}), b"one")
+    w.add(0, ("t", 0, 5), Event("m", T0 + 2, {"x": 2.0}), b"two")
+    w.add(0, ("t", 0, 6), Event("m", T0 + 3, {"x": 2.0}), b"other", keep=False)
+    (window,) = w.flush()
+    assert list(zip(window.coordinates, window.values)) == [(("t", 1, 0), b"one"), (("t", 0, 5), b"two")]
 
 
 @settings(max_examples=50, deadline=None)
