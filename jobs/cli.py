@@ -50,6 +50,10 @@ def run_command(
     from schemas.config import load_config
 
     cfg = load_config(config)
+    if cfg.alerting:
+        from alerting.rules import parse_rules
+
+        parse_rules(cfg.alerting, str(config))  # a bad alerting section fails here, before the job starts
     url = _absolute_sqlite(resolve_store_url(store_url or cfg.store_url))
     ref = str(reference.resolve()) if reference else (cfg.reference.path if cfg.reference.mode == "file" else None)
     if cfg.reference.mode == "file" and not ref:
@@ -82,7 +86,7 @@ def _serve_metrics(url: str, port: int) -> None:
     from driftwarden.store import make_engine
 
     registry = CollectorRegistry()
-    registry.register(StoreCollector(make_engine(url)))
+    registry.register(StoreCollector(make_engine(url), min_interval_s=5))  # a scrape reads the store
     serve_metrics(port, registry)
     console.print(f"metrics on http://127.0.0.1:{port}/metrics")
 

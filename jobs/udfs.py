@@ -87,14 +87,14 @@ class AnalyzeWindow(ScalarFunction):
         self.reference_path = reference_path
 
     def open(self, function_context: FunctionContext) -> None:
-        from alerting.rules import AlertRules
+        from alerting.rules import parse_rules
         from driftwarden.store import make_engine
         from jobs.pipeline import drift_policy
         from jobs.references import ReferenceSet, StoredReferences
 
         self.engine = make_engine(self.store_url, create=False)
         self.policy = drift_policy(self.config.thresholds)
-        self.rules = AlertRules.model_validate(self.config.alerting) if self.config.alerting else None
+        self.rules = parse_rules(self.config.alerting) if self.config.alerting else None
         self.file_references = ReferenceSet.load(self.reference_path) if self.reference_path else None
         self.stored_references = StoredReferences(self.config, self.policy)
 
