@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from driftwarden.errors import SerializationError, SketchError
 from sketches._values import as_float_array, count_strings, is_string_input
@@ -58,6 +59,9 @@ class ReservoirSample:
         return self
 
     def _clean(self, values: Any) -> np.ndarray:
+        if isinstance(values, (pa.Array, pa.ChunkedArray)) and is_string_input(values):
+            self._set_kind("str")  # a typed Arrow string column cannot mix types
+            return np.asarray(values.drop_null().to_numpy(zero_copy_only=False), dtype=object)
         if is_string_input(values):
             count_strings(values, self.name)  # raises SketchError on mixed types
             self._set_kind("str")
