@@ -14,7 +14,7 @@ from typing import Iterator
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import Connection, Engine, and_, func, select
+from sqlalchemy import Connection, Engine, and_, case, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from schemas.alert_tables import alert_deliveries, alerts
@@ -92,18 +92,22 @@ class StoreCollector(Collector):
     def _window_counts(self, conn: Connection) -> Iterator[Metric]:
         closed = CounterMetricFamily("driftwarden_windows_closed", "Windows closed and written", labels=["model"])
         events = CounterMetricFamily("driftwarden_window_events", "Events counted in closed windows", labels=["model"])
+        checked = CounterMetricFamily("driftwarden_windows_deep_checked",
+                                      "Windows whose gate fired so that the deep check ran", labels=["model"])
         wc = window_counts.c
-        for model, n, total in conn.execute(select(
-                wc.model, func.count(), func.coalesce(func.sum(wc.events), 0)).group_by(wc.model)):
+        deep = func.coalesce(func.sum(case((wc.deep_checked, 1), else_=0)), 0)
+        for model, n, total, n_deep in conn.execute(select(
+                wc.model, func.count(), func.coalesce(func.sum(wc.events), 0), deep).group_by(wc.model)):
             closed.add_metric([model], n)
             events.add_metric([model], total)
+            checked.add_metric([model], n_deep)
         latest = GaugeMetricFamily("driftwarden_latest_window_events", "Events in the latest closed window",
                                    labels=["model"])
         newest = select(wc.model, func.max(wc.window_start).label("ws")).group_by(wc.model).subquery()
         for model, n in conn.execute(select(wc.model, wc.events).join(
                 newest, and_(wc.model == newest.c.model, wc.window_start == newest.c.ws))):
             latest.add_metric([model], n)
-        yield from (closed, events, latest)
+        yield from (closed, events, checked, latest)
 
     def _window_results(self, conn: Connection) -> Iterator[Metric]:
         alarms = CounterMetricFamily("driftwarden_gate_alarms", "Windows where the cheap gate alarmed",

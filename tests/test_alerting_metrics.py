@@ -44,6 +44,7 @@ def test_store_collector_reads_counts_scores_and_rejections(engine) -> None:
     assert value("driftwarden_store_up") == 1
     assert value("driftwarden_windows_closed_total", {"model": "fraud"}) == 3
     assert value("driftwarden_window_events_total", {"model": "fraud"}) == 600
+    assert value("driftwarden_windows_deep_checked_total", {"model": "fraud"}) == 1  # fraction: 1 of 3 windows
     assert value("driftwarden_late_events_total", {"model": "fraud"}) == 2  # from dead_letters, the durable record
     assert value("driftwarden_latest_window_events", {"model": "fraud"}) == 300
     assert value("driftwarden_gate_alarms_total", {"model": "fraud", "feature": "amount"}) == 2
