@@ -46,15 +46,59 @@ def run_smoke(topic: str, bootstrap: str, store_url: str, parallelism: int = 1) 
     t_env.execute_sql(build_smoke_insert(t_env, source, store_url)).wait()
 
 
+def produce_smoke_events(topic: str, bootstrap: str, count: int) -> None:
+    """Create ``topic`` (2 partitions) if needed and publish ``count`` events of three models."""
+    import time
+
+    import orjson
+    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # keep a reference until the futures resolve
+    for future in admin.create_topics([NewTopic(topic, 2, 1)]).values():
+        try:
+            future.result(30)
+        except KafkaException as exc:
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    start = int(time.time() * 1000) - count * 5
+    for i in range(count):
+        event = {"event_time": start + i * 5, "model": f"model-{i % 3}", "features": {"x": i % 17 / 17}}
+        producer.produce(topic, orjson.dumps(event))
+        if i % 5000 == 0:
+            producer.poll(0)
+    producer.flush(30)
+
+
+def print_counts(store_url: str) -> None:
+    """Print what the smoke job stored: windows and events per model."""
+    from sqlalchemy import func, select
+
+    from schemas.tables import window_counts
+
+    with make_engine(store_url).connect() as conn:
+        rows = conn.execute(select(window_counts.c.model, func.count(), func.sum(window_counts.c.events))
+                            .group_by(window_counts.c.model).order_by(window_counts.c.model)).all()
+    for model, windows, events in rows:
+        print(f"  {model}: {events} events in {windows} windows of 10 s")
+    print(f"results in {store_url} (table window_counts)")
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Command line of the smoke job (used by `flink run -py` and by tests)."""
+    """Command line of the smoke job (used by `flink run -py`, `make smoke` and tests)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topic", required=True)
     parser.add_argument("--bootstrap", default="127.0.0.1:59092")
     parser.add_argument("--store-url", required=True)
     parser.add_argument("--parallelism", type=int, default=1)
+    parser.add_argument("--produce", type=int, default=0, help="first publish this many events to the topic")
     args = parser.parse_args(argv)
+    if args.produce:
+        produce_smoke_events(args.topic, args.bootstrap, args.produce)
     run_smoke(args.topic, args.bootstrap, args.store_url, args.parallelism)
+    if args.produce:
+        print_counts(args.store_url)
 
 
 if __name__ == "__main__":
