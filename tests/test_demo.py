@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -146,6 +147,31 @@ def test_short_demo_catches_every_change_in_time_without_false_alarm(kafka_boots
     deliveries = _deliveries(s["store_url"], s["route"])
     assert deliveries and all(status == "sent" for status in deliveries), deliveries
     assert s["received"] == s["verified"] == len(deliveries) and s["rejected"] == 0
+
+
+@pytest.mark.services
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_ctrl_c_mid_run_stops_job_worker_receiver_and_producer(kafka_bootstrap, tmp_path):
+    """SIGINT once the job judges windows: exit 130, a summary of what was seen, no process of the run left."""
+    proc = subprocess.Popen([sys.executable, "-m", "driftwarden.cli", "demo", "--duration", "60", "--no-live",
+                             "--bootstrap", kafka_bootstrap, "--run-dir", str(tmp_path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "200"}, cwd=REPO)
+    seen = []
+    for line in proc.stdout:  # the first judged window: the JVM and its Python workers are all up
+        seen.append(line)
+        if line.startswith("[") and "window" in line:
+            break
+    assert proc.poll() is None, "".join(seen[-30:])
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=200)
+    assert proc.returncode == 130, output[-3000:]
+    assert "interrupted: shutting everything down" in output
+    s = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
+    assert "interrupted before the end" in s["problems"] and s["windows_closed"] < s["windows"]
+    assert marked_processes(s["run_id"]) == []
+    with pytest.raises(ProcessLookupError):
+        os.killpg(s["job_pgid"], 0)
 
 
 def _store_rows(url: str, model: str) -> list[tuple[str, int, str]]:

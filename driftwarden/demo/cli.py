@@ -63,7 +63,9 @@ def demo(
         report = None
     run.timings["replay_s"] = time.monotonic() - t0
     print_replay(console, report, args)
-    console.print(f"summary: {run.write_summary(outcome, report)}")
+    console.print(f"summary: {run.write_summary(outcome, report)}", soft_wrap=True)
+    if run.interrupted:
+        raise typer.Exit(130)
     if check and not outcome.passed:
         raise typer.Exit(1)
 

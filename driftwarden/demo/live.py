@@ -38,7 +38,7 @@ def _latest(verdicts: list[Verdict]) -> tuple[int | None, dict[str, Verdict]]:
 
 
 def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
+    return "-" if value is None else f"{value:.2f}"
 
 
 def render(snap: Snapshot, schedule: Schedule) -> Group:
@@ -54,14 +54,15 @@ def render(snap: Snapshot, schedule: Schedule) -> Group:
         (f"  rejected {snap.webhooks_rejected}" if snap.webhooks_rejected else "", "bold red"))
     changes = {c.feature: c for c in schedule.changes}
     table = Table(title=f"latest closed window: {'-' if window is None else window}", expand=False, box=None)
-    for col in ("feature", "kind", "gate psi", "gate ks", "gate alarm", "deep verdict", "injected"):
-        table.add_column(col)
+    for col in ("feature", "psi", "ks", "gate", "verdict", "injected"):
+        table.add_column(col, no_wrap=True)
     for name, kind in FEATURE_KINDS.items():
         v = latest.get(name)
         change = changes.get(name)
-        injected = f"{change.kind} from window {change.start_window}" if change else ""
+        injected = f"{change.kind} @w{change.start_window}" if change else ""
         sev = v.severity if v else "-"
-        table.add_row(name, kind[:3], _num(v.gate_psi if v else None), _num(v.gate_ks if v else None),
+        label = name if kind == "numeric" else f"{name} (cat)"
+        table.add_row(label, _num(v.gate_psi if v else None), _num(v.gate_ks if v else None),
                       "ALARM" if v and v.alarm else "", Text(sev, style=_STYLE.get(sev, "")), injected)
     alerts = Text("\n".join(snap.recent_alerts[-4:]) or "no alert yet", style="green")
     return Group(head, table, Panel(alerts, title="webhooks received (verified)", expand=False))

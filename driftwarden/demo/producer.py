@@ -39,7 +39,7 @@ class PacedProducer:
         self.error: str | None = None
 
     def _on_error(self, err) -> None:
-        if err.fatal() or err.code() in (-195, -187):  # _ALL_BROKERS_DOWN, _TRANSPORT: say so, keep retrying
+        if err.fatal():  # transient errors (a dropped connection) are retried by librdkafka itself
             self.error = f"Kafka producer: {err.str()}"
 
     def stop(self) -> None:

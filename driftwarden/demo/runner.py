@@ -221,7 +221,8 @@ class DemoRun:
         rows = verdicts(self.engine, self.gen.model, self.gen.base_ms, self.gen.window_ms, self.schedule.windows)
         closed = closed_windows(self.engine, self.gen.model, self.gen.base_ms, self.gen.window_ms,
                                 self.schedule.windows)
-        phase = "job starting" if not closed else "running" if not self.producer.done else "flushing last windows"
+        phase = ("waiting for the job's first window (MiniCluster start-up; Kafka keeps the events)" if not closed
+                 else "running" if not self.producer.done else "judging the last windows")
         return view.Snapshot(phase, time.monotonic() - self.started, self.producer.sent,
                              self.producer.events_per_second(), len(closed), rows, self.receiver.verified,
                              self.receiver.rejected, list(self.webhook_lines))
@@ -316,6 +317,7 @@ def run_demo(opts: DemoOptions, console: Console) -> tuple[DemoRun, DemoOutcome]
     """Run the whole demo; on Ctrl-C or SIGTERM shut everything down and judge what was seen."""
     demo = DemoRun(opts, console)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with SIGINT ignored
     try:
         demo.prepare()
         demo.start()
@@ -329,6 +331,7 @@ def run_demo(opts: DemoOptions, console: Console) -> tuple[DemoRun, DemoOutcome]
     finally:
         demo.shutdown()
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
     return demo, demo.judge()
 
 

@@ -19,11 +19,11 @@ FALSE_ALARM_NOTE = ("False alarm = a moderate/major drift verdict on a feature o
 def print_summary(console: Console, outcome: DemoOutcome) -> None:
     """Which change was caught and when, false alarms, alerts in the drift-free period, webhooks."""
     table = Table(title=f"injected changes ({outcome.windows_closed}/{outcome.windows_expected} windows judged)")
-    for col in ("change", "feature", "starts in window", "caught in window", "severity", f"within {MAX_CATCH_OFFSET + 1}"):
-        table.add_column(col)
+    for col in ("change", "feature", "starts", "caught in", "severity", f"within {MAX_CATCH_OFFSET + 1}"):
+        table.add_column(col, no_wrap=True)
     for c in outcome.catches:
-        where = "-" if c.offset is None else f"{c.start_window + c.offset} (start +{c.offset})"
-        table.add_row(c.kind, c.feature, str(c.start_window), where, c.severity,
+        where = "-" if c.offset is None else f"w{c.start_window + c.offset} (+{c.offset})"
+        table.add_row(c.kind, c.feature, f"w{c.start_window}", where, c.severity,
                       "[green]yes[/]" if c.in_time else "[red]no[/]")
     console.print(table)
     alarms = ", ".join(f"{v.feature} {v.severity} (window {v.window})" for v in outcome.false_alarms) or "none"
