@@ -14,7 +14,7 @@ from replay.latency.options import BenchOptions
 
 torch = pytest.importorskip("torch")
 
-SHORT = dict(min_duration_s=0.3, min_count=100, rounds=10, warmup=10, memory_iterations=0, threads=1)
+SHORT = dict(min_duration_s=0.3, min_count=100, warmup=10, memory_iterations=0, threads=1)
 
 
 @pytest.fixture(scope="module")

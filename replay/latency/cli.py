@@ -50,7 +50,7 @@ def bench_command(
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.", show_default=True)] = "auto",
     min_count: Annotated[int, typer.Option(help="Minimum requests per arm and cell.", show_default=True)] = 100,
     min_duration: Annotated[float, typer.Option(help="Minimum seconds per arm and cell.", show_default=True)] = 10.0,
-    rounds: Annotated[int, typer.Option(help="Interleaved rounds (the bootstrap resamples rounds).", show_default=True)] = 10,
+    rounds: Annotated[int, typer.Option(help="Interleaved rounds (the bootstrap resamples rounds).", show_default=True)] = 20,
     warmup: Annotated[int, typer.Option(help="Untimed warm-up requests per arm.", show_default=True)] = 10,
     tolerance: Annotated[float, typer.Option(help="Ratio change that counts: regression needs CI above 1+tolerance.", show_default=True)] = 0.05,
     confidence: Annotated[float, typer.Option(help="Bootstrap confidence level.", show_default=True)] = 0.95,

@@ -26,7 +26,7 @@ class BenchOptions:
     device: str = "auto"
     min_count: int = 100
     min_duration_s: float = 10.0
-    rounds: int = 10
+    rounds: int = 20
     warmup: int = 10
     tolerance: float = 0.05
     confidence: float = 0.95
