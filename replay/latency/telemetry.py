@@ -28,9 +28,13 @@ _REASON_NAMES = {
 
 
 class Telemetry:
-    """NVML sampler for one GPU; ``available`` is False (with ``reason``) wherever NVML cannot be used."""
+    """NVML sampler for one GPU; ``available`` is False (with ``reason``) wherever NVML cannot be used.
 
-    def __init__(self, device: str, interval_s: float = DEFAULT_INTERVAL_S) -> None:
+    ``nvml`` is the NVML binding (default: the ``pynvml`` module of nvidia-ml-py); tests on machines
+    without a GPU pass a stand-in with the same functions.
+    """
+
+    def __init__(self, device: str, interval_s: float = DEFAULT_INTERVAL_S, nvml: Any = None) -> None:
         self.available = False
         self.reason = ""
         self._interval = interval_s
@@ -40,7 +44,7 @@ class Telemetry:
         self._reasons: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._open(device)
+        self._open(device, nvml)
 
     def start(self) -> "Telemetry":
         """Start sampling in a daemon thread (a no-op when unavailable)."""
@@ -72,19 +76,20 @@ class Telemetry:
         return {"status": "ok", "samples": max((len(v) for v in self._samples.values()), default=0),
                 "interval_s": self._interval, "metrics": metrics, "clock_event_reasons": dict(self._reasons)}
 
-    def _open(self, device: str) -> None:
+    def _open(self, device: str, nvml: Any) -> None:
         if not device.startswith("cuda"):
             self.reason = f"device is {device}: no GPU is benchmarked"
             return
         try:
-            import pynvml
+            if nvml is None:
+                import pynvml as nvml
 
-            pynvml.nvmlInit()
-            self._handle = _handle_for(pynvml, device)
+            nvml.nvmlInit()
+            self._handle = _handle_for(nvml, device)
         except Exception as exc:  # noqa: BLE001 - NVMLError subclasses, ImportError, torch errors: all mean "unavailable"
             self.reason = f"NVML unavailable: {type(exc).__name__}: {exc}"
             return
-        self._nvml = pynvml
+        self._nvml = nvml
         self.available = True
 
     def _loop(self) -> None:
@@ -118,17 +123,17 @@ class Telemetry:
             return None
 
 
-def _handle_for(pynvml: Any, device: str) -> Any:
+def _handle_for(nvml: Any, device: str) -> Any:
     """The NVML handle of the torch device, matched by PCI bus id (CUDA_VISIBLE_DEVICES reorders indices)."""
-    import torch
+    index = int(device.split(":")[1]) if ":" in device else 0
+    try:
+        import torch
 
-    index = torch.device(device).index or 0
-    props = torch.cuda.get_device_properties(index)
-    bus = getattr(props, "pci_bus_id", None)
-    if bus is None:
-        return pynvml.nvmlDeviceGetHandleByIndex(index)
-    pci = f"{getattr(props, 'pci_domain_id', 0):08X}:{bus:02X}:{getattr(props, 'pci_device_id', 0):02X}.0"
-    return pynvml.nvmlDeviceGetHandleByPciBusId(pci)
+        props = torch.cuda.get_device_properties(index)
+        pci = f"{props.pci_domain_id:08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
+        return nvml.nvmlDeviceGetHandleByPciBusId(pci)
+    except Exception:  # noqa: BLE001 - no PCI id from torch, or hidden from NVML in a sandbox: use the index
+        return nvml.nvmlDeviceGetHandleByIndex(index)
 
 
 def _event_reasons(nv: Any, handle: Any) -> int:
