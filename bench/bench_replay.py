@@ -148,24 +148,28 @@ def replay_topic_timed(topic: str, n: int, reference: Path) -> tuple[int, Clock]
 
 
 def stages(path: Path, reference: Path) -> None:
-    """Where a file replay's time goes: validation alone, then summarize_window alone, per stage."""
-    from jobs.pipeline import summarize_window, window_start
+    """Where a file replay's time goes: validation alone, then summarize_raw alone (both shared code)."""
+    from jobs.pipeline import summarize_raw, window_start
     from replay.file_input import read_file
     from replay.setup import load_setup
     from replay.validate import Validator
 
     setup = load_setup(None, reference, None, None)
     validator, windows = Validator(setup.config), {}
+    records = list(read_file(path))
     with Clock() as clock:
-        events = [validator.check(r) for r in read_file(path)]
-    line("  stage: read+validate", len(events), clock)
-    for e in events:
-        windows.setdefault(window_start(e.event_ms, WINDOW_MS), []).append(e.features)
+        events = [validator.check(r) for r in records]
+    line("  stage: validate_event", len(events), clock)
+    for record, event in zip(records, events):
+        window = windows.setdefault(window_start(event.event_ms, WINDOW_MS), ([], []))
+        window[0].append(record.value)
+        window[1].append(record.coordinates)
+    del records, events
     model = setup.config.models[0]
     with Clock() as clock:
-        for ws, maps in windows.items():
-            summarize_window(model.name, ws, WINDOW_MS, maps, model)
-    line("  stage: summarize_window", len(events), clock)
+        for ws, (values, coordinates) in windows.items():
+            summarize_raw(model.name, ws, WINDOW_MS, values, coordinates, model)
+    line("  stage: summarize_raw", sum(len(v) for v, _ in windows.values()), clock)
 
 
 def line(label: str, count: int, clock: Clock) -> float:

@@ -17,6 +17,8 @@ from replay.setup import ReplaySetup
 from schemas.events import rfc3339
 
 FILE_BATCH = 5000
+#: A full garbage collection every this many batches (about 1,000,000 records).
+GC_EVERY_BATCHES = 200
 
 
 def replay_file(path: Path, setup: ReplaySetup, progress: ReplayProgress,
@@ -49,9 +51,11 @@ def replay_topic(bootstrap: str, topic: str, start_ms: int, end_ms: int, setup: 
 
 def _drive(replayer: Replayer, batches: Iterable[list[RawRecord]], progress: ReplayProgress) -> None:
     with gc_paused():
-        for batch in batches:
+        for number, batch in enumerate(batches, start=1):
             replayer.feed(batch)
             progress.update(replayer.outcome.counts["read"], replayer.event_time_covered)
+            if number % GC_EVERY_BATCHES == 0:
+                gc.collect()  # free any cycles now and then: a long replay must not grow without bound
 
 
 @contextmanager
