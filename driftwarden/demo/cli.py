@@ -48,7 +48,7 @@ def demo(
     if ctx.invoked_subcommand is not None:
         return
     from driftwarden.demo.runner import DemoOptions, run_demo
-    from driftwarden.demo.summary import print_replay, print_summary, replay_report
+    from driftwarden.demo.summary import print_replay, print_summary, replay_report, write_summary
 
     console = Console()
     opts = DemoOptions(bootstrap, store_url, duration, speed, rate, window, partitions, reference_windows, live,
@@ -63,7 +63,7 @@ def demo(
         report = None
     run.timings["replay_s"] = time.monotonic() - t0
     print_replay(console, report, args)
-    console.print(f"summary: {run.write_summary(outcome, report)}", soft_wrap=True)
+    console.print(f"summary: {write_summary(run, outcome, report)}", soft_wrap=True)
     if run.interrupted:
         raise typer.Exit(130)
     if check and not outcome.passed:

@@ -9,7 +9,6 @@ them and kills the job's process group, so nothing is left running.
 from __future__ import annotations
 
 import base64
-import json
 import math
 import os
 import secrets
@@ -108,7 +107,7 @@ class DemoRun:
         self._receiver_stopped = False
         self.timings: dict[str, float] = {}
         self.engine = None
-        self._t0 = time.monotonic()
+        self.created = time.monotonic()
 
     # -- set up ---------------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -155,7 +154,7 @@ class DemoRun:
                                       self.schedule.windows * self.gen.per_window + tail)
         self._spawn("producer", self.producer.run)
         self.started = time.monotonic()
-        self.timings["prepare_s"] = self.started - self._t0
+        self.timings["prepare_s"] = self.started - self.created
 
     def _spawn(self, name: str, target) -> None:
         def guarded() -> None:
@@ -292,25 +291,6 @@ class DemoRun:
         return ["driftwarden", "replay", "--topic", self.topic, "--from", start, "--to", end,
                 "--bootstrap", self.opts.bootstrap, "--reference", str(self.dir / "reference.dwref"),
                 "--config", str(self.config_path), "--report-html", str(self.dir / "incident.html")]
-
-    def write_summary(self, outcome: DemoOutcome, report: Path | None) -> Path:
-        """Write summary.json (what the test reads) into the run folder."""
-        doc = {"run_id": self.run_id, "topic": self.topic, "model": self.gen.model, "store_url": self.store_url,
-               "windows": self.schedule.windows, "events_per_window": self.gen.per_window,
-               "clean_windows": self.schedule.clean_windows, "window0_ms": self.gen.base_ms,
-               "window_ms": self.gen.window_ms, "route": self.route,
-               "webhook_alerts": [{"webhook_id": w.webhook_id, "status": a.get("status"),
-                                   "window_start": a.get("window", {}).get("start"),
-                                   "features": [f.get("name") for f in a.get("features", [])]}
-                                  for w in (self.receiver.webhooks if self.receiver else []) for a in w.alerts],
-               "report_html": str(report) if report else None,
-               "replay_command": " ".join(self.replay_args()), "timings": self.timings,
-               "elapsed_s": time.monotonic() - self._t0,
-               "job_pgid": self.job.process.pid if self.job and self.job.process else None,
-               **outcome.to_dict()}
-        path = self.dir / "summary.json"
-        path.write_text(json.dumps(doc, indent=2, default=str))
-        return path
 
 
 def run_demo(opts: DemoOptions, console: Console) -> tuple[DemoRun, DemoOutcome]:

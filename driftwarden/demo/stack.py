@@ -31,7 +31,7 @@ def check_kafka(bootstrap: str, timeout_s: float = 5.0) -> None:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout_s * 1000)})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout_s * 1000), "log_level": 3})
     try:
         admin.list_topics(timeout=timeout_s)
     except KafkaException as exc:
@@ -44,7 +44,7 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
     for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
         try:
             future.result(timeout=30)

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import shlex
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
 from driftwarden.demo.outcome import MAX_CATCH_OFFSET, DemoOutcome
+
+if TYPE_CHECKING:
+    from driftwarden.demo.runner import DemoRun
 
 FALSE_ALARM_NOTE = ("False alarm = a moderate/major drift verdict on a feature outside the injected ones (or before "
                     "its change). A 'minor' verdict (significant but small) is not an alarm and is never routed: the "
@@ -63,3 +69,23 @@ def print_replay(console: Console, report: Path | None, args: list[str]) -> None
     """Where the incident report is, and the command that replays the incident."""
     console.print(f"incident replay report: {report or 'unavailable'}")
     console.print(f"replay the incident: [bold]{shlex.join(args)}[/]", highlight=False, soft_wrap=True)
+
+
+def write_summary(run: "DemoRun", outcome: DemoOutcome, report: Path | None) -> Path:
+    """Write summary.json (what the end-to-end test reads) into the run folder."""
+    webhooks = run.receiver.webhooks if run.receiver else []
+    doc = {"run_id": run.run_id, "topic": run.topic, "model": run.gen.model, "store_url": run.store_url,
+           "windows": run.schedule.windows, "events_per_window": run.gen.per_window,
+           "clean_windows": run.schedule.clean_windows, "window0_ms": run.gen.base_ms,
+           "window_ms": run.gen.window_ms, "route": run.route,
+           "webhook_alerts": [{"webhook_id": w.webhook_id, "status": a.get("status"),
+                               "window_start": a.get("window", {}).get("start"),
+                               "features": [f.get("name") for f in a.get("features", [])]}
+                              for w in webhooks for a in w.alerts],
+           "report_html": str(report) if report else None, "replay_command": shlex.join(run.replay_args()),
+           "timings": run.timings, "elapsed_s": time.monotonic() - run.created,
+           "job_pgid": run.job.process.pid if run.job and run.job.process else None,
+           **outcome.to_dict()}
+    path = run.dir / "summary.json"
+    path.write_text(json.dumps(doc, indent=2, default=str))
+    return path
