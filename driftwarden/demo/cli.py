@@ -57,10 +57,12 @@ def demo(
     print_summary(console, outcome)
     args = run.replay_args()
     t0 = time.monotonic()
+    report = None
     try:
-        report = replay_report(console, args, run.dir / "incident.html")
+        if outcome.windows_closed:
+            report = replay_report(console, args, run.dir / "incident.html")
     except KeyboardInterrupt:
-        report = None
+        pass
     run.timings["replay_s"] = time.monotonic() - t0
     print_replay(console, report, args)
     console.print(f"summary: {write_summary(run, outcome, report)}", soft_wrap=True)

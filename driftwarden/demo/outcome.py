@@ -70,6 +70,7 @@ class DemoOutcome:
     verified: int
     rejected: int
     problems: list[str] = field(default_factory=list)
+    interrupted: bool = False
 
     @property
     def passed(self) -> bool:

@@ -95,6 +95,7 @@ class DemoRun:
         self.store_url = opts.store_url or f"sqlite:///{self.dir / 'results.db'}"
         self.topic = f"driftwarden-demo-{self.run_id}"
         self.route = f"demo-{self.run_id}"
+        self.config_path = self.dir / "monitor.yaml"
         self.webhook_lines: list[str] = []
         self.receiver: DemoReceiver | None = None
         self.job: JobProcess | None = None
@@ -105,6 +106,7 @@ class DemoRun:
         self.started = time.monotonic()
         self.interrupted = False
         self._receiver_stopped = False
+        self.live = opts.live and console.is_terminal  # a pipe or a log file gets one line per window
         self.timings: dict[str, float] = {}
         self.engine = None
         self.created = time.monotonic()
@@ -138,7 +140,7 @@ class DemoRun:
 
     def _on_webhook(self, webhook: Webhook) -> None:
         self.webhook_lines.extend(webhook.describe().splitlines())
-        if not self.opts.live:
+        if not self.live:
             view.print_line(self.console, f"webhook {webhook.webhook_id} (signature verified): {webhook.describe()}")
 
     def start(self) -> None:
@@ -181,7 +183,7 @@ class DemoRun:
     # -- watch ----------------------------------------------------------------------------------
     def watch(self) -> None:
         """Show progress until every window is judged (or the settle timeout after the last event)."""
-        if self.opts.live:
+        if self.live:
             with Live(console=self.console, refresh_per_second=2, transient=False) as live:
                 self._loop(lambda snap: live.update(view.render(snap, self.schedule)))
         else:
@@ -274,6 +276,7 @@ class DemoRun:
         outcome = evaluate(self.schedule, rows, closed, list(r.webhooks) if r else [], self.gen.base_ms,
                            self.gen.window_ms, r.received if r else 0, r.verified if r else 0, r.rejected if r else 0)
         if self.interrupted:
+            outcome.interrupted = True
             outcome.problems.append("interrupted before the end")
         return outcome
 

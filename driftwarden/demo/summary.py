@@ -38,7 +38,10 @@ def print_summary(console: Console, outcome: DemoOutcome) -> None:
     console.print(f"webhooks: {outcome.webhooks} delivered, {outcome.verified} POSTs signature-verified, "
                   f"{outcome.rejected} rejected (of {outcome.received} received)")
     console.print(FALSE_ALARM_NOTE, style="dim")
-    if outcome.passed:
+    if outcome.interrupted:
+        console.print(f"[bold yellow]interrupted[/]: the results above cover {outcome.windows_closed} of "
+                      f"{outcome.windows_expected} windows")
+    elif outcome.passed:
         console.print("[bold green]demo check passed[/]: every change caught in time, no false alarm")
     else:
         console.print("[bold red]demo check failed[/]:\n  " + "\n  ".join(outcome.problems))
@@ -86,6 +89,7 @@ def write_summary(run: "DemoRun", outcome: DemoOutcome, report: Path | None) -> 
            "timings": run.timings, "elapsed_s": time.monotonic() - run.created,
            "job_pgid": run.job.process.pid if run.job and run.job.process else None,
            **outcome.to_dict()}
+    run.dir.mkdir(parents=True, exist_ok=True)
     path = run.dir / "summary.json"
     path.write_text(json.dumps(doc, indent=2, default=str))
     return path
