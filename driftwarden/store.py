@@ -40,6 +40,7 @@ def make_engine(url: str | None = None, create: bool = True) -> Engine:
 def create_schema(engine: Engine) -> None:
     """Create all tables (idempotent) and record the schema version."""
     import schemas.alert_tables  # noqa: F401  (registers the alerting tables on the metadata)
+    import schemas.latency_tables  # noqa: F401  (and the latency benchmark runs)
 
     try:
         try:
