@@ -15,7 +15,8 @@ from driftwarden.errors import ConfigError, ServiceError
 
 console = Console(stderr=True)
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_CHECKPOINTS = REPO / ".run" / "checkpoints"
+RUN_DIR = Path(os.environ.get("DRIFTWARDEN_RUN_DIR", REPO / ".run"))  # where scripts/services.sh keeps state
+DEFAULT_CHECKPOINTS = RUN_DIR / "checkpoints"
 
 reference_app = typer.Typer(help="Build reference sketches, samples and calibrated thresholds.",
                             no_args_is_help=True)
@@ -96,13 +97,13 @@ def _submit_to_cluster(jobmanager: str, args: list[str]) -> None:
 
     flink = Path(pyflink.__file__).parent / "bin" / "flink"
     env = dict(os.environ)
-    env.setdefault("FLINK_CONF_DIR", str(REPO / ".run" / "flink" / "conf"))
+    env.setdefault("FLINK_CONF_DIR", str(RUN_DIR / "flink" / "conf"))
     cmd = [str(flink), "run", "-m", jobmanager, "-pyexec", sys.executable, "-pyclientexec", sys.executable,
            "-py", str(REPO / "jobs" / "drift_job.py"), *args]
     done = subprocess.run(cmd, env=env, cwd=REPO)
     if done.returncode != 0:
         raise ServiceError(f"flink run against {jobmanager} failed (exit {done.returncode}); "
-                           f"see the output above and the cluster logs in .run/flink/log")
+                           f"see the output above and the cluster logs in {RUN_DIR / 'flink' / 'log'}")
 
 
 def _absolute_sqlite(url: str) -> str:

@@ -58,7 +58,7 @@ stop_pidfile() { # name
 
 # ---------------------------------------------------------------- kafka
 start_kafka() {
-  if pid_alive kafka && port_open $KAFKA_PORT; then log "kafka already running"; return; fi
+  if port_open $KAFKA_PORT; then log "kafka already running"; return; fi
   [[ -d "$CACHE/jars/kafka" ]] || die "Kafka jars missing in $CACHE/jars/kafka: run scripts/bootstrap.sh"
   local dir="$RUN/kafka" cp="$CACHE/jars/kafka/*"
   mkdir -p "$dir/data"
@@ -155,7 +155,7 @@ status_postgres() { port_open $PG_PORT && echo "postgres: up 127.0.0.1:$PG_PORT"
 
 # ---------------------------------------------------------------- prometheus
 start_prometheus() {
-  if pid_alive prometheus && port_open $PROM_PORT; then log "prometheus already running"; return; fi
+  if port_open $PROM_PORT; then log "prometheus already running"; return; fi
   if ! command -v prometheus >/dev/null; then
     log "installing Prometheus from Debian's packages"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null

@@ -16,6 +16,7 @@ from driftwarden.store import make_engine
 from jobs.smoke_job import SMOKE_WINDOW_MS, run_smoke
 from schemas.events import rfc3339
 from schemas.tables import window_counts
+from tests.conftest import RUN_DIR
 from tests.kafka_helpers import create_topic, produce
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
@@ -71,7 +72,7 @@ def test_minicluster_counts_every_event_exactly_once(smoke_topic, kafka_bootstra
 def test_standalone_cluster_gives_the_same_counts_in_postgres(smoke_topic, kafka_bootstrap, flink_rest, pg_engine):
     topic, expected = smoke_topic
     url = pg_engine.url.render_as_string(hide_password=False)
-    env = dict(os.environ, FLINK_CONF_DIR=str(REPO / ".run/flink/conf"))
+    env = dict(os.environ, FLINK_CONF_DIR=str(RUN_DIR / "flink/conf"))
     import pyflink
 
     flink = Path(pyflink.__file__).parent / "bin/flink"
