@@ -19,10 +19,8 @@ from driftwarden.store import upsert
 from jobs.pipeline import WindowSummary
 from schemas.config import MonitorConfig
 from schemas.tables import window_summaries
-from sketches import DriftPolicy, FeatureReference, Reference, ReservoirSample, calibrate_thresholds
-from sketches import leave_one_out_scores, new_sketch
-from sketches.calibration import score_dof
-from sketches.gate import GateThresholds
+from sketches import DriftPolicy, FeatureReference, Reference, ReservoirSample
+from sketches.reference import reference_from_window_sketches
 from sketches.serialization import Reader, Writer
 
 #: Frame kind of a serialized ReferenceSet (sketches/ uses 1-15 for its own kinds).
@@ -91,16 +89,10 @@ def reference_from_summaries(summaries: Sequence[WindowSummary], kinds: dict[str
 
 def _feature_reference(name: str, kind: str, sketches: list, samples: list[ReservoirSample],
                        policy: DriftPolicy) -> FeatureReference:
-    merged = new_sketch(kind, k=getattr(sketches[0], "k", 200), max_exact=policy.max_exact, name=name)
     sample = ReservoirSample(samples[0].capacity, samples[0].seed ^ 0x5EED, name)  # a seed of its own
-    for sketch, part in zip(sketches, samples):
-        merged.merge(sketch)
+    for part in samples:
         sample.merge(part)
-    if len(sketches) < policy.min_windows:
-        return FeatureReference(name, kind, merged, sample, GateThresholds.fixed())
-    null_scores = leave_one_out_scores(sketches, policy.bins)
-    thresholds = calibrate_thresholds(null_scores, kind, policy.false_alarm_rate, dof=score_dof(merged, policy.bins))
-    return FeatureReference(name, kind, merged, sample, thresholds, null_scores)
+    return reference_from_window_sketches(name, kind, sketches, sample, policy)
 
 
 class StoredReferences:

@@ -97,13 +97,22 @@ def build_feature_reference(name: str, kind: str, windows: list[Any], policy: Dr
         raise ValueError(f"unknown feature kind {kind!r}; valid kinds are {FEATURE_KINDS}")
     sketches = [new_sketch(kind, k, policy.max_exact, name).update(w) for w in windows]
     sample = ReservoirSample(sample_capacity, seed, name)
-    merged = new_sketch(kind, k, policy.max_exact, name)
-    for values, sketch in zip(windows, sketches):
+    for values in windows:
         sample.update(values)
+    return reference_from_window_sketches(name, kind, sketches, sample, policy)
+
+
+def reference_from_window_sketches(name: str, kind: str, sketches: list[FeatureSketch], sample: ReservoirSample,
+                                   policy: DriftPolicy) -> FeatureReference:
+    """Merge per-window sketches into a reference and calibrate the gate on those windows.
+
+    With fewer than ``policy.min_windows`` windows, thresholds are the fixed ones (source "fixed").
+    """
+    merged = new_sketch(kind, getattr(sketches[0], "k", 200), policy.max_exact, name)
+    for sketch in sketches:
         merged.merge(sketch)
-    if len(windows) < policy.min_windows:
+    if len(sketches) < policy.min_windows:
         return FeatureReference(name, kind, merged, sample, GateThresholds.fixed())
     null_scores = leave_one_out_scores(sketches, policy.bins)
     thresholds = calibrate_thresholds(null_scores, kind, policy.false_alarm_rate, score_dof(merged, policy.bins))
     return FeatureReference(name, kind, merged, sample, thresholds, null_scores)
-
