@@ -246,3 +246,14 @@ def test_no_reference_and_no_config_says_what_to_pass(files):
     result = replay("--input", files["jsonl"])
     assert result.exit_code == 1
     assert "pass --reference FILE" in result.output
+
+
+def test_rolling_config_judges_each_window_against_earlier_lagged_windows(files, tmp_path):
+    config = tmp_path / "rolling.yaml"
+    config.write_text("reference: {mode: rolling, rolling_windows: 2, lag_windows: 1}\n"
+                      "models:\n  - name: fraud-v3\n    features: {x0: numeric, x1: numeric, c0: categorical}\n")
+    out = tmp_path / "r.json"
+    result = replay("--input", files["jsonl"], "--config", config, "--report-json", out)
+    assert result.exit_code == 0, result.output
+    scored = [any(f["gate"]["psi"] is not None for f in w["features"]) for w in orjson.loads(out.read_bytes())["windows"]]
+    assert scored == [False] * 3 + [True] * 7  # window i needs windows i-3 and i-2 (one window of lag)
