@@ -18,7 +18,7 @@ from driftwarden.errors import ConfigError, ServiceError
 from replay.records import RawRecord
 
 _PACE = re.compile(r"^x(\d+(?:\.\d+)?)$")
-#: Gaps longer than this (seconds, after the speed-up) are slept in one piece but reported.
+#: Serve delivery callbacks every this many records.
 POLL_EVERY = 5000
 
 
