@@ -229,3 +229,12 @@ def test_compose_monitor_config_matches_the_generator():
     rules = parse_rules(cfg.alerting)
     assert rules.min_severity == "moderate" and rules.routes[0].secret_env == "DRIFTWARDEN_WEBHOOK_SECRET"
     assert cfg.reference.mode == "warmup" and cfg.reference.warmup_windows <= make_schedule(30).clean_windows
+
+
+def test_scenario_docstring_example_holds():
+    """The schedule and window arithmetic shown in driftwarden/demo/scenario.py's docstring (testpaths skip it)."""
+    import doctest
+
+    import driftwarden.demo.scenario as scenario
+
+    assert doctest.testmod(scenario).failed == 0

@@ -77,8 +77,9 @@ def produce(
     bootstrap: str = typer.Option(DEFAULT_BOOTSTRAP, help="Kafka bootstrap servers.", show_default=True),
     topic: str = typer.Option("features", help="Topic to publish to (created if missing).", show_default=True),
     rate: float = typer.Option(2000.0, min=1, help="Events per wall second.", show_default=True),
-    speed: float = typer.Option(1.0, min=0.1, help="Event seconds per wall second (1: real time).",
-                                show_default=True),
+    speed: float = typer.Option(1.0, min=0.1, help="Event seconds per wall second (1: real time; above 1 event "
+                                "time runs ahead of the clock, and brokers refuse records more than "
+                                "log.message.timestamp.after.max.ms ahead).", show_default=True),
     window: int = typer.Option(10, min=1, help="Window size in event-time seconds (match the monitor config).",
                                show_default=True),
     cycle: int = typer.Option(30, min=8, help="Windows per drift cycle: drift-free first, then the four changes; "

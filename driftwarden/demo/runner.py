@@ -64,7 +64,7 @@ def ensure_secret() -> None:
         os.environ[SECRET_ENV] = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
 
 
-def plan(opts: DemoOptions, now_ms: int) -> tuple[Schedule, StreamGenerator]:
+def plan(opts: DemoOptions, now_ms: int, model: str = MODEL) -> tuple[Schedule, StreamGenerator]:
     """The schedule and generator of a run; raise ConfigError when the options cannot make a fair demo."""
     window_ms = opts.window_s * 1000
     windows = int(opts.duration_s * opts.speed // opts.window_s)
@@ -78,7 +78,7 @@ def plan(opts: DemoOptions, now_ms: int) -> tuple[Schedule, StreamGenerator]:
         raise ConfigError(f"only {per_window} events per window (rate x window / speed): the demo needs at least "
                           f"{MIN_PER_WINDOW}; raise --rate or lower --speed")
     base_ms = (now_ms - windows * window_ms) // window_ms * window_ms  # in the past: brokers refuse far-future times
-    return schedule, StreamGenerator(MODEL, base_ms, window_ms, per_window, schedule)
+    return schedule, StreamGenerator(model, base_ms, window_ms, per_window, schedule)
 
 
 class DemoRun:
@@ -88,10 +88,9 @@ class DemoRun:
         self.opts, self.console = opts, console
         self.run_id = new_run_id()
         self.dir = (opts.run_root / self.run_id).resolve()
-        self.schedule, self.gen = plan(opts, int(time.time() * 1000))
-        self.shared_store = opts.store_url is not None
-        if self.shared_store:  # several runs in one store must never mix their windows or alerts
-            self.gen.model = f"{MODEL}-{self.run_id}"
+        # several runs in one shared store must never mix their windows or alert states
+        model = MODEL if opts.store_url is None else f"{MODEL}-{self.run_id}"
+        self.schedule, self.gen = plan(opts, int(time.time() * 1000), model)
         self.store_url = opts.store_url or f"sqlite:///{self.dir / 'results.db'}"
         self.topic = f"driftwarden-demo-{self.run_id}"
         self.route = f"demo-{self.run_id}"
