@@ -43,6 +43,9 @@ def demo(
                                  show_default=".run/demo in the repository"),
     settle_timeout: float = typer.Option(120.0, help="Seconds to wait, after the last event, for the job to judge "
                                          "the last windows.", show_default=True),
+    metrics: bool = typer.Option(True, "--metrics/--no-metrics", help="Serve the job's Prometheus /metrics on a "
+                                 "free port (and register it with the local Prometheus when it runs).",
+                                 show_default=True),
 ) -> None:
     """Run the demo: reference, streaming job, producer with injected drift, webhooks, summary, replay report."""
     if ctx.invoked_subcommand is not None:
@@ -52,7 +55,7 @@ def demo(
 
     console = Console()
     opts = DemoOptions(bootstrap, store_url, duration, speed, rate, window, partitions, reference_windows, live,
-                       run_dir, settle_timeout)
+                       run_dir, settle_timeout, metrics)
     run, outcome = run_demo(opts, console)
     print_summary(console, outcome)
     args = run.replay_args()

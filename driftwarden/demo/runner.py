@@ -28,12 +28,14 @@ from driftwarden.demo.outcome import DemoOutcome, closed_windows, evaluate, verd
 from driftwarden.demo.producer import PacedProducer
 from driftwarden.demo.receiver import DemoReceiver, Webhook
 from driftwarden.demo.scenario import Schedule, StreamGenerator, make_schedule
-from driftwarden.demo.stack import JobProcess, build_reference, check_kafka, create_topic, monitor_config, write_config
+from driftwarden.demo.stack import (JobProcess, build_reference, check_kafka, create_topic, free_port, monitor_config,
+                                    register_scrape_target, write_config)
 from driftwarden.errors import ConfigError, ServiceError
 
 SECRET_ENV = "DRIFTWARDEN_WEBHOOK_SECRET"
 MODEL = "credit-risk"
 MIN_PER_WINDOW = 300
+PROMETHEUS_TARGETS = Path(__file__).resolve().parents[2] / ".run" / "prometheus" / "targets"
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class DemoOptions:
     live: bool
     run_root: Path
     settle_timeout_s: float
+    metrics: bool = True
 
 
 def new_run_id() -> str:
@@ -95,6 +98,7 @@ class DemoRun:
         self.topic = f"driftwarden-demo-{self.run_id}"
         self.route = f"demo-{self.run_id}"
         self.config_path = self.dir / "monitor.yaml"
+        self.scrape_file: Path | None = None
         self.webhook_lines: list[str] = []
         self.receiver: DemoReceiver | None = None
         self.job: JobProcess | None = None
@@ -144,11 +148,16 @@ class DemoRun:
 
     def start(self) -> None:
         """Start the job, the delivery worker and the producer."""
+        port = free_port() if self.opts.metrics else 0
         self.job = JobProcess(self.config_path, self.dir / "reference.dwref", self.store_url,
-                              self.dir / "checkpoints", self.dir / "job.log", self.run_id)
+                              self.dir / "checkpoints", self.dir / "job.log", self.run_id, port)
         self.job.start()
         self.console.print(f"streaming job started on the embedded MiniCluster (pid {self.job.process.pid}); "
                            f"log: {self.job.log_path}", soft_wrap=True)
+        if port:
+            self.scrape_file = register_scrape_target(PROMETHEUS_TARGETS, f"driftwarden-demo-{self.run_id}", port)
+            scraped = " (scraped by the local Prometheus)" if self.scrape_file else ""
+            self.console.print(f"job metrics: http://127.0.0.1:{port}/metrics{scraped}")
         self._spawn("delivery-worker", self._deliver)
         tail = math.ceil(self.gen.per_window * 2500 / self.gen.window_ms)  # moves the watermark past the last window
         self.producer = PacedProducer(self.opts.bootstrap, self.topic, self.gen, self.opts.rate,
@@ -257,6 +266,8 @@ class DemoRun:
             self.producer.stop()
         if self.job is not None:
             self.job.stop()
+        if self.scrape_file is not None:
+            self.scrape_file.unlink(missing_ok=True)
         self._stop_worker.set()
         for thread in self._threads:
             thread.join(timeout=35)

@@ -7,8 +7,10 @@ it starts, and a Ctrl-C in the terminal reaches only the demo, which then shuts 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -92,6 +94,22 @@ def build_reference(path: Path, config_path: Path, model: str, base_ms: int, win
     return len(events)
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def register_scrape_target(targets_dir: Path, name: str, port: int) -> Path | None:
+    """Add 127.0.0.1:port to the local Prometheus's file_sd folder (when services.sh started one); return the file."""
+    if not targets_dir.is_dir():
+        return None
+    path = targets_dir / f"{name}.json"
+    path.write_text(json.dumps([{"targets": [f"127.0.0.1:{port}"], "labels": {"source": name}}]))
+    return path
+
+
 @dataclass
 class JobProcess:
     """The streaming job (``driftwarden run``) as a child process in a session of its own."""
@@ -102,13 +120,14 @@ class JobProcess:
     checkpoint_dir: Path
     log_path: Path
     run_id: str
+    metrics_port: int = 0
     process: subprocess.Popen | None = None
 
     def start(self) -> None:
         """Start the job on the embedded MiniCluster; its output goes to ``log_path``."""
         cmd = [sys.executable, "-m", "driftwarden.cli", "run", "--config", str(self.config),
                "--reference", str(self.reference), "--store-url", self.store_url,
-               "--checkpoint-dir", str(self.checkpoint_dir)]
+               "--checkpoint-dir", str(self.checkpoint_dir), "--metrics-port", str(self.metrics_port)]
         env = {**os.environ, RUN_MARKER_ENV: self.run_id}
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
