@@ -151,13 +151,14 @@ def stages(path: Path, reference: Path) -> None:
     """Where a file replay's time goes: validation alone, then summarize_raw alone (both shared code)."""
     from jobs.pipeline import summarize_raw, window_start
     from replay.file_input import read_file
+    from replay.run import gc_paused
     from replay.setup import load_setup
     from replay.validate import Validator
 
     setup = load_setup(None, reference, None, None)
     validator, windows = Validator(setup.config), {}
     records = list(read_file(path))
-    with Clock() as clock:
+    with gc_paused(), Clock() as clock:  # as in the replay (1M records held here would trigger full GCs)
         events = [validator.check(r) for r in records]
     line("  stage: validate_event", len(events), clock)
     for record, event in zip(records, events):
@@ -166,7 +167,7 @@ def stages(path: Path, reference: Path) -> None:
         window[1].append(record.coordinates)
     del records, events
     model = setup.config.models[0]
-    with Clock() as clock:
+    with gc_paused(), Clock() as clock:
         for ws, (values, coordinates) in windows.items():
             summarize_raw(model.name, ws, WINDOW_MS, values, coordinates, model)
     line("  stage: summarize_raw", sum(len(v) for v, _ in windows.values()), clock)
