@@ -51,11 +51,8 @@ def run_command(
     from schemas.config import load_config
 
     cfg = load_config(config)
-    if cfg.alerting:
-        from alerting.rules import parse_rules
-
-        parse_rules(cfg.alerting, str(config))  # a bad alerting section fails here, before the job starts
-    url = _absolute_sqlite(resolve_store_url(store_url or cfg.store_url))
+    _scrub_environment(cfg)
+    url = _password_to_pgpass(_absolute_sqlite(resolve_store_url(store_url or cfg.store_url)))
     ref = str(reference.resolve()) if reference else (cfg.reference.path if cfg.reference.mode == "file" else None)
     if cfg.reference.mode == "file" and not ref:
         raise ConfigError(f"{config}: reference mode 'file' needs --reference or reference.path")
@@ -78,6 +75,24 @@ def run_command(
         from jobs.drift_job import main as job_main
 
         job_main(args)
+
+
+def _scrub_environment(cfg) -> None:
+    """Validate the alerting rules, then drop what the job must not see from its environment.
+
+    Flink logs the whole environment of its Python workers, and the job never signs webhooks
+    (the delivery worker does): the routes' signing secrets leave this process's environment.
+    ``PYFLINK_GATEWAY_DISABLED`` is Flink's marker for code running inside a UDF worker; inherited
+    by a CLI process it would stop the job from starting.
+    """
+    os.environ.pop("PYFLINK_GATEWAY_DISABLED", None)
+    if not cfg.alerting:
+        return
+    from alerting.rules import parse_rules
+
+    for route in parse_rules(cfg.alerting).routes:  # a bad alerting section fails here, before the job
+        for name in (route.secret_env or "").split():
+            os.environ.pop(name, None)
 
 
 def _serve_metrics(url: str, port: int) -> None:
@@ -104,6 +119,33 @@ def _submit_to_cluster(jobmanager: str, args: list[str]) -> None:
     if done.returncode != 0:
         raise ServiceError(f"flink run against {jobmanager} failed (exit {done.returncode}); "
                            f"see the output above and the cluster logs in {RUN_DIR / 'flink' / 'log'}")
+
+
+def _password_to_pgpass(url: str) -> str:
+    """Move a PostgreSQL password out of the URL into a private PGPASSFILE.
+
+    The URL travels on the job's command line and Flink logs it; libpq (psycopg) reads the
+    password from the file instead. Returns the URL without its password.
+    """
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if not parsed.get_backend_name().startswith("postgresql") or not parsed.password:
+        return url
+    RUN_DIR.mkdir(parents=True, exist_ok=True)
+    pgpass = RUN_DIR / "pgpass"
+    line = ":".join(_pgpass_escape(str(v)) for v in (parsed.host or "localhost", parsed.port or 5432,
+                                                     parsed.database or "*", parsed.username or "*",
+                                                     parsed.password))
+    pgpass.touch(mode=0o600)
+    pgpass.chmod(0o600)
+    pgpass.write_text(line + "\n")
+    os.environ["PGPASSFILE"] = str(pgpass)
+    return parsed._replace(password=None).render_as_string(hide_password=False)
+
+
+def _pgpass_escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace(":", "\\:")
 
 
 def _absolute_sqlite(url: str) -> str:
@@ -135,12 +177,11 @@ def reference_build_command(
     from jobs.reference_build import build_reference_set, infer_feature_kinds
     from schemas.config import MonitorConfig, load_config
 
+    cfg = load_config(config) if config else None
     events, rejected = load_events(input)
     if not events:
         raise ConfigError(f"{input}: no valid events ({len(rejected)} rejected)")
-    if config:
-        cfg = load_config(config)
-    else:
+    if cfg is None:
         kinds = infer_feature_kinds(events)
         cfg = MonitorConfig.model_validate({"models": [{"name": m, "features": k} for m, k in kinds.items()]})
     references = build_reference_set(events, cfg, drift_policy(cfg.thresholds))

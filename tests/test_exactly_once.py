@@ -48,7 +48,10 @@ def _wait_for(condition, timeout: float, what: str, job: subprocess.Popen) -> No
 
 
 def _kill_hard(job: subprocess.Popen) -> None:
-    os.killpg(job.pid, signal.SIGKILL)
+    try:
+        os.killpg(job.pid, signal.SIGKILL)
+    except ProcessLookupError:  # it already died: _wait_for reported why
+        pass
     job.wait(30)
 
 
