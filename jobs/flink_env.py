@@ -35,6 +35,10 @@ def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, i
     its bundle, so smaller bundles mean fresher watermarks downstream (and exact lateness) at some
     throughput cost.
     """
+    # the embedded cluster's logs go to the run folder, not into the virtualenv's site-packages
+    log_dir = Path(os.environ.get("DRIFTWARDEN_RUN_DIR", REPO / ".run")) / "logs" / "flink-embedded"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("FLINK_LOG_DIR", str(log_dir))
     from pyflink.common import Configuration
     from pyflink.datastream import CheckpointingMode, StreamExecutionEnvironment
     from pyflink.table import EnvironmentSettings, StreamTableEnvironment
