@@ -53,17 +53,19 @@ def render(snap: Snapshot, schedule: Schedule) -> Group:
         (f"alerts delivered {snap.webhooks_verified}", "bold green"),
         (f"  rejected {snap.webhooks_rejected}" if snap.webhooks_rejected else "", "bold red"))
     changes = {c.feature: c for c in schedule.changes}
-    table = Table(title=f"latest closed window: {'-' if window is None else window}", expand=False, box=None)
-    for col in ("feature", "psi", "ks", "gate", "verdict", "injected"):
+    table = Table(title=f"latest closed window: {'-' if window is None else window}", expand=False, box=None,
+                  caption="psi, ks: gate scores (* categorical: its chi2/JS gate scores are not stored)")
+    for col in ("feature", "psi", "ks", "gate", "deep psi", "verdict", "injected"):
         table.add_column(col, no_wrap=True)
     for name, kind in FEATURE_KINDS.items():
         v = latest.get(name)
         change = changes.get(name)
         injected = f"{change.kind} @w{change.start_window}" if change else ""
         sev = v.severity if v else "-"
-        label = name if kind == "numeric" else f"{name} (cat)"
+        label = name if kind == "numeric" else f"{name}*"
         table.add_row(label, _num(v.gate_psi if v else None), _num(v.gate_ks if v else None),
-                      "ALARM" if v and v.alarm else "", Text(sev, style=_STYLE.get(sev, "")), injected)
+                      "ALARM" if v and v.alarm else "", _num(v.deep_psi if v else None),
+                      Text(sev, style=_STYLE.get(sev, "")), injected)
     alerts = Text("\n".join(snap.recent_alerts[-4:]) or "no alert yet", style="green")
     return Group(head, table, Panel(alerts, title="webhooks received (verified)", expand=False))
 

@@ -36,6 +36,7 @@ class Verdict:
     alarm: bool
     gate_psi: float | None
     gate_ks: float | None
+    deep_psi: float | None = None
 
 
 @dataclass(frozen=True)
@@ -102,13 +103,13 @@ def closed_windows(engine: Engine, model: str, base_ms: int, window_ms: int, win
 def verdicts(engine: Engine, model: str, base_ms: int, window_ms: int, windows: int) -> list[Verdict]:
     """Every stored verdict of the demo's windows, oldest first."""
     r = window_results.c
-    query = (select(r.window_start, r.feature, r.drifted, r.severity, r.gate_alarm, r.gate_psi, r.gate_ks)
+    query = (select(r.window_start, r.feature, r.drifted, r.severity, r.gate_alarm, r.gate_psi, r.gate_ks, r.deep_psi)
              .where(and_(r.model == model, r.window_start >= utc(base_ms),
                          r.window_start < utc(base_ms + windows * window_ms)))
              .order_by(r.window_start, r.feature))
     with engine.connect() as conn:
-        return [Verdict(_index(ws, base_ms, window_ms), f, bool(d), s, bool(a), psi, ks)
-                for ws, f, d, s, a, psi, ks in conn.execute(query)]
+        return [Verdict(_index(ws, base_ms, window_ms), f, bool(d), s, bool(a), psi, ks, deep)
+                for ws, f, d, s, a, psi, ks, deep in conn.execute(query)]
 
 
 def _index(window_start: datetime, base_ms: int, window_ms: int) -> int:
