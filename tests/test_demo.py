@@ -238,3 +238,42 @@ def test_scenario_docstring_example_holds():
     import driftwarden.demo.scenario as scenario
 
     assert doctest.testmod(scenario).failed == 0
+
+
+def test_the_demo_check_fails_on_a_late_catch_a_false_alarm_an_early_alert_or_a_forged_webhook():
+    """evaluate(): the judge behind --check passes a clean run and names each kind of failure."""
+    from driftwarden.demo.outcome import Verdict, evaluate
+    from driftwarden.demo.receiver import Webhook
+
+    schedule = make_schedule(10)
+    window_ms = 10_000
+
+    def verdict(window: int, feature: str, severity: str) -> Verdict:
+        return Verdict(window, feature, severity != "none", severity, severity != "none", 0.0, 0.0)
+
+    caught = [verdict(c.start_window, c.feature, "major") for c in schedule.changes]
+    first = min(c.start_window for c in schedule.changes)
+    alert = Webhook("msg_1", "firing", ({"status": "firing", "window": {"start": _rfc(T0 + first * window_ms)}},))
+    good = evaluate(schedule, caught + [verdict(1, "age", "minor")], set(range(10)), [alert], T0, window_ms, 1, 1, 0)
+    assert good.passed and good.minor_elsewhere == 1 and all(c.offset == 0 for c in good.catches)
+
+    late = [verdict(c.start_window + (2 if c.kind == "mean shift" else 0), c.feature, "major")
+            for c in schedule.changes]
+    early = Webhook("msg_0", "firing", ({"status": "firing", "window": {"start": _rfc(T0)}},))
+    cases = {
+        "mean shift on credit_score not caught": (late, [alert], 0),
+        "false alarm: age moderate in window 3": (caught + [verdict(3, "age", "moderate")], [alert], 0),
+        "alert during the drift-free period": (caught, [alert, early], 0),
+        "1 webhook(s) failed signature verification": (caught, [alert], 1),
+        "no verified webhook reached the receiver": (caught, [], 0),
+    }
+    for problem, (rows, hooks, rejected) in cases.items():
+        outcome = evaluate(schedule, rows, set(range(10)), hooks, T0, window_ms, len(hooks) + rejected,
+                           len(hooks), rejected)
+        assert not outcome.passed and any(p.startswith(problem) for p in outcome.problems), (problem, outcome.problems)
+
+
+def _rfc(ms: int) -> str:
+    from schemas.events import rfc3339
+
+    return rfc3339(ms)
