@@ -161,7 +161,7 @@ class StreamGenerator:
         columns.update({name: self._categorical(rng, name, cats, probs, windows)
                         for name, (cats, probs) in CATEGORICAL.items()})
         names = list(columns)
-        score = rng.uniform(0, 1, count).round(4).tolist()
+        score = _risk_score(columns, rng.normal(0, 0.5, count))
         events = [{"event_time": rfc3339(self.event_ms(start + k)), "model": self.model,
                    "request_id": f"req-{self.seed}-{start + k}", "prediction": score[k],
                    "features": dict(zip(names, row))}
@@ -207,6 +207,16 @@ def training_snapshot(model: str, base_ms: int, window_ms: int, per_window: int,
     """A drift-free "training" snapshot: ``windows`` windows ending at ``base_ms``."""
     gen = StreamGenerator(model, base_ms - windows * window_ms, window_ms, per_window, None, seed)
     return gen.events(0, windows * per_window)
+
+
+def _risk_score(columns: dict[str, list], noise: np.ndarray) -> list[float]:
+    """The model's prediction: a logistic default risk from a few features (not monitored, only carried)."""
+    def col(name: str, fill: float) -> np.ndarray:
+        return np.array([fill if v is None else v for v in columns[name]], dtype=float)
+
+    logit = (-2.0 - (col("credit_score", 680) - 680) / 60 + 4 * (col("debt_ratio", 0.29) - 0.29)
+             + 2 * (col("utilization", 0.4) - 0.4) + noise)
+    return (1 / (1 + np.exp(-logit))).round(4).tolist()
 
 
 def _ms(event_time: str | int) -> int:
