@@ -8,3 +8,9 @@
 * :mod:`driftwarden.demo.live` - the rich live view;
 * :mod:`driftwarden.demo.runner` - orchestration; :mod:`driftwarden.demo.cli` - the commands.
 """
+
+import os
+from pathlib import Path
+
+#: Where scripts/services.sh keeps its state; demo runs go to ``RUN_DIR / "demo"``.
+RUN_DIR = Path(os.environ.get("DRIFTWARDEN_RUN_DIR", Path(__file__).resolve().parents[2] / ".run"))

@@ -10,9 +10,9 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from driftwarden.demo import RUN_DIR
 from driftwarden.errors import ConfigError
 
-REPO = Path(__file__).resolve().parents[2]
 DEFAULT_BOOTSTRAP = "127.0.0.1:59092"
 
 app = typer.Typer(invoke_without_command=True, no_args_is_help=False,
@@ -39,8 +39,8 @@ def demo(
                               show_default=True),
     check: bool = typer.Option(False, "--check/--no-check", help="Exit 1 unless every change is caught within two "
                                "windows with no false alarm and every webhook verified.", show_default=True),
-    run_dir: Path = typer.Option(REPO / ".run" / "demo", help="Each run writes a folder here.",
-                                 show_default=".run/demo in the repository"),
+    run_dir: Path = typer.Option(RUN_DIR / "demo", help="Each run writes a folder here.",
+                                 show_default="$DRIFTWARDEN_RUN_DIR/demo, else .run/demo in the repository"),
     settle_timeout: float = typer.Option(120.0, help="Seconds to wait, after the last event, for the job to judge "
                                          "the last windows.", show_default=True),
     metrics: bool = typer.Option(True, "--metrics/--no-metrics", help="Serve the job's Prometheus /metrics on a "

@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.live import Live
 from sqlalchemy import and_, func, select
 
+from driftwarden.demo import RUN_DIR
 from driftwarden.demo import live as view
 from driftwarden.demo.outcome import DemoOutcome, closed_windows, evaluate, verdicts
 from driftwarden.demo.producer import PacedProducer
@@ -35,7 +36,7 @@ from driftwarden.errors import ConfigError, ServiceError
 SECRET_ENV = "DRIFTWARDEN_WEBHOOK_SECRET"
 MODEL = "credit-risk"
 MIN_PER_WINDOW = 300
-PROMETHEUS_TARGETS = Path(__file__).resolve().parents[2] / ".run" / "prometheus" / "targets"
+PROMETHEUS_TARGETS = RUN_DIR / "prometheus" / "targets"
 
 
 @dataclass(frozen=True)
