@@ -49,6 +49,13 @@ class FeatureOutcome:
     p_adjusted: float | None = None
     drifted: bool = False
     severity: Severity = "none"
+    gate_ks_bound: float | None = None
+    gate_chi2: float | None = None
+    gate_js: float | None = None
+    gate_new_share: float | None = None
+    gate_missing_delta: float | None = None
+    chi2_stat: float | None = None
+    chi2_pvalue: float | None = None
 
     def __post_init__(self) -> None:
         severity_rank(self.severity)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import Any, Iterable, Mapping
 
 from sqlalchemy import Connection, Engine, Table, create_engine, event, select
@@ -43,15 +44,29 @@ def create_schema(engine: Engine) -> None:
     import schemas.latency_tables  # noqa: F401  (and the latency benchmark runs)
 
     try:
-        try:
-            metadata.create_all(engine)
-        except SQLAlchemyError:  # another process created the tables at the same moment: check again
-            metadata.create_all(engine)
+        _create_tables(engine)
         with engine.begin() as conn:
-            if conn.execute(select(schema_info.c.version)).first() is None:
+            row = conn.execute(select(schema_info.c.version)).first()
+            if row is None:
                 conn.execute(schema_info.insert().values(id=1, version=SCHEMA_VERSION))
+            elif row.version != SCHEMA_VERSION:
+                raise ConfigError(f"the store at {_redact(str(engine.url))} has table schema version {row.version}; "
+                                  f"this driftwarden writes version {SCHEMA_VERSION}: use a new store (or database "
+                                  "schema) for it - automatic migrations are not written yet")
     except SQLAlchemyError as exc:
         raise ServiceError(f"cannot reach the store at {_redact(str(engine.url))}: {exc.__class__.__name__}: {exc}") from exc
+
+
+def _create_tables(engine: Engine, attempts: int = 8) -> None:
+    """create_all, retried: another process may create the same tables between check and create."""
+    for attempt in range(attempts):
+        try:
+            metadata.create_all(engine)
+            return
+        except SQLAlchemyError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.05 * (attempt + 1))
 
 
 def upsert(conn: Connection, table: Table, rows: Iterable[Mapping[str, Any]], keys: tuple[str, ...]) -> int:

@@ -170,6 +170,9 @@ def feature_outcome(v: FeatureVerdict) -> FeatureOutcome:
         ks_stat=deep.ks_stat if deep else None, ks_pvalue=deep.ks_pvalue if deep else None,
         psi=deep.psi if deep else None, emd=deep.emd if deep else None,
         p_adjusted=v.p_adjusted, drifted=v.drifted, severity=v.severity,
+        gate_ks_bound=v.gate.ks_bound, gate_chi2=v.gate.chi2, gate_js=v.gate.js, gate_new_share=v.gate.new_share,
+        gate_missing_delta=v.gate.missing_delta,
+        chi2_stat=deep.chi2_stat if deep else None, chi2_pvalue=deep.chi2_pvalue if deep else None,
     )
 
 

@@ -39,8 +39,11 @@ def _result_row(report: WindowReport, f, now: datetime) -> dict:
     return {
         "model": report.model, "feature": f.name, "window_start": report.window_start,
         "window_end": report.window_end, "kind": f.kind, "count": f.count, "missing": f.missing,
-        "gate_ks": f.gate_ks, "gate_ks_bound": None, "gate_psi": f.gate_psi, "gate_emd": f.gate_emd,
-        "gate_alarm": f.alarm, "deep_ks_stat": f.ks_stat, "deep_ks_pvalue": f.ks_pvalue, "deep_psi": f.psi,
-        "deep_emd": f.emd, "p_adjusted": f.p_adjusted, "drifted": f.drifted, "severity": f.severity,
+        "gate_ks": f.gate_ks, "gate_ks_bound": f.gate_ks_bound, "gate_psi": f.gate_psi, "gate_emd": f.gate_emd,
+        "gate_chi2": f.gate_chi2, "gate_js": f.gate_js, "gate_new_share": f.gate_new_share,
+        "gate_missing_delta": f.gate_missing_delta, "gate_alarm": f.alarm,
+        "deep_ks_stat": f.ks_stat, "deep_ks_pvalue": f.ks_pvalue, "deep_psi": f.psi, "deep_emd": f.emd,
+        "deep_chi2_stat": f.chi2_stat, "deep_chi2_pvalue": f.chi2_pvalue,
+        "p_adjusted": f.p_adjusted, "drifted": f.drifted, "severity": f.severity,
         "computed_at": now,
     }

@@ -22,7 +22,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 metadata = MetaData()
 
@@ -49,11 +49,17 @@ window_results = Table(
     Column("gate_ks_bound", Float),
     Column("gate_psi", Float),
     Column("gate_emd", Float),
+    Column("gate_chi2", Float),  # categorical gate scores
+    Column("gate_js", Float),
+    Column("gate_new_share", Float),
+    Column("gate_missing_delta", Float),
     Column("gate_alarm", Boolean, nullable=False),
     Column("deep_ks_stat", Float),
     Column("deep_ks_pvalue", Float),
     Column("deep_psi", Float),
     Column("deep_emd", Float),
+    Column("deep_chi2_stat", Float),
+    Column("deep_chi2_pvalue", Float),
     Column("p_adjusted", Float),
     Column("drifted", Boolean, nullable=False),
     Column("severity", String(16), nullable=False),
