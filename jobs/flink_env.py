@@ -26,11 +26,13 @@ def job_jars() -> list[str]:
 
 def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, idleness_ms: int = 0,
                    checkpoint_dir: str | None = None, resume_from: str | None = None, streaming: bool = True,
-                   bundle_size: int = 5000):
+                   bundle_size: int = 5000, restart_attempts: int = 5):
     """A StreamTableEnvironment with the Kafka connector, checkpointing and our UDF registered.
 
     Checkpoints are retained on cancellation (and on a crash) in ``checkpoint_dir``;
     ``resume_from`` restores a job from one of them (see :func:`latest_checkpoint`).
+    ``restart_attempts``: restarts after a failure (10 s apart) before the job fails for good, so an
+    unreachable store ends the command with an error instead of a silent restart loop.
     ``bundle_size``: records per Python bundle; a Python operator forwards a watermark only after
     its bundle, so smaller bundles mean fresher watermarks downstream (and exact lateness) at some
     throughput cost.
@@ -48,6 +50,9 @@ def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, i
     config.set_string("table.local-time-zone", "UTC")
     config.set_string("python.fn-execution.bundle.size", str(bundle_size))
     config.set_string("python.fn-execution.arrow.batch.size", str(bundle_size))
+    config.set_string("restart-strategy.type", "fixed-delay")
+    config.set_string("restart-strategy.fixed-delay.attempts", str(restart_attempts))
+    config.set_string("restart-strategy.fixed-delay.delay", "10 s")
     if idleness_ms:
         config.set_string("table.exec.source.idle-timeout", f"{idleness_ms} ms")
     if checkpoint_dir:
