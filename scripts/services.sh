@@ -114,6 +114,16 @@ status_kafka() { port_open $KAFKA_PORT && echo "kafka: up 127.0.0.1:$KAFKA_PORT"
 pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
 as_pg() { if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 
+# PostgreSQL refuses to run as root, so as root it runs as the postgres user, which must be able
+# to reach its data folder: .run/postgres when it can, else a folder of this checkout in /var/tmp.
+pg_dir() {
+  if [[ $(id -u) -ne 0 ]] || { id postgres >/dev/null 2>&1 && runuser -u postgres -- test -x "$RUN"; }; then
+    echo "$RUN/postgres"
+  else
+    echo "/var/tmp/driftwarden-postgres-$(printf %s "$RUN" | cksum | cut -d' ' -f1)"
+  fi
+}
+
 start_postgres() {
   if port_open $PG_PORT; then log "postgres already running"; return; fi
   local bin; bin=$(pg_bin)
@@ -124,29 +134,30 @@ start_postgres() {
   fi
   [[ -n "$bin" ]] || die "no PostgreSQL server binaries found under /usr/lib/postgresql"
   if [[ $(id -u) -eq 0 ]] && ! id postgres >/dev/null 2>&1; then useradd --system --home "$RUN/postgres" postgres; fi
-  local dir="$RUN/postgres"
+  local dir; dir=$(pg_dir)
   mkdir -p "$dir"
   [[ $(id -u) -eq 0 ]] && chown postgres "$dir"
   if [[ ! -f "$dir/data/PG_VERSION" ]]; then
     log "initialising PostgreSQL cluster in $dir/data"
-    as_pg "$bin/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 >>"$LOGS/postgres.log" 2>&1 \
-      || die "initdb failed; its log: $LOGS/postgres.log"
+    as_pg "$bin/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 >"$LOGS/postgres-initdb.log" 2>&1 \
+      || die "initdb failed; its log: $LOGS/postgres-initdb.log"
   fi
-  touch "$LOGS/postgres.log"; [[ $(id -u) -eq 0 ]] && chown postgres "$LOGS/postgres.log"
-  as_pg "$bin/pg_ctl" -D "$dir/data" -l "$LOGS/postgres.log" -w -t "$READY_TIMEOUT" \
+  touch "$dir/postgres.log"; [[ $(id -u) -eq 0 ]] && chown postgres "$dir/postgres.log"
+  ln -sfn "$dir/postgres.log" "$LOGS/postgres.log"  # the known log folder points at it
+  as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t "$READY_TIMEOUT" \
     -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -k /tmp -c fsync=off -c max_connections=200" start >/dev/null \
-    || die "PostgreSQL did not start; its log: $LOGS/postgres.log"
+    || die "PostgreSQL did not start; its log: $dir/postgres.log"
   head -n 1 "$dir/data/postmaster.pid" >"$PIDS/postgres.pid"
-  wait_port postgres $PG_PORT "$LOGS/postgres.log"
+  wait_port postgres $PG_PORT "$dir/postgres.log"
   psql -h 127.0.0.1 -p $PG_PORT -U postgres -tAc "SELECT 1 FROM pg_roles WHERE rolname='driftwarden'" | grep -q 1 \
     || psql -h 127.0.0.1 -p $PG_PORT -U postgres -qc "CREATE ROLE driftwarden LOGIN SUPERUSER"
   psql -h 127.0.0.1 -p $PG_PORT -U postgres -tAc "SELECT 1 FROM pg_database WHERE datname='driftwarden'" | grep -q 1 \
     || psql -h 127.0.0.1 -p $PG_PORT -U postgres -qc "CREATE DATABASE driftwarden OWNER driftwarden"
 }
 stop_postgres() {
-  local bin; bin=$(pg_bin)
-  if [[ -n "$bin" && -f "$RUN/postgres/data/postmaster.pid" ]]; then
-    as_pg "$bin/pg_ctl" -D "$RUN/postgres/data" -m fast -w stop >/dev/null 2>&1 || true
+  local bin dir; bin=$(pg_bin); dir=$(pg_dir)
+  if [[ -n "$bin" && -f "$dir/data/postmaster.pid" ]]; then
+    as_pg "$bin/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
     log "postgres stopped"
   fi
   rm -f "$PIDS/postgres.pid"
