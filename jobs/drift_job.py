@@ -2,13 +2,15 @@
 
 Job graph (one Flink job, three INSERTs sharing one source)::
 
-    Kafka (raw JSON, per-partition watermarks on event time)
-      └─ validate (pandas UDF) ─┬─ invalid ───────────────► dead letters (store + <topic>.dlq)
-                                ├─ late (window closed) ──► dead letters, reason "late"
-                                └─ on time ─► TUMBLE(model, event time) ─► summarize (pandas UDAF)
-                                                                          └─► analyze + store + alerts
+    Kafka (raw JSON, per-partition watermarks on event time; event time and model read in Java)
+      ├─ no readable event time or model ─────► dead letters (store + <topic>.dlq), exact reason
+      ├─ late (its window already fired) ─────► dead letters, reason "late"
+      └─ on time ─► TUMBLE(model, event time) ─► validate + summarize (one pandas UDAF call)
+                                                  └─► analyze + store results, alerts and the
+                                                      window's rejected records (one transaction)
 
-Invariant (tested): read = valid + rejected, and valid = windowed + late.
+Invariant (tested): read = valid + rejected, and valid = windowed + late. A late record is kept
+as "late" without its features being validated.
 Run embedded (``python -m jobs.drift_job --config ...``) or on a cluster (``flink run -py``).
 """
 
@@ -21,7 +23,7 @@ from pathlib import Path
 from driftwarden.store import make_engine
 from jobs.flink_env import make_table_env
 from jobs.source import kafka_source_ddl
-from jobs.udfs import analyze_window_udf, dead_letter_udf, reject_reason_udf, summarize_udaf
+from jobs.udfs import analyze_window_udf, dead_letter_udf, summarize_udaf
 from schemas.config import MonitorConfig, load_config
 
 EVENT_MS = "COALESCE(DW_EVENT_MILLIS(`value`), 0)"
@@ -32,15 +34,15 @@ def register(t_env, config: MonitorConfig, store_url: str, reference_path: str |
     t_env.execute_sql(kafka_source_ddl("events", config.source, config.window.out_of_orderness_ms, bounded,
                                        config.window.watermark_emit))
     t_env.execute_sql("CREATE TEMPORARY TABLE done (n INT) WITH ('connector' = 'blackhole')")
-    t_env.create_temporary_function("dw_reject_reason", reject_reason_udf(config))
     t_env.create_temporary_function("dw_summarize", summarize_udaf(config))
     t_env.create_temporary_function("dw_analyze", analyze_window_udf(config, store_url, reference_path))
-    dlq = config.source.dlq_topic
-    t_env.create_temporary_function("dw_dead_letter", dead_letter_udf(store_url, config.source.bootstrap_servers, dlq))
+    t_env.create_temporary_function("dw_dead_letter", dead_letter_udf(config, store_url))
     size = config.window.size_ms
+    # envelope check in Java: no event time or no model -> dead letters (the sink names the exact
+    # reason); everything else is validated by the window aggregate, in Python, in one batch
     t_env.execute_sql(f"""CREATE TEMPORARY VIEW checked AS
-SELECT `value`, `topic`, `partition`, `offset`, et, {EVENT_MS} AS event_ms,
-       DW_MODEL(`value`) AS model, dw_reject_reason(`value`) AS reason
+SELECT `value`, `topic`, `partition`, `offset`, et, {EVENT_MS} AS event_ms, DW_MODEL(`value`) AS model,
+       DW_EVENT_MILLIS(`value`) IS NULL OR COALESCE(DW_MODEL(`value`), '') = '' AS envelope_bad
 FROM events""")
     # late: the event's window has already fired (its last millisecond is at or below the watermark)
     t_env.execute_sql(f"""CREATE TEMPORARY VIEW classified AS
@@ -53,13 +55,13 @@ def statements(config: MonitorConfig) -> list[str]:
     """The three INSERT statements of the job."""
     seconds = config.window.size_ms / 1000
     return [
-        """INSERT INTO done SELECT dw_dead_letter(`topic`, `partition`, `offset`, reason, model,
-             CAST(NULL AS BIGINT), `value`) FROM classified WHERE reason IS NOT NULL""",
+        """INSERT INTO done SELECT dw_dead_letter(`topic`, `partition`, `offset`, CAST(NULL AS STRING), model,
+             CAST(NULL AS BIGINT), `value`) FROM classified WHERE envelope_bad""",
         """INSERT INTO done SELECT dw_dead_letter(`topic`, `partition`, `offset`, 'late', model, event_ms, `value`)
-             FROM classified WHERE reason IS NULL AND late""",
+             FROM classified WHERE NOT envelope_bad AND late""",
         f"""INSERT INTO done SELECT dw_analyze(summary) FROM (
               SELECT dw_summarize(`value`, model, event_ms, `topic`, `partition`, `offset`) AS summary
-              FROM classified WHERE reason IS NULL AND NOT late
+              FROM classified WHERE NOT envelope_bad AND NOT late
               GROUP BY model, TUMBLE(et, INTERVAL '{seconds:g}' SECOND))""",
     ]
 

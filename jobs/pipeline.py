@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 
 from alerting.records import FeatureOutcome, WindowReport
+from jobs.dead_letters import Rejected
 from schemas.config import ModelConfig, ThresholdConfig
 from schemas.events import CATEGORICAL, NUMERIC
 from sketches import DriftPolicy, FeatureVerdict, Reference, ReservoirSample, analyze_window, new_sketch
@@ -46,6 +47,7 @@ class WindowSummary:
     events: int = 0
     unknown_features: int = 0
     features: dict[str, tuple[FeatureSketch, ReservoirSample]] = field(default_factory=dict)
+    rejected: list[Rejected] = field(default_factory=list)  # records of the window that failed validation
 
     def serialize(self) -> bytes:
         """Versioned bytes (our framing around the sketches' own bytes); never pickled."""
@@ -54,6 +56,9 @@ class WindowSummary:
                len(self.features))
         for name, (sketch, sample) in self.features.items():
             w.text(name).blob(sketch.serialize()).blob(sample.serialize())
+        w.pack("I", len(self.rejected))
+        for r in self.rejected:
+            w.text(r.topic).pack("iq", r.partition, r.offset).text(r.reason).blob(r.payload)
         return w.getvalue()
 
     @classmethod
@@ -66,8 +71,10 @@ class WindowSummary:
         for _ in range(count):
             name = r.text()
             features[name] = (deserialize_sketch(r.blob()), ReservoirSample.deserialize(r.blob()))
+        (rejects,) = r.unpack("I")
+        rejected = [Rejected(r.text(), *r.unpack("iq"), r.text(), r.blob()) for _ in range(rejects)]
         r.done()
-        return cls(model, start, end, events, unknown, features)
+        return cls(model, start, end, events, unknown, features, rejected)
 
 
 def window_start(event_ms: int, window_ms: int) -> int:
