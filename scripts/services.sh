@@ -112,7 +112,7 @@ status_kafka() { port_open $KAFKA_PORT && echo "kafka: up 127.0.0.1:$KAFKA_PORT"
 
 # ---------------------------------------------------------------- postgres
 pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
-as_pg() { if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+as_pg() { if [[ $(id -u) -eq 0 ]]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi; }
 
 # PostgreSQL refuses to run as root, so as root it runs as the postgres user, which must be able
 # to reach its data folder: .run/postgres when it can, else a folder of this checkout in /var/tmp.
