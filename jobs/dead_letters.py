@@ -14,6 +14,7 @@ import orjson
 from sqlalchemy import Connection
 
 from driftwarden.store import insert_ignore
+from schemas.events import utc_from_ms
 from schemas.tables import dead_letters
 
 #: Between a reason code and its human detail in a reason string.
@@ -37,7 +38,7 @@ def dead_letter_row(record: Rejected, model: str | None = None, event_ms: int | 
     return {
         "topic": record.topic, "partition": record.partition, "offset": record.offset,
         "reason": code[:200], "detail": detail, "model": model,
-        "event_time": datetime.fromtimestamp(event_ms / 1000, tz=timezone.utc) if event_ms else None,
+        "event_time": utc_from_ms(event_ms) if event_ms else None,
         "payload": record.payload.decode("utf-8", errors="backslashreplace"),
         "seen_at": datetime.now(timezone.utc),
     }

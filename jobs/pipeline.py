@@ -18,7 +18,6 @@ from __future__ import annotations
 import io
 import zlib
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Iterable, Sequence
 
 import orjson
@@ -28,7 +27,7 @@ import pyarrow.json as pa_json
 from alerting.records import FeatureOutcome, WindowReport
 from jobs.dead_letters import Rejected
 from schemas.config import ModelConfig, ThresholdConfig
-from schemas.events import CATEGORICAL, NUMERIC
+from schemas.events import CATEGORICAL, NUMERIC, utc_from_ms
 from sketches import DriftPolicy, FeatureVerdict, Reference, ReservoirSample, analyze_window, new_sketch
 from sketches.feature import FeatureSketch, deserialize_sketch
 from sketches.serialization import Reader, Writer
@@ -162,8 +161,8 @@ def analyze_summary(summary: WindowSummary, reference: Reference, policy: DriftP
     verdicts = analyze_window(summary.features, reference, policy)
     return WindowReport(
         model=summary.model,
-        window_start=_utc(summary.window_start_ms),
-        window_end=_utc(summary.window_end_ms),
+        window_start=utc_from_ms(summary.window_start_ms),
+        window_end=utc_from_ms(summary.window_end_ms),
         features=[feature_outcome(v) for v in verdicts],
     )
 
@@ -182,6 +181,3 @@ def feature_outcome(v: FeatureVerdict) -> FeatureOutcome:
         chi2_stat=deep.chi2_stat if deep else None, chi2_pvalue=deep.chi2_pvalue if deep else None,
     )
 
-
-def _utc(epoch_ms: int) -> datetime:
-    return datetime.fromtimestamp(epoch_ms / 1000, tz=timezone.utc)

@@ -15,17 +15,15 @@ from pyflink.table import DataTypes
 from pyflink.table.udf import FunctionContext, ScalarFunction, udf
 
 from driftwarden.store import make_engine, upsert
+from jobs.pipeline import window_start
+from schemas.events import utc_from_ms
 from schemas.tables import window_counts
 
 
 def window_bounds(event_ms: int, window_ms: int) -> tuple[datetime, datetime]:
     """UTC start and end of the epoch-aligned tumbling window holding ``event_ms``."""
-    start = event_ms - event_ms % window_ms
-    return _utc(start), _utc(start + window_ms)
-
-
-def _utc(epoch_ms: int) -> datetime:
-    return datetime.fromtimestamp(epoch_ms / 1000, tz=timezone.utc)
+    start = window_start(event_ms, window_ms)
+    return utc_from_ms(start), utc_from_ms(start + window_ms)
 
 
 class StoreWindowCounts(ScalarFunction):

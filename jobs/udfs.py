@@ -26,7 +26,7 @@ from pyflink.table.udf import FunctionContext, ScalarFunction, udaf, udf
 
 from driftwarden.errors import InvalidEventError
 from jobs.dead_letters import REASON_SEPARATOR, DeadLetterWriter, Rejected, dead_letter_row
-from schemas.config import MonitorConfig
+from schemas.config import MonitorConfig, feature_kinds_lookup
 from schemas.events import validate_event
 
 __all__ = ["REASON_SEPARATOR", "reject_reason", "feature_kinds_lookup", "summarize_udaf", "AnalyzeWindow",
@@ -38,11 +38,6 @@ log = logging.getLogger(__name__)
 def reject_reason(value: bytes | str, config: MonitorConfig) -> str | None:
     """Why a raw value is rejected (a reason code with its detail), or None when it is valid."""
     return _reject_reason(value, feature_kinds_lookup(config))
-
-
-def feature_kinds_lookup(config: MonitorConfig) -> Callable[[str], Mapping[str, str] | None]:
-    """model name -> its feature kinds (None for a model the config does not monitor)."""
-    return {m.name: dict(m.features) for m in config.models}.get
 
 
 def _reject_reason(value: bytes | str, kinds_of: Callable[[str], Mapping[str, str] | None]) -> str | None:

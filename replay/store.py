@@ -8,12 +8,12 @@ Storing the same replay twice leaves the same rows. No alerts are enqueued: a re
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 
 from sqlalchemy.exc import SQLAlchemyError
 
 from driftwarden.errors import ServiceError
 from driftwarden.store import insert_ignore, make_engine
+from jobs.dead_letters import REASON_SEPARATOR, Rejected, dead_letter_row
 from jobs.results import store_window
 from replay.engine import ReplayOutcome
 from replay.records import RawRecord
@@ -43,7 +43,5 @@ def store_outcome(url: str, outcome: ReplayOutcome) -> int:
 def _dead_letter(record: RawRecord, reason: str, detail: str, model: str | None, event_ms: int | None) -> dict:
     c = record.coordinates
     topic, partition, offset = (c if len(c) == 3 else (c[0], 0, c[1]))
-    return {"topic": str(topic)[:250], "partition": partition, "offset": offset, "reason": reason[:200],
-            "detail": detail, "model": model,
-            "event_time": datetime.fromtimestamp(event_ms / 1000, tz=timezone.utc) if event_ms else None,
-            "payload": record.value.decode("utf-8", "replace"), "seen_at": datetime.now(timezone.utc)}
+    rejected = Rejected(str(topic)[:250], partition, offset, f"{reason}{REASON_SEPARATOR}{detail}", record.value)
+    return dead_letter_row(rejected, model, event_ms)

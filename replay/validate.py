@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from driftwarden.errors import InvalidEventError
 from replay.records import RawRecord
-from schemas.config import MonitorConfig
+from schemas.config import MonitorConfig, feature_kinds_lookup
 from schemas.events import Event, validate_event
 
 #: Longest detail kept per rejected record in a report.
@@ -35,8 +35,7 @@ class Validator:
     """Turns raw records into events, or rejections naming what is wrong (the live job's rule)."""
 
     def __init__(self, config: MonitorConfig) -> None:
-        # the same lookup as jobs.udfs.feature_kinds_lookup (not imported: that module loads PyFlink)
-        self._kinds_of = {m.name: dict(m.features) for m in config.models}.get
+        self._kinds_of = feature_kinds_lookup(config)  # the live job's lookup
 
     def check(self, record: RawRecord) -> Event | Rejection:
         """The event of a valid record, else its Rejection."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Literal, Mapping
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -172,6 +172,11 @@ class MonitorConfig(_Strict):
     def model(self, name: str) -> ModelConfig | None:
         """The config of one model, or None when the model is not monitored."""
         return next((m for m in self.models if m.name == name), None)
+
+
+def feature_kinds_lookup(config: MonitorConfig) -> Callable[[str], Mapping[str, str] | None]:
+    """model name -> its feature kinds (None for a model the config does not monitor)."""
+    return {m.name: dict(m.features) for m in config.models}.get
 
 
 def load_config(path: str | Path) -> MonitorConfig:

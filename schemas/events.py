@@ -138,6 +138,11 @@ def check_feature_kinds(features: Mapping[str, Any], feature_kinds: Mapping[str,
             raise InvalidEventError(f"bad_feature_type:{name}", value_type.__name__)
 
 
+def utc_from_ms(epoch_ms: int) -> datetime:
+    """Epoch milliseconds as a timezone-aware UTC datetime."""
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=timezone.utc)
+
+
 def rfc3339(epoch_ms: int) -> str:
     """Format epoch milliseconds as an RFC 3339 UTC string (millisecond precision)."""
     seconds, millis = divmod(int(epoch_ms), 1000)
