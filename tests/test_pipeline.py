@@ -6,12 +6,15 @@ import numpy as np
 import orjson
 import pytest
 
+from sqlalchemy import func, select
+
 from driftwarden.errors import SerializationError
 from driftwarden.store import make_engine
 from jobs.pipeline import WindowSummary, analyze_summary, drift_policy, summarize_raw, summarize_window
 from jobs.references import ReferenceSet, StoredReferences, is_reference_file
 from jobs.source import kafka_source_ddl
 from schemas.config import MonitorConfig, SourceConfig
+from schemas.tables import window_summaries
 
 WINDOW = 10_000
 CONFIG = MonitorConfig.model_validate({
@@ -67,6 +70,8 @@ def test_warmup_reference_judges_only_windows_after_the_first_n(tmp_path):
         reference = refs.reference_for(conn, "m", 3 * WINDOW)
         refs.remember(conn, summarize_window("m", 3 * WINDOW, WINDOW, _maps(800, seed=3), MODEL))
         assert refs.reference_for(conn, "m", 0) is None  # a warm-up window is never judged
+        # once warmed up, later windows are not kept: the table stays at the warm-up windows
+        assert conn.execute(select(func.count()).select_from(window_summaries)).scalar_one() == 3
     assert reference.features["x"].sketch.n == sum(1 for w in range(3) for m in _maps(800, seed=w) if m["x"] is not None)
     shifted = summarize_window("m", 4 * WINDOW, WINDOW, _maps(800, shift=1.0, seed=4), MODEL)
     verdicts = {f.name: f for f in analyze_summary(shifted, reference, drift_policy(CONFIG.thresholds)).features}
