@@ -31,6 +31,11 @@ die() { printf '[services] ERROR: %s\n' "$*" >&2; exit 1; }
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
+# A service already listens on the port: open now and still open a second later. Our ports lie in
+# Linux's ephemeral range (32768-60999), so a lone connect can succeed by a TCP self-connection
+# while nothing listens (seen once: "kafka already running" with no broker).
+already_listening() { port_open "$1" && sleep 1 && port_open "$1"; }
+
 pid_alive() { [[ -f "$PIDS/$1.pid" ]] && kill -0 "$(cat "$PIDS/$1.pid")" 2>/dev/null; }
 
 wait_port() { # name port log
@@ -58,7 +63,7 @@ stop_pidfile() { # name
 
 # ---------------------------------------------------------------- kafka
 start_kafka() {
-  if port_open $KAFKA_PORT; then log "kafka already running"; return; fi
+  if already_listening $KAFKA_PORT; then log "kafka already running"; return; fi
   [[ -d "$CACHE/jars/kafka" ]] || die "Kafka jars missing in $CACHE/jars/kafka: run scripts/bootstrap.sh"
   local dir="$RUN/kafka" cp="$CACHE/jars/kafka/*"
   mkdir -p "$dir/data"
@@ -125,7 +130,7 @@ pg_dir() {
 }
 
 start_postgres() {
-  if port_open $PG_PORT; then log "postgres already running"; return; fi
+  if already_listening $PG_PORT; then log "postgres already running"; return; fi
   local bin; bin=$(pg_bin)
   if [[ -z "$bin" ]]; then
     log "installing PostgreSQL from Debian's packages"
@@ -166,7 +171,7 @@ status_postgres() { port_open $PG_PORT && echo "postgres: up 127.0.0.1:$PG_PORT"
 
 # ---------------------------------------------------------------- prometheus
 start_prometheus() {
-  if port_open $PROM_PORT; then log "prometheus already running"; return; fi
+  if already_listening $PROM_PORT; then log "prometheus already running"; return; fi
   if ! command -v prometheus >/dev/null; then
     log "installing Prometheus from Debian's packages"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null
@@ -186,7 +191,7 @@ status_prometheus() { port_open $PROM_PORT && echo "prometheus: up 127.0.0.1:$PR
 flink_home() { "$VENV/bin/python" -c 'import os, pyflink; print(os.path.dirname(pyflink.__file__))'; }
 
 start_flink() {
-  if port_open $FLINK_REST_PORT; then log "flink already running"; return; fi
+  if already_listening $FLINK_REST_PORT; then log "flink already running"; return; fi
   [[ -x "$VENV/bin/python" ]] || die "no virtualenv at $VENV: run scripts/bootstrap.sh"
   local home conf="$RUN/flink/conf"; home=$(flink_home)
   mkdir -p "$conf" "$RUN/flink/log" "$RUN/flink/tmp" "$RUN/flink/lib"
