@@ -3,7 +3,7 @@
 Two steps, both plain Python so that Flink (jobs/drift_job.py) and replay (replay/) run the very
 same code on the same inputs:
 
-1. :func:`summarize_window` turns the validated events of one (model, window) into a
+1. :class:`WindowRows` turns the validated events of one (model, window) into a
    :class:`WindowSummary`: a FeatureSketch and a ReservoirSample per configured feature, built
    column by column (one vectorised sketch update per feature, never a Python call per value).
    Events are put in a canonical order first (Kafka topic, partition, offset) and the sample is
@@ -15,19 +15,18 @@ same code on the same inputs:
 
 from __future__ import annotations
 
-import io
+import operator
 import zlib
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from itertools import islice
+from typing import Mapping, Sequence
 
-import orjson
 import pyarrow as pa
-import pyarrow.json as pa_json
 
 from alerting.records import FeatureOutcome, WindowReport
 from jobs.dead_letters import Rejected
 from schemas.config import ModelConfig, ThresholdConfig
-from schemas.events import CATEGORICAL, NUMERIC, utc_from_ms
+from schemas.events import FeatureKinds, utc_from_ms
 from sketches import DriftPolicy, FeatureVerdict, Reference, ReservoirSample, analyze_window, new_sketch
 from sketches.feature import FeatureSketch, deserialize_sketch
 from sketches.serialization import Reader, Writer
@@ -86,58 +85,96 @@ def window_seed(model: str, start_ms: int) -> int:
     return zlib.crc32(f"{model}|{start_ms}".encode())
 
 
+class WindowRows:
+    """One (model, window)'s configured feature values, gathered event by event, sketched once.
+
+    Values are appended to two flat lists (numeric and categorical, in the config's order) straight
+    from the parsed event, so a value is parsed once (by validation) and never again; when the
+    window closes each feature becomes one Arrow column, put in the canonical order of the events'
+    coordinates (Kafka topic, partition, offset; or file and line), and goes to its sketch and
+    sample in one vectorised call.
+
+    >>> from schemas.config import ModelConfig
+    >>> rows = WindowRows(ModelConfig(name="m", features={"x": "numeric", "c": "categorical"}))
+    >>> rows.add({"x": 2.5, "c": "b"}, ("t", 0, 7))
+    >>> rows.add({"x": 1, "c": "a", "extra": 3}, ("t", 0, 6))
+    >>> summary = rows.summarize("m", 0, 60_000)
+    >>> (summary.events, summary.unknown_features, summary.features["x"][1].values.tolist())
+    (2, 1, [1.0, 2.5])
+    """
+
+    def __init__(self, config: ModelConfig) -> None:
+        self.config = config
+        self.kinds = FeatureKinds(config.features)
+        self.numbers: list = []
+        self.labels: list = []
+        self.coordinates: list[tuple] = []
+        self.unknown_features = 0
+
+    def __len__(self) -> int:
+        return len(self.coordinates)
+
+    def add(self, features: Mapping[str, object], coordinates: tuple,
+            by_kind: tuple[tuple, tuple] | None = None) -> None:
+        """Append one validated event's configured features (absent ones as nulls).
+
+        ``by_kind`` is the event's :attr:`schemas.events.Event.by_kind` when validation already
+        split it with this model's kinds (saves doing it twice).
+        """
+        split = by_kind or self.kinds.split(features)
+        if split is None:
+            split = self.kinds.values_in_order(features)
+            self.unknown_features += sum(1 for name, value in features.items()
+                                         if value is not None and name not in self.kinds)
+        self.numbers.extend(split[0])
+        self.labels.extend(split[1])
+        self.coordinates.append(coordinates)
+
+    def summarize(self, model: str, start_ms: int, window_ms: int) -> WindowSummary:
+        """The window's summary: counts, and a sketch and a sample per configured feature."""
+        summary = WindowSummary(model, start_ms, start_ms + window_ms, events=len(self),
+                                unknown_features=self.unknown_features)
+        order = canonical_order(self.coordinates)
+        columns = {**_columns(self.numbers, self.kinds.numeric, pa.float64(), order),
+                   **_columns(self.labels, self.kinds.categorical, pa.string(), order)}
+        _sketch_columns(summary, columns, self.config)
+        return summary
+
+
+def canonical_order(coordinates: list[tuple]) -> pa.Array | None:
+    """Indices that sort ``coordinates``; None when they already are in order (the usual case)."""
+    if all(map(operator.le, coordinates, islice(coordinates, 1, None))):
+        return None
+    return pa.array(sorted(range(len(coordinates)), key=coordinates.__getitem__), type=pa.int64())
+
+
+def _columns(flat: list, names: tuple[str, ...], arrow_type: pa.DataType, order: pa.Array | None) -> dict:
+    """Each name's Arrow column out of row-major ``flat`` values, in ``order`` when given."""
+    columns = {}
+    for j, name in enumerate(names):
+        values = flat[j::len(names)]
+        try:
+            column = pa.array(values, type=arrow_type)
+        except pa.ArrowInvalid:  # a JSON integer beyond int64 (validated as a number): as a double
+            if not pa.types.is_floating(arrow_type):
+                raise
+            column = pa.array([None if v is None else float(v) for v in values], type=arrow_type)
+        columns[name] = column if order is None else column.take(order)
+    return columns
+
+
 def summarize_window(
     model: str,
     start_ms: int,
     window_ms: int,
-    feature_maps: Sequence[dict],
+    feature_maps: Sequence[Mapping[str, object]],
     config: ModelConfig,
 ) -> WindowSummary:
-    """Sketch and sample every configured feature of one window's events (in canonical order)."""
-    summary = WindowSummary(model, start_ms, start_ms + window_ms, events=len(feature_maps))
-    names = set(config.features)
-    summary.unknown_features = sum(len(f.keys() - names) for f in feature_maps)
-    columns = {name: [f.get(name) for f in feature_maps] for name in config.features}
-    _sketch_columns(summary, columns, config)
-    return summary
-
-
-def summarize_raw(
-    model: str,
-    start_ms: int,
-    window_ms: int,
-    values: Iterable[bytes],
-    coordinates: Iterable[tuple],
-    config: ModelConfig,
-) -> WindowSummary:
-    """Summarize already-validated raw JSON values, ordered canonically by their coordinates.
-
-    The values are parsed in one Arrow call (C++, typed by the config's feature kinds) and each
-    feature's column goes to its sketch and sample as an Arrow array; a batch Arrow cannot type
-    (a value outside the contract slipped through) takes the plain Python path instead.
-    """
-    ordered = [value for _, value in sorted(zip(coordinates, values), key=lambda pair: pair[0])]
-    try:
-        columns, unknown = _arrow_columns(ordered, config)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, KeyError):
-        feature_maps = [orjson.loads(value).get("features") or {} for value in ordered]
-        return summarize_window(model, start_ms, window_ms, feature_maps, config)
-    summary = WindowSummary(model, start_ms, start_ms + window_ms, events=len(ordered), unknown_features=unknown)
-    _sketch_columns(summary, columns, config)
-    return summary
-
-
-def _arrow_columns(values: list[bytes], config: ModelConfig) -> tuple[dict[str, pa.Array], int]:
-    """Each configured feature's column, and the number of values of features not in the config."""
-    types = {NUMERIC: pa.float64(), CATEGORICAL: pa.string()}
-    features = pa.struct([(name, types[kind]) for name, kind in config.features.items()])
-    options = pa_json.ParseOptions(explicit_schema=pa.schema([("features", features)]),
-                                   unexpected_field_behavior="infer")
-    table = pa_json.read_json(io.BytesIO(b"\n".join(values)), parse_options=options)
-    struct = table.column("features").combine_chunks()
-    columns = {name: struct.field(name) for name in config.features}
-    extra = [struct.field(i) for i in range(struct.type.num_fields) if struct.type.field(i).name not in columns]
-    return columns, sum(len(c) - c.null_count for c in extra)
+    """Sketch and sample every configured feature of one window's events (already in canonical order)."""
+    rows = WindowRows(config)
+    for line, features in enumerate(feature_maps):
+        rows.add(features, (line,))
+    return rows.summarize(model, start_ms, window_ms)
 
 
 def _sketch_columns(summary: WindowSummary, columns: dict, config: ModelConfig) -> None:

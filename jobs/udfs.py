@@ -44,8 +44,13 @@ def _reject_reason(value: bytes | str, kinds_of: Callable[[str], Mapping[str, st
     try:
         validate_event(value, kinds_of)
     except InvalidEventError as exc:
-        return f"{exc.reason}{REASON_SEPARATOR}{exc.detail}"[:1000]
+        return _reason_text(exc)
     return None
+
+
+def _reason_text(exc: InvalidEventError) -> str:
+    """The stored reason: code, separator, detail (at most 1,000 characters)."""
+    return f"{exc.reason}{REASON_SEPARATOR}{exc.detail}"[:1000]
 
 
 def summarize_udaf(config: MonitorConfig):
@@ -64,19 +69,29 @@ def summarize_udaf(config: MonitorConfig):
 
 def summarize_checked(model: str, any_event_ms: int, window_ms: int, values: list[bytes], coordinates: list[tuple],
                       config: MonitorConfig, kinds_of: Callable[[str], Mapping[str, str] | None]):
-    """Validate a window's records, then summarize the valid ones; the others ride along as rejects."""
-    from jobs.pipeline import WindowSummary, summarize_raw, window_start
+    """Validate a window's records, then summarize the valid ones; the others ride along as rejects.
 
-    reasons = [_reject_reason(v, kinds_of) for v in values]
-    good = [i for i, reason in enumerate(reasons) if reason is None]
-    rejected = [Rejected(*coordinates[i], reason, values[i]) for i, reason in enumerate(reasons) if reason]
+    Each record is parsed once: validation's parsed features go straight into the window's rows.
+    """
+    from jobs.pipeline import WindowRows, WindowSummary, window_start
+
     start = window_start(any_event_ms, window_ms)
     model_config = config.model(model)
-    if model_config is None:  # not monitored: counted, not sketched
-        summary = WindowSummary(model, start, start + window_ms, events=len(good))
+    rows = WindowRows(model_config) if model_config is not None else None
+    rejected, events = [], 0
+    for value, where in zip(values, coordinates):
+        try:
+            event = validate_event(value, kinds_of)
+        except InvalidEventError as exc:
+            rejected.append(Rejected(*where, _reason_text(exc), value))
+            continue
+        events += 1
+        if rows is not None:
+            rows.add(event.features, where, event.by_kind)
+    if rows is None:  # not monitored: counted, not sketched
+        summary = WindowSummary(model, start, start + window_ms, events=events)
     else:
-        summary = summarize_raw(model, start, window_ms, [values[i] for i in good],
-                                [coordinates[i] for i in good], model_config)
+        summary = rows.summarize(model, start, window_ms)
     summary.rejected = rejected
     return summary
 

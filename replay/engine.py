@@ -2,19 +2,21 @@
 
 Records go through the same steps, in the same code, as in ``jobs/drift_job.py``: validation
 (``validate_event`` with the configured kinds), event-time windows with per-partition watermarks
-and late events, :func:`jobs.pipeline.summarize_raw` on each fired window's raw values with their
-coordinates (it orders them canonically, as in the live job's aggregate), then :func:`jobs.pipeline.analyze_summary` against the reference the live job
-would use. Only the transport differs: records come from a file or a bounded topic read.
+and late events, each on-time event's features appended to its window's
+:class:`jobs.pipeline.WindowRows` (summarized in the canonical order of the coordinates, as in the
+live job's aggregate), then :func:`jobs.pipeline.analyze_summary` against the reference the live
+job would use. Only the transport differs: records come from a file or a bounded topic read.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 from alerting.records import WindowReport
-from jobs.pipeline import WindowSummary, analyze_summary, summarize_raw
+from jobs.pipeline import WindowRows, WindowSummary, analyze_summary
 from replay.ordering import PartitionMerger
 from replay.records import RawRecord
 from replay.setup import ReplaySetup
@@ -68,32 +70,36 @@ class Replayer:
         self.setup = setup
         partitions = sorted(partitions)
         self._validator = Validator(setup.config)
-        self._windower = Windower(setup.config.window.size_ms, setup.config.window.out_of_orderness_ms, partitions)
+        self._windower = Windower(setup.config.window.size_ms, setup.config.window.out_of_orderness_ms, partitions,
+                                  self._rows_for)
         self._merger = PartitionMerger(partitions) if len(partitions) > 1 else None
         self._last_offsets = last_offsets or {}
         self._sink = sink
         self.outcome = ReplayOutcome()
-        self._lo = self._hi = None
+        self._wanted = setup.models  # the --model filter (None: every model)
+        self._lo, self._hi = math.inf, -math.inf
 
     @property
     def event_time_covered(self) -> tuple[int | None, int | None]:
-        """Smallest and largest valid event time seen so far (epoch ms)."""
+        """Smallest and largest valid event time seen so far (epoch ms; None before the first)."""
+        if self._lo > self._hi:
+            return None, None
         return self._lo, self._hi
 
-    def feed(self, records: Iterable[RawRecord]) -> None:
+    def feed(self, records: Sequence[RawRecord]) -> None:
         """Validate, order and window a batch of records; judge the windows that fired."""
-        counts = self.outcome.counts
+        self.outcome.counts["read"] += len(records)
+        check, merger = self._validator.check, self._merger
         for record in records:
-            counts["read"] += 1
-            checked = self._validator.check(record)
-            if isinstance(checked, Rejection):
+            checked = check(record)
+            if type(checked) is Rejection:
                 self._reject(checked)
-            elif self._merger is None:
+            elif merger is None:
                 self._accept(record.partition, record, checked)
             else:
-                self._merger.push(record.partition, checked.event_ms, (record, checked))
-            if self._merger is not None and self._last_offsets.get(record.partition) == record.coordinates[-1]:
-                if self._merger.finish(record.partition):
+                merger.push(record.partition, checked.event_ms, (record, checked))
+            if merger is not None and self._last_offsets.get(record.partition) == record.coordinates[-1]:
+                if merger.finish(record.partition):
                     self._windower.drop_partition(record.partition)
         self._release()
 
@@ -106,7 +112,7 @@ class Replayer:
         self._judge(self._windower.flush())
         counts = self.outcome.counts
         counts["read"] -= counts["filtered_out"]
-        if self._lo is not None:
+        if self._lo <= self._hi:
             self.outcome.event_ms_range = [self._lo, self._hi]
         return self.outcome
 
@@ -125,19 +131,22 @@ class Replayer:
         self._judge(self._windower.fired())
 
     def _accept(self, partition: int, record: RawRecord, event: Event) -> None:
-        keep = self.setup.wants(event.model)
-        on_time = self._windower.add(partition, record.coordinates, event, record.value, keep)
+        keep = self._wanted is None or event.model in self._wanted  # setup.wants, inlined: per event
+        on_time = self._windower.add(partition, record.coordinates, event, keep)
         if self._sink is not None:
             self._sink(record, event.event_ms)
+        counts = self.outcome.counts
         if not keep:
-            self.outcome.counts["filtered_out"] += 1
+            counts["filtered_out"] += 1
             return
-        self.outcome.counts["valid"] += 1
+        counts["valid"] += 1
         ms = event.event_ms
-        self._lo = ms if self._lo is None or ms < self._lo else self._lo
-        self._hi = ms if self._hi is None or ms > self._hi else self._hi
+        if ms < self._lo:
+            self._lo = ms
+        if ms > self._hi:
+            self._hi = ms
         if not on_time:
-            self.outcome.counts["late"] += 1
+            counts["late"] += 1
             self.outcome.late.append((record, event))
 
     def _judge(self, windows: list[OpenWindow]) -> None:
@@ -153,14 +162,15 @@ class Replayer:
             self.outcome.counts["windowed"] += summary.events
             self._note_first_drift(report, summary, reference)
 
+    def _rows_for(self, model: str) -> WindowRows | None:
+        model_config = self.setup.config.model(model)
+        return WindowRows(model_config) if model_config is not None else None
+
     def _summarize(self, window: OpenWindow) -> WindowSummary:
         window_ms = self.setup.config.window.size_ms
-        model_config = self.setup.config.model(window.model)
-        if model_config is None:  # not monitored: counted, not sketched (as in the live job)
-            return WindowSummary(window.model, window.start_ms, window.start_ms + window_ms,
-                                 events=len(window.values))
-        return summarize_raw(window.model, window.start_ms, window_ms, window.values, window.coordinates,
-                             model_config)
+        if window.rows is None:  # not monitored: counted, not sketched (as in the live job)
+            return WindowSummary(window.model, window.start_ms, window.start_ms + window_ms, events=window.events)
+        return window.rows.summarize(window.model, window.start_ms, window_ms)
 
     def _note_first_drift(self, report: WindowReport, summary: WindowSummary, reference: Reference) -> None:
         for outcome in report.features:

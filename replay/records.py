@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RawRecord:
-    """One raw value as read, before validation."""
+    """One raw value as read, before validation (read-only by convention; not frozen: built per record)."""
 
     coordinates: tuple
     partition: int

@@ -13,27 +13,37 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Callable
 
-from jobs.pipeline import window_start
+from jobs.pipeline import WindowRows
 from schemas.events import Event
+
+#: Makes a window's rows for a model; None for a model that is counted but not sketched.
+RowsFactory = Callable[[str], "WindowRows | None"]
 
 
 @dataclass
 class OpenWindow:
-    """The on-time events of one (model, window) so far: raw values and their coordinates."""
+    """The on-time events of one (model, window) so far: their count, and their rows when sketched."""
 
     model: str
     start_ms: int
-    coordinates: list = field(default_factory=list)
-    values: list = field(default_factory=list)
+    rows: WindowRows | None = None
+    events: int = 0
+
+
+def _no_rows(_model: str) -> None:
+    return None
 
 
 class Windower:
     """Assigns events to tumbling windows, classifies late events and releases fired windows."""
 
-    def __init__(self, window_ms: int, out_of_orderness_ms: int, partitions: list[int]) -> None:
+    def __init__(self, window_ms: int, out_of_orderness_ms: int, partitions: list[int],
+                 rows_for: RowsFactory = _no_rows) -> None:
         self.window_ms = window_ms
+        self._rows_for = rows_for
         self.out_of_orderness_ms = out_of_orderness_ms
         self._marks: dict[int, float] = {p: -math.inf for p in partitions}
         self._watermark = -math.inf
@@ -46,26 +56,26 @@ class Windower:
         """The current combined watermark (epoch ms; -inf before any event, inf at the end)."""
         return self._watermark
 
-    def add(self, partition: int, coordinates: tuple, event: Event, value: bytes = b"", keep: bool = True) -> bool:
-        """Window the event's raw value (when ``keep``) and advance the watermark; False when late."""
-        start = window_start(event.event_ms, self.window_ms)
+    def add(self, partition: int, coordinates: tuple, event: Event, keep: bool = True) -> bool:
+        """Window the event (when ``keep``) and advance the watermark; False when it is late."""
+        event_ms = event.event_ms
+        start = event_ms - event_ms % self.window_ms  # jobs.pipeline.window_start, inlined: per event
         on_time = start + self.window_ms - 1 > self._watermark
         if keep:
             if on_time:
-                window = self._window(event.model, start)
-                window.coordinates.append(coordinates)
-                window.values.append(value)
+                window = self._open.get((start, event.model)) or self._window(event.model, start)
+                window.events += 1
+                if window.rows is not None:
+                    window.rows.add(event.features, coordinates, event.by_kind)
             else:
                 self.late_by_window[(event.model, start)] += 1
-        self._advance(partition, event.event_ms - self.out_of_orderness_ms)
+        self._advance(partition, event_ms - self.out_of_orderness_ms)
         return on_time
 
     def _window(self, model: str, start: int) -> OpenWindow:
         key = (start, model)
-        window = self._open.get(key)
-        if window is None:
-            window = self._open[key] = OpenWindow(model, start)
-            heapq.heappush(self._heap, key)
+        window = self._open[key] = OpenWindow(model, start, self._rows_for(model))
+        heapq.heappush(self._heap, key)
         return window
 
     def _advance(self, partition: int, mark: int) -> None:

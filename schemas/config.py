@@ -26,6 +26,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from driftwarden.errors import ConfigError
+from schemas.events import FeatureKinds
 
 FeatureKind = Literal["numeric", "categorical"]
 
@@ -176,7 +177,7 @@ class MonitorConfig(_Strict):
 
 def feature_kinds_lookup(config: MonitorConfig) -> Callable[[str], Mapping[str, str] | None]:
     """model name -> its feature kinds (None for a model the config does not monitor)."""
-    return {m.name: dict(m.features) for m in config.models}.get
+    return {m.name: FeatureKinds(m.features) for m in config.models}.get
 
 
 def load_config(path: str | Path) -> MonitorConfig:

@@ -19,8 +19,9 @@ driftwarden.errors.InvalidEventError: missing_event_time
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
+from operator import itemgetter
 from typing import Any, Callable, Mapping
 
 import orjson
@@ -48,18 +49,26 @@ REJECT_REASONS = (
 NUMERIC = "numeric"
 CATEGORICAL = "categorical"
 _NUMBER_TYPES = frozenset((int, float))
+_NUMERIC_VALUE_TYPES = frozenset((int, float, type(None)))
+_CATEGORICAL_VALUE_TYPES = frozenset((str, type(None)))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Event:
-    """One validated model request."""
+    """One validated model request (read-only by convention).
+
+    Built once per event of the stream, so a plain slots dataclass: a frozen one costs four times
+    as much to construct (measured 1.0 vs 0.26 us). ``by_kind`` holds the configured features'
+    values split by kind, in the order of the model's :class:`FeatureKinds`, when validation
+    recognised the common shape (exactly the configured features); else None.
+    """
 
     model: str
     event_ms: int
     features: Mapping[str, float | str | None]
     prediction: float | None = None
     request_id: str | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    by_kind: tuple[tuple, tuple] | None = None
 
 
 def parse_event(raw: bytes | str, feature_kinds: Mapping[str, str] | None = None) -> Event:
@@ -84,12 +93,15 @@ def validate_event(raw: bytes | str, kinds_of: Callable[[str], Mapping[str, str]
     features = doc.get("features")
     if type(features) is not dict:
         raise InvalidEventError("bad_features", "features must be an object of name -> number|string|null")
-    check_feature_kinds(features, kinds_of(model))
+    kinds = kinds_of(model)
+    by_kind = kinds.split(features) if type(kinds) is FeatureKinds else None  # the fast path, inlined
+    if by_kind is None:
+        by_kind = check_feature_kinds(features, kinds)
     prediction = doc.get("prediction")
     if prediction is not None and type(prediction) not in _NUMBER_TYPES:
         raise InvalidEventError("bad_prediction", repr(prediction)[:80])
     request_id = doc.get("request_id")
-    return Event(model, event_ms, features, prediction, request_id if isinstance(request_id, str) else None)
+    return Event(model, event_ms, features, prediction, request_id if type(request_id) is str else None, by_kind)
 
 
 def parse_event_time(value: Any) -> int:
@@ -119,12 +131,72 @@ def _parse_rfc3339_ms(text: str) -> int:
     return int(parsed.timestamp() * 1000)
 
 
-def check_feature_kinds(features: Mapping[str, Any], feature_kinds: Mapping[str, str] | None) -> None:
+class FeatureKinds(dict):
+    """One model's feature kinds (name -> NUMERIC | CATEGORICAL), with its names split by kind.
+
+    :meth:`split` is the stream's fast path: an event carrying exactly the configured features,
+    each with a value of its kind's type, is recognised (and its values taken in order) by a few
+    C-level calls instead of a Python loop over the features.
+
+    >>> kinds = FeatureKinds({"x": NUMERIC, "c": CATEGORICAL, "y": NUMERIC})
+    >>> kinds.split({"c": "a", "x": 1.5, "y": None})
+    ((1.5, None), ('a',))
+    >>> kinds.split({"x": "1.5", "c": "a", "y": 2}) is None  # not the common shape: the full check decides
+    True
+    >>> kinds.values_in_order({"x": 2, "z": True})
+    ((2, None), (None,))
+    """
+
+    def __init__(self, kinds: Mapping[str, str]) -> None:
+        super().__init__(kinds)
+        self.numeric = tuple(name for name, kind in kinds.items() if kind == NUMERIC)
+        self.categorical = tuple(name for name, kind in kinds.items() if kind == CATEGORICAL)
+        self._numeric_of = _values_getter(self.numeric)
+        self._categorical_of = _values_getter(self.categorical)
+
+    def __reduce__(self) -> tuple:  # pickled with the job's functions: rebuild the getters on load
+        return FeatureKinds, (dict(self),)
+
+    def split(self, features: Mapping[str, Any]) -> tuple[tuple, tuple] | None:
+        """``(numeric values, categorical values)`` in this object's order, when ``features`` holds
+        exactly the configured names, each with a value of its kind's type (or null); else None."""
+        if len(features) != len(self):
+            return None
+        try:
+            numbers, labels = self._numeric_of(features), self._categorical_of(features)
+        except KeyError:
+            return None
+        if _NUMERIC_VALUE_TYPES.issuperset(map(type, numbers)) and _CATEGORICAL_VALUE_TYPES.issuperset(
+                map(type, labels)):
+            return numbers, labels
+        return None
+
+    def values_in_order(self, features: Mapping[str, Any]) -> tuple[tuple, tuple]:
+        """The configured features' values in this object's order (None where absent), any event."""
+        return tuple(map(features.get, self.numeric)), tuple(map(features.get, self.categorical))
+
+
+def _values_getter(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], tuple]:
+    """``itemgetter`` that always returns a tuple (it returns a bare value for one name)."""
+    if len(names) == 1:
+        (name,) = names
+        return lambda features: (features[name],)
+    return itemgetter(*names) if names else (lambda features: ())
+
+
+def check_feature_kinds(features: Mapping[str, Any],
+                        feature_kinds: Mapping[str, str] | None) -> tuple[tuple, tuple] | None:
     """Raise InvalidEventError naming the first feature whose value has the wrong type.
 
-    One pass over the features, on exact types (JSON gives only int, float, str, bool, None,
-    list and dict): this runs for every event of the stream.
+    With :class:`FeatureKinds` the common shape is accepted by :meth:`FeatureKinds.split`, whose
+    values by kind are returned; any other event takes one pass over its features, on exact types
+    (JSON gives only int, float, str, bool, None, list and dict), which names the first offending
+    feature, and None is returned for a valid one.
     """
+    if type(feature_kinds) is FeatureKinds:
+        by_kind = feature_kinds.split(features)
+        if by_kind is not None:
+            return by_kind
     kinds = feature_kinds or {}
     for name, value in features.items():
         value_type = type(value)
@@ -136,6 +208,7 @@ def check_feature_kinds(features: Mapping[str, Any], feature_kinds: Mapping[str,
                 raise InvalidEventError(f"type_mismatch:{name}", f"expected numeric, got {value!r}"[:120])
         elif value is not None:
             raise InvalidEventError(f"bad_feature_type:{name}", value_type.__name__)
+    return None
 
 
 def utc_from_ms(epoch_ms: int) -> datetime:

@@ -10,10 +10,12 @@ from sqlalchemy import func, select
 
 from driftwarden.errors import SerializationError
 from driftwarden.store import make_engine
-from jobs.pipeline import WindowSummary, analyze_summary, drift_policy, summarize_raw, summarize_window
+from driftwarden.errors import InvalidEventError
+from jobs.pipeline import WindowRows, WindowSummary, analyze_summary, drift_policy, summarize_window
 from jobs.references import ReferenceSet, StoredReferences, is_reference_file
 from jobs.source import kafka_source_ddl
-from schemas.config import MonitorConfig, SourceConfig
+from schemas.config import MonitorConfig, SourceConfig, feature_kinds_lookup
+from schemas.events import validate_event
 from schemas.tables import window_summaries
 
 WINDOW = 10_000
@@ -24,6 +26,7 @@ CONFIG = MonitorConfig.model_validate({
     "models": [{"name": "m", "features": {"x": "numeric", "c": "categorical"}}],
 })
 MODEL = CONFIG.models[0]
+T_EVENT = 1_767_225_600_000
 
 
 def _maps(n: int, shift: float = 0.0, seed: int = 0) -> list[dict]:
@@ -32,23 +35,53 @@ def _maps(n: int, shift: float = 0.0, seed: int = 0) -> list[dict]:
             for i in range(n)]
 
 
-def test_arrow_and_python_paths_give_the_same_summary():
+def test_validated_events_summarize_like_their_feature_maps():
+    """The fast path (validation's split values) and the general one give the same summary."""
     maps = _maps(3000)
-    values = [orjson.dumps({"event_time": 0, "model": "m", "features": m}) for m in maps]
-    fast = summarize_raw("m", 0, WINDOW, values, [(0, i) for i in range(len(values))], MODEL)
+    kinds = feature_kinds_lookup(CONFIG)
+    rows = WindowRows(MODEL)
+    for line, m in enumerate(maps):
+        event = validate_event(orjson.dumps({"event_time": T_EVENT, "model": "m", "features": m}), kinds)
+        rows.add(event.features, (line,), event.by_kind)
+    fast = rows.summarize("m", 0, WINDOW)
     slow = summarize_window("m", 0, WINDOW, maps, MODEL)
     assert (fast.events, fast.unknown_features) == (slow.events, slow.unknown_features) == (3000, 3000)
     for name in MODEL.features:
         assert fast.features[name][0].count == slow.features[name][0].count
         assert np.array_equal(fast.features[name][1].values, slow.features[name][1].values)
+    assert fast.features["x"][0].nulls == sum(m["x"] is None for m in maps) > 0
+
+
+def test_the_common_shape_is_split_by_validation_and_others_are_not():
+    kinds = feature_kinds_lookup(CONFIG)
+    common = validate_event(b'{"event_time": 1767225600000, "model": "m", "features": {"c": "a", "x": 2}}', kinds)
+    extra = validate_event(b'{"event_time": 1767225600000, "model": "m", "features": {"x": 2, "u": 1}}', kinds)
+    assert (common.by_kind, extra.by_kind) == (((2,), ("a",)), None)
+    with pytest.raises(InvalidEventError, match="type_mismatch:x"):
+        validate_event(b'{"event_time": 1767225600000, "model": "m", "features": {"x": "2", "c": "a"}}', kinds)
+    with pytest.raises(InvalidEventError, match="bad_feature_type:x"):
+        validate_event(b'{"event_time": 1767225600000, "model": "m", "features": {"x": true, "c": "a"}}', kinds)
 
 
 def test_summary_is_independent_of_arrival_order():
-    values = [orjson.dumps({"features": m}) for m in _maps(2500)]
-    coords = [("t", i % 2, i) for i in range(len(values))]
-    a = summarize_raw("m", 0, WINDOW, values, coords, MODEL)
-    b = summarize_raw("m", 0, WINDOW, values[::-1], coords[::-1], MODEL)
-    assert np.array_equal(a.features["x"][1].values, b.features["x"][1].values)
+    maps = _maps(2500)
+    coords = [("t", i % 2, i) for i in range(len(maps))]
+    a, b = WindowRows(MODEL), WindowRows(MODEL)
+    for m, where in zip(maps, coords):
+        a.add(m, where)
+    for m, where in zip(maps[::-1], coords[::-1]):
+        b.add(m, where)
+    first, second = a.summarize("m", 0, WINDOW), b.summarize("m", 0, WINDOW)
+    for name in MODEL.features:
+        assert np.array_equal(first.features[name][1].values, second.features[name][1].values)
+
+
+def test_integers_beyond_int64_take_the_python_path():
+    rows = WindowRows(MODEL)
+    for line, x in enumerate([2**63 + 1, 1.5, None]):
+        rows.add({"x": x, "c": "a"}, (line,))
+    sketch = rows.summarize("m", 0, WINDOW).features["x"][0]
+    assert (sketch.count, sketch.nulls, sketch.max) == (3, 1, float(2**63 + 1))
 
 
 def test_summary_round_trips_and_rejects_corrupt_bytes():

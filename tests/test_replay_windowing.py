@@ -7,11 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from jobs.pipeline import WindowRows
 from replay.engine import Replayer
 from replay.ordering import PartitionMerger
 from replay.records import RawRecord
 from replay.windowing import Windower
-from schemas.config import MonitorConfig
+from schemas.config import ModelConfig, MonitorConfig
 from schemas.events import Event
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z, a window boundary
@@ -30,7 +31,7 @@ def test_an_event_for_a_fired_window_is_late_and_counted():
     assert [x.start_ms for x in w.fired()] == [T0]
     assert not w.add(0, (3,), ev(59 * S))
     assert w.late_by_window == {("m", T0): 1}
-    assert [len(x.values) for x in w.flush()] == [2]
+    assert [x.events for x in w.flush()] == [2]
 
 
 def test_the_slowest_partition_holds_the_watermark_back_until_it_finishes():
@@ -43,13 +44,15 @@ def test_the_slowest_partition_holds_the_watermark_back_until_it_finishes():
     assert [x.start_ms - T0 for x in w.fired()] == [0]
 
 
-def test_a_window_keeps_each_raw_value_with_its_coordinates():
-    w = Windower(60 * S, 0, [0, 1])
-    w.add(1, ("t", 1, 0), Event("m", T0 + 1, {"x": 1.0}), b"one")
-    w.add(0, ("t", 0, 5), Event("m", T0 + 2, {"x": 2.0}), b"two")
-    w.add(0, ("t", 0, 6), Event("m", T0 + 3, {"x": 2.0}), b"other", keep=False)
+def test_a_window_keeps_each_kept_events_features_with_its_coordinates():
+    model = ModelConfig(name="m", features={"x": "numeric"})
+    w = Windower(60 * S, 0, [0, 1], lambda name: WindowRows(model))
+    w.add(1, ("t", 1, 0), Event("m", T0 + 1, {"x": 1.0}))
+    w.add(0, ("t", 0, 5), Event("m", T0 + 2, {"x": 2.0}))
+    w.add(0, ("t", 0, 6), Event("m", T0 + 3, {"x": 3.0}), keep=False)
     (window,) = w.flush()
-    assert list(zip(window.coordinates, window.values)) == [(("t", 1, 0), b"one"), (("t", 0, 5), b"two")]
+    assert window.events == 2
+    assert (window.rows.coordinates, window.rows.numbers) == ([("t", 1, 0), ("t", 0, 5)], [1.0, 2.0])
 
 
 @settings(max_examples=50, deadline=None)
