@@ -26,6 +26,7 @@ import pyarrow as pa
 from alerting.records import FeatureOutcome, WindowReport
 from jobs.dead_letters import Rejected
 from schemas.config import ModelConfig, ThresholdConfig
+from jobs.columns import ARROW_TYPES, feature_columns, unknown_feature_values
 from schemas.events import FeatureKinds, utc_from_ms
 from sketches import DriftPolicy, FeatureVerdict, Reference, ReservoirSample, analyze_window, new_sketch
 from sketches.feature import FeatureSketch, deserialize_sketch
@@ -86,13 +87,14 @@ def window_seed(model: str, start_ms: int) -> int:
 
 
 class WindowRows:
-    """One (model, window)'s configured feature values, gathered event by event, sketched once.
+    """One (model, window)'s configured feature values, gathered as events come, sketched once.
 
-    Values are appended to two flat lists (numeric and categorical, in the config's order) straight
-    from the parsed event, so a value is parsed once (by validation) and never again; when the
-    window closes each feature becomes one Arrow column, put in the canonical order of the events'
-    coordinates (Kafka topic, partition, offset; or file and line), and goes to its sketch and
-    sample in one vectorised call.
+    Values come either event by event (:meth:`add`, the live job's aggregate: appended to two flat
+    lists straight from validation's parse) or as Arrow columns of a validated batch
+    (:meth:`add_columns`, replay's batch path). A value is parsed once, by validation, and never
+    again. When the window closes each feature becomes one Arrow column, put in the canonical
+    order of the events' coordinates (Kafka topic, partition, offset; or file and line), and goes
+    to its sketch and sample in one vectorised call.
 
     >>> from schemas.config import ModelConfig
     >>> rows = WindowRows(ModelConfig(name="m", features={"x": "numeric", "c": "categorical"}))
@@ -110,6 +112,8 @@ class WindowRows:
         self.labels: list = []
         self.coordinates: list[tuple] = []
         self.unknown_features = 0
+        self._chunks: list[dict[str, pa.Array]] = []
+        self._in_chunks = 0  # events already in self._chunks
 
     def __len__(self) -> int:
         return len(self.coordinates)
@@ -124,21 +128,44 @@ class WindowRows:
         split = by_kind or self.kinds.split(features)
         if split is None:
             split = self.kinds.values_in_order(features)
-            self.unknown_features += sum(1 for name, value in features.items()
-                                         if value is not None and name not in self.kinds)
+            self.unknown_features += unknown_feature_values(features, self.kinds)
         self.numbers.extend(split[0])
         self.labels.extend(split[1])
         self.coordinates.append(coordinates)
+
+    def add_columns(self, columns: Mapping[str, pa.Array], coordinates: Sequence[tuple],
+                    unknown_features: int = 0) -> None:
+        """Append validated events given as one Arrow column per configured feature."""
+        self._seal()
+        self._chunks.append({name: columns[name] for name in self.kinds})
+        self.coordinates.extend(coordinates)
+        self._in_chunks = len(self.coordinates)
+        self.unknown_features += unknown_features
+
+    def columns(self) -> dict[str, pa.Array]:
+        """Each configured feature's column over the whole window, in canonical order."""
+        self._seal()
+        order = canonical_order(self.coordinates)
+        columns = {}
+        for name, kind in self.kinds.items():
+            parts = [chunk[name] for chunk in self._chunks]
+            column = pa.concat_arrays(parts) if parts else pa.array([], ARROW_TYPES[kind])
+            columns[name] = column if order is None else column.take(order)
+        return columns
 
     def summarize(self, model: str, start_ms: int, window_ms: int) -> WindowSummary:
         """The window's summary: counts, and a sketch and a sample per configured feature."""
         summary = WindowSummary(model, start_ms, start_ms + window_ms, events=len(self),
                                 unknown_features=self.unknown_features)
-        order = canonical_order(self.coordinates)
-        columns = {**_columns(self.numbers, self.kinds.numeric, pa.float64(), order),
-                   **_columns(self.labels, self.kinds.categorical, pa.string(), order)}
-        _sketch_columns(summary, columns, self.config)
+        _sketch_columns(summary, self.columns(), self.config)
         return summary
+
+    def _seal(self) -> None:
+        """Turn the values added event by event so far into one columnar chunk."""
+        if len(self.coordinates) > self._in_chunks:
+            self._chunks.append(feature_columns(self.numbers, self.labels, self.kinds))
+            self.numbers, self.labels = [], []
+            self._in_chunks = len(self.coordinates)
 
 
 def canonical_order(coordinates: list[tuple]) -> pa.Array | None:
@@ -146,21 +173,6 @@ def canonical_order(coordinates: list[tuple]) -> pa.Array | None:
     if all(map(operator.le, coordinates, islice(coordinates, 1, None))):
         return None
     return pa.array(sorted(range(len(coordinates)), key=coordinates.__getitem__), type=pa.int64())
-
-
-def _columns(flat: list, names: tuple[str, ...], arrow_type: pa.DataType, order: pa.Array | None) -> dict:
-    """Each name's Arrow column out of row-major ``flat`` values, in ``order`` when given."""
-    columns = {}
-    for j, name in enumerate(names):
-        values = flat[j::len(names)]
-        try:
-            column = pa.array(values, type=arrow_type)
-        except pa.ArrowInvalid:  # a JSON integer beyond int64 (validated as a number): as a double
-            if not pa.types.is_floating(arrow_type):
-                raise
-            column = pa.array([None if v is None else float(v) for v in values], type=arrow_type)
-        columns[name] = column if order is None else column.take(order)
-    return columns
 
 
 def summarize_window(

@@ -33,20 +33,21 @@ def replay_command(
     to_topic: Annotated[Optional[str], typer.Option(help="Re-publish the range to this (existing) topic, event times kept.", show_default="none")] = None,
     pace: Annotated[str, typer.Option(help="Re-publish pace: original, max, or xN (N times faster).", show_default=True)] = "max",
     store: Annotated[Optional[str], typer.Option(help="Also write results to this store URL (idempotent).", show_default="none: read-only")] = None,
+    workers: Annotated[Optional[int], typer.Option(min=0, help="Processes that parse and validate records (0: in the replay's own process).", show_default="auto: one per core from about 200,000 records, else 0")] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.", show_default=True)] = True,
 ) -> None:
     """Re-read a topic range or an archive, re-run the drift pipeline, and write a report."""
     console = Console(stderr=True)
     try:
         _replay(console, topic, start, end, input_file, reference, config, model, features, bootstrap,
-                report_json, report_html, to_topic, pace, store, progress)
+                report_json, report_html, to_topic, pace, store, workers, progress)
     except DriftwardenError as exc:
         console.print(f"[bold red]{type(exc).__name__}[/]: {exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
 
 
 def _replay(console, topic, start, end, input_file, reference, config, model, features, bootstrap,
-            report_json, report_html, to_topic, pace, store, progress) -> None:
+            report_json, report_html, to_topic, pace, store, workers, progress) -> None:
     from replay.progress import ReplayProgress
     from replay.publish import parse_pace
     from replay.setup import load_setup
@@ -58,7 +59,7 @@ def _replay(console, topic, start, end, input_file, reference, config, model, fe
     bootstrap = bootstrap or setup.config.source.bootstrap_servers or DEFAULT_BOOTSTRAP
     sink = _republisher(bootstrap, to_topic, speedup) if to_topic else None
     with ReplayProgress(enabled=progress, console=console) as bar:
-        outcome, source = _run(topic, range_ms, input_file, bootstrap, setup, bar, sink)
+        outcome, source = _run(topic, range_ms, input_file, bootstrap, setup, bar, sink, workers)
     if sink is not None:
         sink.close()
         console.print(f"re-published {sink.sent} records to {to_topic}")
@@ -87,12 +88,12 @@ def _republisher(bootstrap: str, to_topic: str, speedup: float):
     return Republisher(bootstrap, to_topic, speedup, target_partitions(bootstrap, to_topic))
 
 
-def _run(topic, range_ms, input_file, bootstrap, setup, bar, sink):
+def _run(topic, range_ms, input_file, bootstrap, setup, bar, sink, workers):
     from replay.run import replay_file, replay_topic
 
     if input_file is not None:
-        return replay_file(input_file, setup, bar, sink)
-    return replay_topic(bootstrap, topic, range_ms[0], range_ms[1], setup, bar, sink)
+        return replay_file(input_file, setup, bar, sink, workers)
+    return replay_topic(bootstrap, topic, range_ms[0], range_ms[1], setup, bar, sink, workers)
 
 
 def _outputs(console, outcome, setup, source, report_json, report_html, store) -> None:

@@ -15,12 +15,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
+import numpy as np
+import pyarrow as pa
+
 from alerting.records import WindowReport
 from jobs.pipeline import WindowRows, WindowSummary, analyze_summary
 from replay.ordering import PartitionMerger
 from replay.records import RawRecord
 from replay.setup import ReplaySetup
-from replay.validate import Rejection, Validator
+from replay.validate import Rejection, ValidatedBatch, validate_batch
 from replay.windowing import OpenWindow, Windower
 from schemas.events import Event
 from sketches import Reference
@@ -69,7 +72,6 @@ class Replayer:
                  last_offsets: dict[int, int] | None = None, sink: RecordSink | None = None) -> None:
         self.setup = setup
         partitions = sorted(partitions)
-        self._validator = Validator(setup.config)
         self._windower = Windower(setup.config.window.size_ms, setup.config.window.out_of_orderness_ms, partitions,
                                   self._rows_for)
         self._merger = PartitionMerger(partitions) if len(partitions) > 1 else None
@@ -78,6 +80,7 @@ class Replayer:
         self.outcome = ReplayOutcome()
         self._wanted = setup.models  # the --model filter (None: every model)
         self._lo, self._hi = math.inf, -math.inf
+        self._placed: dict[tuple[int, int], _Placed] = {}  # (window, batch) -> rows not yet in the window
 
     @property
     def event_time_covered(self) -> tuple[int | None, int | None]:
@@ -86,18 +89,27 @@ class Replayer:
             return None, None
         return self._lo, self._hi
 
-    def feed(self, records: Sequence[RawRecord]) -> None:
-        """Validate, order and window a batch of records; judge the windows that fired."""
+    def feed(self, records: Sequence[RawRecord], validated: ValidatedBatch | None = None) -> None:
+        """Order and window a batch of records; judge the windows that fired.
+
+        ``validated`` is :func:`replay.validate.validate_batch` of the records' values when a worker
+        already did it (replay/workers.py); else it is done here.
+        """
+        if validated is None:
+            validated = validate_batch([record.value for record in records], self.setup.config)
         self.outcome.counts["read"] += len(records)
-        check, merger = self._validator.check, self._merger
-        for record in records:
-            checked = check(record)
-            if type(checked) is Rejection:
-                self._reject(checked)
+        if self._merger is None and self._sink is None:  # one ordered stream: windowed in one vectorised step
+            self._accept_batch(records, validated)
+            self._judge(self._windower.fired())
+            return
+        merger, reasons = self._merger, validated.reasons
+        for i, record in enumerate(records):
+            if reasons[i] is not None:
+                self._reject(Rejection(record, reasons[i], validated.details[i]))
             elif merger is None:
-                self._accept(record.partition, record, checked)
+                self._accept(record.partition, record, validated, i)
             else:
-                merger.push(record.partition, checked.event_ms, (record, checked))
+                merger.push(record.partition, validated.event_ms[i], (record, validated, i))
             if merger is not None and self._last_offsets.get(record.partition) == record.coordinates[-1]:
                 if merger.finish(record.partition):
                     self._windower.drop_partition(record.partition)
@@ -124,30 +136,73 @@ class Replayer:
 
     def _release(self) -> None:
         if self._merger is not None:
-            for partition, (record, event), exhausted in self._merger.pop_ready():
-                self._accept(partition, record, event)
+            for partition, (record, validated, i), exhausted in self._merger.pop_ready():
+                self._accept(partition, record, validated, i)
                 if exhausted:
                     self._windower.drop_partition(partition)
+        self._move_placed_rows()
         self._judge(self._windower.fired())
 
-    def _accept(self, partition: int, record: RawRecord, event: Event) -> None:
-        keep = self._wanted is None or event.model in self._wanted  # setup.wants, inlined: per event
-        on_time = self._windower.add(partition, record.coordinates, event, keep)
+    def _accept(self, partition: int, record: RawRecord, validated: ValidatedBatch, i: int) -> None:
+        ms, model = validated.event_ms[i], validated.models[i]
+        keep = self._wanted is None or model in self._wanted  # setup.wants, inlined: per event
+        window = self._windower.add(partition, ms, model, keep)
         if self._sink is not None:
-            self._sink(record, event.event_ms)
+            self._sink(record, ms)
         counts = self.outcome.counts
         if not keep:
             counts["filtered_out"] += 1
             return
         counts["valid"] += 1
-        ms = event.event_ms
         if ms < self._lo:
             self._lo = ms
         if ms > self._hi:
             self._hi = ms
-        if not on_time:
+        if window is None:
             counts["late"] += 1
-            self.outcome.late.append((record, event))
+            self.outcome.late.append((record, Event(model, ms, {})))
+        elif window.rows is not None:
+            placed = self._placed.get((id(window), id(validated)))
+            if placed is None:
+                placed = self._placed[(id(window), id(validated))] = _Placed(window, validated)
+            placed.add(validated.rows[i], record.coordinates, validated.unknown[i])
+
+    def _accept_batch(self, records: Sequence[RawRecord], validated: ValidatedBatch) -> None:
+        """What :meth:`_accept` does for each valid record of a batch, in one vectorised step (one partition)."""
+        reasons = validated.reasons
+        valid = [i for i, reason in enumerate(reasons) if reason is None] if any(reasons) else range(len(records))
+        for i in ([] if len(valid) == len(records) else sorted(set(range(len(records))) - set(valid))):
+            self._reject(Rejection(records[i], reasons[i], validated.details[i]))
+        event_ms = np.array([validated.event_ms[i] for i in valid], dtype=np.int64)
+        models = [validated.models[i] for i in valid]
+        wanted = self._wanted
+        keep = np.ones(len(valid), dtype=bool) if wanted is None else np.array([m in wanted for m in models], dtype=bool)
+        groups, late = self._windower.add_batch(0, event_ms, models, keep)
+        self._count_batch(event_ms[keep], len(valid), late.size)
+        for j in late.tolist():
+            self.outcome.late.append((records[valid[j]], Event(models[j], int(event_ms[j]), {})))
+        rows, unknown = validated.rows, validated.unknown
+        for window, members in groups:
+            if window.rows is not None:
+                chosen = [valid[j] for j in members.tolist()]
+                taken = pa.array([rows[i] for i in chosen], type=pa.int32())
+                columns = validated.columns[window.model]
+                window.rows.add_columns({name: column.take(taken) for name, column in columns.items()},
+                                        [records[i].coordinates for i in chosen], sum(unknown[i] for i in chosen))
+
+    def _count_batch(self, kept_ms: np.ndarray, valid: int, late: int) -> None:
+        counts = self.outcome.counts
+        counts["filtered_out"] += valid - kept_ms.size
+        counts["valid"] += kept_ms.size
+        counts["late"] += late
+        if kept_ms.size:
+            self._lo, self._hi = min(self._lo, int(kept_ms.min())), max(self._hi, int(kept_ms.max()))
+
+    def _move_placed_rows(self) -> None:
+        """Give each window the columns of the rows placed in it (before any window is judged)."""
+        for placed in self._placed.values():
+            placed.move()
+        self._placed.clear()
 
     def _judge(self, windows: list[OpenWindow]) -> None:
         for window in windows:
@@ -181,3 +236,28 @@ class Replayer:
             ref = reference.features.get(outcome.name)
             self.outcome.first_drift[key] = DriftDetail(report.model, outcome.name, outcome.kind,
                                                         summary.window_start_ms, sketch, ref.sketch if ref else None)
+
+
+class _Placed:
+    """Rows of one validated batch placed in one open window, moved there as columns in one go."""
+
+    __slots__ = ("window", "batch", "rows", "coordinates", "unknown")
+
+    def __init__(self, window: OpenWindow, batch: ValidatedBatch) -> None:
+        self.window, self.batch = window, batch
+        self.rows: list[int] = []
+        self.coordinates: list[tuple] = []
+        self.unknown = 0
+
+    def add(self, row: int, coordinates: tuple, unknown: int) -> None:
+        """One more event of the batch for this window."""
+        self.rows.append(row)
+        self.coordinates.append(coordinates)
+        self.unknown += unknown
+
+    def move(self) -> None:
+        """Append the placed rows' feature columns to the window."""
+        columns = self.batch.columns[self.window.model]
+        taken = pa.array(self.rows, type=pa.int32())
+        self.window.rows.add_columns({name: column.take(taken) for name, column in columns.items()},
+                                     self.coordinates, self.unknown)

@@ -3,59 +3,86 @@
 from __future__ import annotations
 
 import gc
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from itertools import islice
 from pathlib import Path
 from typing import Iterable, Iterator
 
 from replay.engine import Replayer, ReplayOutcome, RecordSink
-from replay.file_input import read_file
+from replay.file_input import check_file, read_file
 from replay.kafka_range import PartitionRange, read_topic
 from replay.progress import ReplayProgress
 from replay.records import RawRecord
 from replay.setup import ReplaySetup
+from replay.validate import ValidatedBatch
+from replay.workers import ValidationPool, auto_workers
 from schemas.events import rfc3339
 
 FILE_BATCH = 5000
 #: A full garbage collection every this many batches (about 1,000,000 records).
 GC_EVERY_BATCHES = 200
+#: Bytes per record assumed when sizing ``--workers auto`` for a file (25 features of JSON text;
+#: a compressed file holds about five times as many records per byte).
+TEXT_BYTES_PER_RECORD = 350
 
 
 def replay_file(path: Path, setup: ReplaySetup, progress: ReplayProgress,
-                sink: RecordSink | None = None) -> tuple[ReplayOutcome, dict]:
-    """Replay an archived file (one ordered stream); the outcome and the report's source entry."""
+                sink: RecordSink | None = None, workers: int | None = None) -> tuple[ReplayOutcome, dict]:
+    """Replay an archived file (one ordered stream); the outcome and the report's source entry.
+
+    ``workers``: processes validating batches (0: in this process; None: :func:`auto_workers`).
+    """
+    if workers is None:
+        workers = auto_workers(estimated_records(check_file(path)))
     replayer = Replayer(setup, [0], sink=sink)
-    _drive(replayer, _batches(read_file(path)), progress)
+    _drive(replayer, _batches(read_file(path)), progress, setup, workers)
     outcome = replayer.finish()
     return outcome, {"input": str(path), "event_time_covered": _covered(outcome)}
 
 
+def estimated_records(path: Path) -> int:
+    """About how many records a file holds, from its size."""
+    per_record = TEXT_BYTES_PER_RECORD // (5 if path.suffix.lower() in (".gz", ".parquet") else 1)
+    return Path(path).stat().st_size // per_record
+
+
 def replay_topic(bootstrap: str, topic: str, start_ms: int, end_ms: int, setup: ReplaySetup,
-                 progress: ReplayProgress, sink: RecordSink | None = None) -> tuple[ReplayOutcome, dict]:
-    """Replay a topic between two times; the outcome and the report's source entry."""
+                 progress: ReplayProgress, sink: RecordSink | None = None,
+                 workers: int | None = None) -> tuple[ReplayOutcome, dict]:
+    """Replay a topic between two times; the outcome and the report's source entry (``workers``
+    as for :func:`replay_file`, auto sized by the records in the range)."""
     state: dict = {}
 
     def on_plan(ranges: list[PartitionRange]) -> None:
-        progress.set_total(sum(r.size for r in ranges))
+        total = sum(r.size for r in ranges)
+        progress.set_total(total)
+        state["workers"] = auto_workers(total) if workers is None else workers
         state["replayer"] = Replayer(setup, [r.partition for r in ranges if r.size],
                                      {r.partition: r.end - 1 for r in ranges if r.size}, sink)
 
     batches = read_topic(bootstrap, topic, start_ms, end_ms, on_plan)
     first = next(batches, [])  # the plan is made (and checked) before the first batch
     replayer = state["replayer"]
-    _drive(replayer, _chain(first, batches), progress)
+    _drive(replayer, _chain(first, batches), progress, setup, state["workers"])
     outcome = replayer.finish()
     return outcome, {"topic": topic, "from": rfc3339(start_ms), "to": rfc3339(end_ms),
                      "event_time_covered": _covered(outcome)}
 
 
-def _drive(replayer: Replayer, batches: Iterable[list[RawRecord]], progress: ReplayProgress) -> None:
-    with gc_paused():
-        for number, batch in enumerate(batches, start=1):
-            replayer.feed(batch)
+def _drive(replayer: Replayer, batches: Iterable[list[RawRecord]], progress: ReplayProgress,
+           setup: ReplaySetup, workers: int) -> None:
+    with gc_paused(), (ValidationPool(setup.config, workers) if workers else nullcontext()) as pool:
+        validated = pool.validated(batches) if pool else _unvalidated(batches)
+        for number, (batch, done) in enumerate(validated, start=1):
+            replayer.feed(batch, done)
             progress.update(replayer.outcome.counts["read"], replayer.event_time_covered)
             if number % GC_EVERY_BATCHES == 0:
                 gc.collect()  # free any cycles now and then: a long replay must not grow without bound
+
+
+def _unvalidated(batches: Iterable[list[RawRecord]]) -> Iterator[tuple[list[RawRecord], ValidatedBatch | None]]:
+    for batch in batches:
+        yield batch, None  # Replayer.feed validates it in this process
 
 
 @contextmanager

@@ -1,15 +1,23 @@
 """Validate raw records exactly as the streaming job does (see ``jobs.udfs.reject_reason``).
 
 An event is parsed with :func:`schemas.events.validate_event`; when its model is monitored its
-features must also have the configured kinds (checked in the same single pass). Events of models that are not monitored are valid
-(counted, windowed, not sketched), as in the live job.
+features must also have the configured kinds (checked in the same single pass). Events of models
+that are not monitored are valid (counted, windowed, not sketched), as in the live job.
+
+:func:`validate_batch` validates a batch of raw values and keeps, per monitored model, its valid
+events' configured features as Arrow columns (built from validation's own parse), so nothing is
+parsed twice; its result crosses between processes as Arrow IPC (see replay/workers.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import pyarrow as pa
 
 from driftwarden.errors import InvalidEventError
+from jobs.columns import feature_columns, unknown_feature_values
 from replay.records import RawRecord
 from schemas.config import MonitorConfig, feature_kinds_lookup
 from schemas.events import Event, validate_event
@@ -43,3 +51,108 @@ class Validator:
             return validate_event(record.value, self._kinds_of)
         except InvalidEventError as exc:
             return Rejection(record, exc.reason, exc.detail)
+
+
+_ENVELOPE = pa.schema([("event_ms", pa.int64()), ("model", pa.string()), ("reason", pa.string()),
+                       ("detail", pa.string()), ("unknown", pa.int32()), ("row", pa.int32())])
+
+
+@dataclass
+class ValidatedBatch:
+    """What validation made of a batch of raw values: one entry per value, in the batch's order.
+
+    ``reasons[i]`` is None for a valid value. For a valid event of a monitored model, ``rows[i]``
+    is its row in ``columns[model]`` (that model's valid events' configured features, one Arrow
+    column per feature) and ``unknown[i]`` counts its non-null values of features not configured.
+    """
+
+    event_ms: list[int | None]
+    models: list[str | None]
+    reasons: list[str | None]
+    details: list[str | None]
+    unknown: list[int]
+    rows: list[int]
+    columns: dict[str, dict[str, pa.Array]] = field(default_factory=dict)
+
+    def append(self, event_ms: int | None, model: str | None, reason: str | None, detail: str | None,
+               unknown: int, row: int) -> None:
+        """Record the next value's outcome."""
+        self.event_ms.append(event_ms)
+        self.models.append(model)
+        self.reasons.append(reason)
+        self.details.append(detail)
+        self.unknown.append(unknown)
+        self.rows.append(row)
+
+    def to_ipc(self) -> tuple[bytes, ...]:
+        """Arrow IPC streams: the per-value table, then one table per monitored model."""
+        envelope = pa.table([self.event_ms, self.models, self.reasons, self.details, self.unknown, self.rows],
+                            schema=_ENVELOPE)
+        blobs = [_ipc(envelope)]
+        for model, columns in self.columns.items():
+            blobs.append(_ipc(pa.table(columns).replace_schema_metadata({"model": model})))
+        return tuple(blobs)
+
+    @classmethod
+    def from_ipc(cls, blobs: Sequence[bytes]) -> "ValidatedBatch":
+        """Decode what :meth:`to_ipc` wrote."""
+        envelope = _from_ipc(blobs[0])
+        batch = cls(*(_as_list(envelope.column(name)) for name in _ENVELOPE.names))
+        for blob in blobs[1:]:
+            table = _from_ipc(blob)
+            model = table.schema.metadata[b"model"].decode()
+            batch.columns[model] = {name: table.column(name).combine_chunks() for name in table.column_names}
+        return batch
+
+
+def _as_list(column: pa.ChunkedArray) -> list:
+    """A column as a Python list, by the fastest route for its content (this runs per batch)."""
+    if column.null_count == len(column):  # reasons and details of a clean batch
+        return [None] * len(column)
+    if pa.types.is_integer(column.type) and column.null_count == 0:
+        return column.to_numpy().tolist()
+    if pa.types.is_string(column.type):  # model names: few distinct values
+        encoded = column.combine_chunks().dictionary_encode()
+        names = encoded.dictionary.to_pylist() + [None]
+        return [names[i] for i in encoded.indices.fill_null(len(names) - 1).to_numpy().tolist()]
+    return column.to_pylist()
+
+
+def validate_batch(values: Sequence[bytes], config: MonitorConfig) -> ValidatedBatch:
+    """Validate every value (the live job's rule) and gather each monitored model's features."""
+    kinds_of = feature_kinds_lookup(config)
+    batch = ValidatedBatch([], [], [], [], [], [])
+    gathered: dict[str, tuple[list, list]] = {}
+    counts: dict[str, int] = {}
+    for value in values:
+        try:
+            event = validate_event(value, kinds_of)
+        except InvalidEventError as exc:
+            batch.append(None, None, exc.reason, exc.detail, 0, -1)
+            continue
+        model, row, unknown = event.model, -1, 0
+        kinds = kinds_of(model)
+        if kinds is not None:
+            by_kind = event.by_kind
+            if by_kind is None:
+                by_kind = kinds.values_in_order(event.features)
+                unknown = unknown_feature_values(event.features, kinds)
+            numbers, labels = gathered.get(model) or gathered.setdefault(model, ([], []))
+            numbers.extend(by_kind[0])
+            labels.extend(by_kind[1])
+            row = counts[model] = counts.get(model, -1) + 1
+        batch.append(event.event_ms, model, None, None, unknown, row)
+    batch.columns = {model: feature_columns(numbers, labels, kinds_of(model))
+                     for model, (numbers, labels) in gathered.items()}
+    return batch
+
+
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _from_ipc(blob: bytes) -> pa.Table:
+    return pa.ipc.open_stream(pa.py_buffer(blob)).read_all()

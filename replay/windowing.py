@@ -14,10 +14,11 @@ import heapq
 import math
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
+
+import numpy as np
 
 from jobs.pipeline import WindowRows
-from schemas.events import Event
 
 #: Makes a window's rows for a model; None for a model that is counted but not sketched.
 RowsFactory = Callable[[str], "WindowRows | None"]
@@ -56,21 +57,59 @@ class Windower:
         """The current combined watermark (epoch ms; -inf before any event, inf at the end)."""
         return self._watermark
 
-    def add(self, partition: int, coordinates: tuple, event: Event, keep: bool = True) -> bool:
-        """Window the event (when ``keep``) and advance the watermark; False when it is late."""
-        event_ms = event.event_ms
+    def add(self, partition: int, event_ms: int, model: str, keep: bool = True) -> OpenWindow | None:
+        """Count the event in its window and advance the watermark.
+
+        Returns the window the event joins (the caller adds its features there), or None when it
+        joins none: it is late (counted in :attr:`late_by_window` when ``keep``) or not kept.
+        """
         start = event_ms - event_ms % self.window_ms  # jobs.pipeline.window_start, inlined: per event
-        on_time = start + self.window_ms - 1 > self._watermark
-        if keep:
-            if on_time:
-                window = self._open.get((start, event.model)) or self._window(event.model, start)
+        window = None
+        if start + self.window_ms - 1 > self._watermark:
+            if keep:
+                window = self._open.get((start, model)) or self._window(model, start)
                 window.events += 1
-                if window.rows is not None:
-                    window.rows.add(event.features, coordinates, event.by_kind)
-            else:
-                self.late_by_window[(event.model, start)] += 1
+        elif keep:
+            self.late_by_window[(model, start)] += 1
         self._advance(partition, event_ms - self.out_of_orderness_ms)
-        return on_time
+        return window
+
+    def add_batch(self, partition: int, event_ms: np.ndarray, models: Sequence[str],
+                  keep: np.ndarray) -> tuple[list[tuple[OpenWindow, np.ndarray]], np.ndarray]:
+        """:meth:`add` for a batch of events of the only partition, in order, vectorised.
+
+        Returns ``(window, indices of the batch's events it gets)`` pairs and the indices of the
+        late kept events; the windows, late counts and watermark end as if :meth:`add` had been
+        called for each event in turn (tested against it).
+        """
+        if set(self._marks) - {partition}:
+            raise ValueError("add_batch needs the batch's partition to be the only one")
+        if not len(event_ms):
+            return [], np.empty(0, dtype=np.int64)
+        marks = event_ms - self.out_of_orderness_ms
+        before = np.maximum.accumulate(np.concatenate(([self._watermark], marks[:-1].astype(np.float64))))
+        starts = event_ms - event_ms % self.window_ms
+        on_time = starts + (self.window_ms - 1) > before
+        late = np.flatnonzero(keep & ~on_time)
+        for i in late.tolist():
+            self.late_by_window[(models[i], int(starts[i]))] += 1
+        self._advance(partition, int(marks.max()))
+        return self._group(np.flatnonzero(keep & on_time), starts, models), late
+
+    def _group(self, joining: np.ndarray, starts: np.ndarray, models: Sequence[str]) -> list[tuple[OpenWindow, np.ndarray]]:
+        """The open window of each (start, model) among the ``joining`` events, with their indices."""
+        names = sorted({models[i] for i in joining.tolist()})
+        codes = np.array([names.index(models[i]) for i in joining.tolist()] if len(names) > 1
+                         else np.zeros(len(joining), dtype=np.int64), dtype=np.int64)
+        keys = (starts[joining] // self.window_ms) * len(names or [0]) + codes
+        groups = []
+        for key in np.unique(keys).tolist():
+            members = joining[keys == key]
+            model, start = models[members[0]], int(starts[members[0]])
+            window = self._open.get((start, model)) or self._window(model, start)
+            window.events += len(members)
+            groups.append((window, members))
+        return groups
 
     def _window(self, model: str, start: int) -> OpenWindow:
         key = (start, model)

@@ -122,6 +122,26 @@ def test_jsonl_gzip_and_parquet_give_the_same_report(files, tmp_path):
     assert _verdicts(report_of(files, parquet)) == plain  # same events, without the 3 malformed lines
 
 
+def test_worker_processes_give_the_report_of_an_in_process_replay(files, tmp_path):
+    """--workers 2 (validation in spawned processes, results as Arrow IPC) changes nothing but speed."""
+    mixed = _write_jsonl(tmp_path / "mixed.jsonl", [{**e, "model": "other"} if i % 7 == 0 else e
+                                                    for i, e in enumerate(files["events"])], BAD_LINES)
+    for source in (files["jsonl"], mixed):
+        in_process = report_of(files, source, "--workers", "0")
+        workers = report_of(files, source, "--workers", "2")
+        for doc in (in_process, workers):
+            del doc["generated_at"]
+        assert workers == in_process
+    assert in_process["counts"]["rejected"] == 3 and {w["model"] for w in in_process["windows"]} == {"fraud-v3", "other"}
+
+
+def test_auto_workers_only_for_large_inputs():
+    from replay.workers import AUTO_MIN_RECORDS, auto_workers
+
+    assert auto_workers(AUTO_MIN_RECORDS - 1) == 0
+    assert auto_workers(AUTO_MIN_RECORDS) in (0, *range(2, 1025))  # one per core; none on a single core
+
+
 def test_without_config_kinds_come_from_the_reference_and_defaults_apply(files):
     doc = report_of(files, files["jsonl"])
     assert doc["settings"]["window_ms"] == 60_000 and doc["settings"]["out_of_orderness_ms"] == 5_000

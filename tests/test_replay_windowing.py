@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from jobs.pipeline import WindowRows
@@ -13,46 +14,39 @@ from replay.ordering import PartitionMerger
 from replay.records import RawRecord
 from replay.windowing import Windower
 from schemas.config import ModelConfig, MonitorConfig
-from schemas.events import Event
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z, a window boundary
 S = 1000
 
 
-def ev(ms: int, model: str = "m") -> Event:
-    return Event(model, T0 + ms, {"x": 1.0})
-
-
 def test_an_event_for_a_fired_window_is_late_and_counted():
     w = Windower(60 * S, 5 * S, [0])
-    assert w.add(0, (0,), ev(10 * S)) and w.add(0, (1,), ev(64 * S))
+    assert w.add(0, T0 + 10 * S, "m") and w.add(0, T0 + 64 * S, "m")
     assert w.fired() == []  # watermark 59 s: the last ms of [0, 60 s) not reached yet
-    assert w.add(0, (2,), ev(65 * S))  # checked against the watermark before it advances
+    assert w.add(0, T0 + 65 * S, "m")  # checked against the watermark before it advances
     assert [x.start_ms for x in w.fired()] == [T0]
-    assert not w.add(0, (3,), ev(59 * S))
+    assert w.add(0, T0 + 59 * S, "m") is None
     assert w.late_by_window == {("m", T0): 1}
     assert [x.events for x in w.flush()] == [2]
 
 
 def test_the_slowest_partition_holds_the_watermark_back_until_it_finishes():
     w = Windower(60 * S, 0, [0, 1])
-    w.add(0, ("t", 0, 0), ev(1 * S))
-    w.add(0, ("t", 0, 1), ev(200 * S))
+    w.add(0, T0 + 1 * S, "m")
+    w.add(0, T0 + 200 * S, "m")
     assert w.fired() == []
-    assert w.add(1, ("t", 1, 0), ev(2 * S))  # on time: partition 1 had not advanced
+    assert w.add(1, T0 + 2 * S, "m")  # on time: partition 1 had not advanced
     w.drop_partition(1)
     assert [x.start_ms - T0 for x in w.fired()] == [0]
 
 
-def test_a_window_keeps_each_kept_events_features_with_its_coordinates():
+def test_an_event_not_kept_joins_no_window_but_moves_the_watermark():
     model = ModelConfig(name="m", features={"x": "numeric"})
-    w = Windower(60 * S, 0, [0, 1], lambda name: WindowRows(model))
-    w.add(1, ("t", 1, 0), Event("m", T0 + 1, {"x": 1.0}))
-    w.add(0, ("t", 0, 5), Event("m", T0 + 2, {"x": 2.0}))
-    w.add(0, ("t", 0, 6), Event("m", T0 + 3, {"x": 3.0}), keep=False)
-    (window,) = w.flush()
-    assert window.events == 2
-    assert (window.rows.coordinates, window.rows.numbers) == ([("t", 1, 0), ("t", 0, 5)], [1.0, 2.0])
+    w = Windower(60 * S, 0, [0], lambda name: WindowRows(model))
+    first = w.add(0, T0 + 1, "m")
+    assert w.add(0, T0 + 2, "m") is first and first.events == 2 and isinstance(first.rows, WindowRows)
+    assert w.add(0, T0 + 61 * S, "m", keep=False) is None
+    assert [x.start_ms for x in w.fired()] == [T0] and w.late_by_window == {}
 
 
 @settings(max_examples=50, deadline=None)
@@ -80,6 +74,34 @@ def test_merge_order_does_not_depend_on_how_batches_arrive(a, b, batch_a, batch_
     assert [v for _, v in first] == sorted(a + b)
 
 
+# event times (ms) on half-second marks and one ms before them: window ends and watermarks meet exactly
+_MS = st.integers(0, 800).map(lambda k: k * 500) | st.integers(1, 800).map(lambda k: k * 500 - 1)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(_MS, st.sampled_from("mn"), st.booleans()), max_size=60),
+       st.integers(1, 25), st.sampled_from([0, 500, 5000]))
+@example([(59_999, "m", True), (60_499, "n", False), (100, "m", True), (60_000, "m", True)], 4, 500)  # edges
+def test_a_vectorised_batch_windows_events_as_one_by_one_adds_do(events, batch, lateness):
+    """add_batch (the replay's fast path) against add (per event) on random out-of-order input."""
+    one, many = Windower(60 * S, lateness, [0]), Windower(60 * S, lateness, [0])
+    expected, got = [], []
+    for t, model, keep in events:
+        window = one.add(0, T0 + t, model, keep)
+        expected.append((window.start_ms, window.model) if window else ("late" if keep else "dropped"))
+    for first in range(0, len(events), batch):
+        part = events[first:first + batch]
+        ms = np.array([T0 + t for t, _, _ in part], dtype=np.int64)
+        groups, late = many.add_batch(0, ms, [m for _, m, _ in part], np.array([k for _, _, k in part], dtype=bool))
+        placed = {int(i): (w.start_ms, w.model) for w, members in groups for i in members}
+        got += [placed.get(i, "late" if i in late.tolist() else "dropped") for i in range(len(part))]
+        assert many.watermark == max(T0 + t for t, _, _ in events[:first + len(part)]) - lateness
+    assert got == expected
+    assert many.late_by_window == one.late_by_window and many.watermark == one.watermark
+    assert [(w.start_ms, w.model, w.events) for w in many.flush()] == [(w.start_ms, w.model, w.events)
+                                                                       for w in one.flush()]
+
+
 def test_counts_hold_the_invariants_on_out_of_order_input():
     from replay.references import WindowReferences
     from replay.setup import ReplaySetup
@@ -101,6 +123,15 @@ def test_counts_hold_the_invariants_on_out_of_order_input():
     assert c["read"] == c["valid"] + c["rejected"] and c["valid"] == c["windowed"] + c["late"]
     assert [r.coordinates[1] for r, _ in outcome.late] == [4, 6, 8]
     assert [(w.events, w.late) for w in outcome.windows] == [(2, 1), (1, 2), (1, 0), (1, 0)]
+    sent = []  # with a sink the records take the per-record path: the same outcome
+    replayer = Replayer(setup, [0], sink=lambda record, ms: sent.append((record.coordinates[1], ms)))
+    replayer.feed(records)
+    again = replayer.finish()
+    assert again.counts == outcome.counts and [r.coordinates for r, _ in again.late] == [r.coordinates for r, _ in
+                                                                                         outcome.late]
+    assert [(w.events, w.late, w.report) for w in again.windows] == [(w.events, w.late, w.report)
+                                                                     for w in outcome.windows]
+    assert [line for line, _ in sent] == [1, 2, 3, 4, 5, 6, 7, 8, 99]
 
 
 @pytest.mark.parametrize("text, ok", [("2026-01-01T00:00:00Z", True), ("1767225600000", True),

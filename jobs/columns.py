@@ -1,0 +1,43 @@
+"""Validated events' features as Arrow columns: one column per configured feature.
+
+Validation (:class:`schemas.events.FeatureKinds`) hands over each event's configured values split
+by kind, in the config's order; these functions turn many events' values into columns without
+parsing anything again. Kept light (pyarrow and schemas only) so replay's validating worker
+processes start fast.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import pyarrow as pa
+
+from schemas.events import CATEGORICAL, NUMERIC, FeatureKinds
+
+#: The Arrow type of each feature kind's column.
+ARROW_TYPES = {NUMERIC: pa.float64(), CATEGORICAL: pa.string()}
+
+
+def unknown_feature_values(features: Mapping[str, object], kinds: Mapping[str, str]) -> int:
+    """How many non-null values ``features`` holds for names not in ``kinds`` (counted, not sketched)."""
+    return sum(1 for name, value in features.items() if value is not None and name not in kinds)
+
+
+def feature_columns(numbers: list, labels: list, kinds: FeatureKinds) -> dict[str, pa.Array]:
+    """One Arrow column per feature out of row-major values split by kind (see FeatureKinds)."""
+    return {**_columns(numbers, kinds.numeric, ARROW_TYPES[NUMERIC]),
+            **_columns(labels, kinds.categorical, ARROW_TYPES[CATEGORICAL])}
+
+
+def _columns(flat: list, names: tuple[str, ...], arrow_type: pa.DataType) -> dict[str, pa.Array]:
+    """Each name's Arrow column out of row-major ``flat`` values."""
+    columns = {}
+    for j, name in enumerate(names):
+        values = flat[j::len(names)]
+        try:
+            columns[name] = pa.array(values, type=arrow_type)
+        except pa.ArrowInvalid:  # a JSON integer beyond int64 (validated as a number): as a double
+            if not pa.types.is_floating(arrow_type):
+                raise
+            columns[name] = pa.array([None if v is None else float(v) for v in values], type=arrow_type)
+    return columns
