@@ -66,16 +66,18 @@ def _cpu_seconds() -> float:
 
 
 def floor_file(path: Path, validate: bool = False) -> tuple[int, Clock]:
-    """Read and parse every record of the file (orjson.loads, or parse_event when ``validate``)."""
-    from driftwarden.event_files import iter_raw_records
+    """Read and parse every record of the file (orjson.loads, or parse_event when ``validate``),
+    with the replay's own bulk reader."""
+    from driftwarden.event_files import iter_raw_batches
     from schemas.events import parse_event
 
     parse = parse_event if validate else orjson.loads
     count = 0
     with Clock() as clock:
-        for _, raw in iter_raw_records(path):
-            parse(raw)
-            count += 1
+        for batch in iter_raw_batches(path):
+            for _, raw in batch:
+                parse(raw)
+            count += len(batch)
     return count, clock
 
 

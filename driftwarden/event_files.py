@@ -7,6 +7,7 @@ a rejected record can be named, and in a canonical order for the window pipeline
 from __future__ import annotations
 
 import gzip
+from itertools import islice, repeat
 from pathlib import Path
 from typing import Iterator
 
@@ -18,18 +19,30 @@ from schemas.events import Event, parse_event
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 
 
+#: Records per batch of :func:`iter_raw_batches`.
+BATCH_RECORDS = 5000
+
+RawBatch = list[tuple[tuple[str, int], bytes]]
+
+
 def iter_raw_records(path: str | Path) -> Iterator[tuple[tuple[str, int], bytes]]:
     """Yield ``((path, line), raw JSON bytes)`` for every record of the file."""
+    for batch in iter_raw_batches(path):
+        yield from batch
+
+
+def iter_raw_batches(path: str | Path, size: int = BATCH_RECORDS) -> Iterator[RawBatch]:
+    """:func:`iter_raw_records` in lists of up to ``size`` records (lines are split in bulk)."""
     path = Path(path)
     if not path.is_file():
         raise ReplayError(f"input file {path} does not exist")
     suffixes = "".join(path.suffixes[-2:]).lower()
     if path.suffix.lower() == ".parquet":
-        yield from _parquet_records(path)
+        yield from _batched(_parquet_records(path), size)
     elif suffixes.endswith(".gz"):
-        yield from _jsonl_records(path, gzip.open(path, "rb"))
+        yield from _jsonl_batches(path, gzip.open(path, "rb"), size)
     elif path.suffix.lower() in JSONL_SUFFIXES:
-        yield from _jsonl_records(path, open(path, "rb"))
+        yield from _jsonl_batches(path, open(path, "rb"), size)
     else:
         raise ReplayError(f"{path}: unknown file type; use .jsonl, .jsonl.gz or .parquet")
 
@@ -45,16 +58,22 @@ def load_events(path: str | Path) -> tuple[list[Event], list[tuple[tuple[str, in
     return events, rejected
 
 
-def _jsonl_records(path: Path, handle) -> Iterator[tuple[tuple[str, int], bytes]]:
-    name = str(path)
+def _jsonl_batches(path: Path, handle, size: int) -> Iterator[RawBatch]:
+    name, first = str(path), 1
     try:
         with handle:
-            for number, line in enumerate(handle, start=1):
-                line = line.strip()
-                if line:
-                    yield (name, number), line
+            while lines := list(islice(handle, size)):
+                stripped = [line.strip() for line in lines]
+                batch = list(zip(zip(repeat(name), range(first, first + len(lines))), stripped))
+                first += len(lines)
+                yield [record for record in batch if record[1]] if b"" in stripped else batch
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         raise ReplayError(f"{path}: cannot be read as {'gzip ' if path.suffix == '.gz' else ''}JSONL: {exc}") from exc
+
+
+def _batched(records: Iterator[tuple[tuple[str, int], bytes]], size: int) -> Iterator[RawBatch]:
+    while batch := list(islice(records, size)):
+        yield batch
 
 
 def _parquet_records(path: Path) -> Iterator[tuple[tuple[str, int], bytes]]:

@@ -1,6 +1,6 @@
 """Archived traffic: JSONL, gzip JSONL or Parquet files, checked to be what their name says.
 
-Reading itself is :func:`driftwarden.event_files.iter_raw_records` (shared with
+Reading itself is :func:`driftwarden.event_files.iter_raw_batches` (shared with
 ``driftwarden reference build``); this module adds the content check, so that a ``.parquet``
 that is not Parquet or a ``.gz`` that is not gzip fails with a clear message before any work.
 """
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterator
 
 from driftwarden.errors import ReplayError
-from driftwarden.event_files import JSONL_SUFFIXES, iter_raw_records
+from driftwarden.event_files import BATCH_RECORDS, JSONL_SUFFIXES, iter_raw_batches
 from replay.records import RawRecord
 
 _MAGIC = {b"PAR1": "Parquet", b"\x1f\x8b": "gzip", b"DWSK": "a driftwarden reference file"}
@@ -57,6 +57,12 @@ def check_file(path: str | Path) -> Path:
 
 def read_file(path: str | Path) -> Iterator[RawRecord]:
     """Every record of a checked file as a RawRecord with ``(path, line)`` coordinates."""
+    for batch in read_batches(path):
+        yield from batch
+
+
+def read_batches(path: str | Path) -> Iterator[list[RawRecord]]:
+    """:func:`read_file` in lists of up to :data:`BATCH_RECORDS` records."""
     path = check_file(path)
-    for coordinates, raw in iter_raw_records(path):
-        yield RawRecord(coordinates, 0, raw)
+    for batch in iter_raw_batches(path):
+        yield [RawRecord(coordinates, 0, raw) for coordinates, raw in batch]

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import gc
 from contextlib import contextmanager, nullcontext
-from itertools import islice
 from pathlib import Path
 from typing import Iterable, Iterator
 
 from replay.engine import Replayer, ReplayOutcome, RecordSink
-from replay.file_input import check_file, read_file
+from replay.file_input import check_file, read_batches
 from replay.kafka_range import PartitionRange, read_topic
 from replay.progress import ReplayProgress
 from replay.records import RawRecord
@@ -18,7 +17,6 @@ from replay.validate import ValidatedBatch
 from replay.workers import ValidationPool, auto_workers
 from schemas.events import rfc3339
 
-FILE_BATCH = 5000
 #: A full garbage collection every this many batches (about 1,000,000 records).
 GC_EVERY_BATCHES = 200
 #: Bytes per record assumed when sizing ``--workers auto`` for a file (25 features of JSON text;
@@ -35,7 +33,7 @@ def replay_file(path: Path, setup: ReplaySetup, progress: ReplayProgress,
     if workers is None:
         workers = auto_workers(estimated_records(check_file(path)))
     replayer = Replayer(setup, [0], sink=sink)
-    _drive(replayer, _batches(read_file(path)), progress, setup, workers)
+    _drive(replayer, read_batches(path), progress, setup, workers)
     outcome = replayer.finish()
     return outcome, {"input": str(path), "event_time_covered": _covered(outcome)}
 
@@ -100,11 +98,6 @@ def gc_paused():
     finally:
         if enabled:
             gc.enable()
-
-
-def _batches(records: Iterator[RawRecord]) -> Iterator[list[RawRecord]]:
-    while batch := list(islice(records, FILE_BATCH)):
-        yield batch
 
 
 def _chain(first: list[RawRecord], rest: Iterator[list[RawRecord]]) -> Iterator[list[RawRecord]]:

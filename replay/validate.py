@@ -20,7 +20,7 @@ from driftwarden.errors import InvalidEventError
 from jobs.columns import feature_columns, unknown_feature_values
 from replay.records import RawRecord
 from schemas.config import MonitorConfig, feature_kinds_lookup
-from schemas.events import Event, validate_event
+from schemas.events import Event, FeatureKinds, validate_event
 
 #: Longest detail kept per rejected record in a report.
 DETAIL_CHARS = 300
@@ -74,16 +74,6 @@ class ValidatedBatch:
     rows: list[int]
     columns: dict[str, dict[str, pa.Array]] = field(default_factory=dict)
 
-    def append(self, event_ms: int | None, model: str | None, reason: str | None, detail: str | None,
-               unknown: int, row: int) -> None:
-        """Record the next value's outcome."""
-        self.event_ms.append(event_ms)
-        self.models.append(model)
-        self.reasons.append(reason)
-        self.details.append(detail)
-        self.unknown.append(unknown)
-        self.rows.append(row)
-
     def to_ipc(self) -> tuple[bytes, ...]:
         """Arrow IPC streams: the per-value table, then one table per monitored model."""
         envelope = pa.table([self.event_ms, self.models, self.reasons, self.details, self.unknown, self.rows],
@@ -119,32 +109,55 @@ def _as_list(column: pa.ChunkedArray) -> list:
 
 
 def validate_batch(values: Sequence[bytes], config: MonitorConfig) -> ValidatedBatch:
-    """Validate every value (the live job's rule) and gather each monitored model's features."""
+    """Validate every value (the live job's rule) and gather each monitored model's features.
+
+    The loop runs once per record of a replay, so it appends to local lists rather than calling
+    :meth:`ValidatedBatch.append` (measured: a sixth of the batch's time).
+    """
     kinds_of = feature_kinds_lookup(config)
-    batch = ValidatedBatch([], [], [], [], [], [])
-    gathered: dict[str, tuple[list, list]] = {}
-    counts: dict[str, int] = {}
-    for value in values:
+    batch = ValidatedBatch([], [], [None] * len(values), [None] * len(values), [], [])
+    event_ms, models, unknown, rows = batch.event_ms, batch.models, batch.unknown, batch.rows
+    gathered: dict[str, _Gathered | None] = {}
+    for i, value in enumerate(values):
         try:
             event = validate_event(value, kinds_of)
         except InvalidEventError as exc:
-            batch.append(None, None, exc.reason, exc.detail, 0, -1)
+            batch.reasons[i], batch.details[i] = exc.reason, exc.detail
+            event_ms.append(None), models.append(None), unknown.append(0), rows.append(-1)
             continue
-        model, row, unknown = event.model, -1, 0
-        kinds = kinds_of(model)
-        if kinds is not None:
-            by_kind = event.by_kind
-            if by_kind is None:
-                by_kind = kinds.values_in_order(event.features)
-                unknown = unknown_feature_values(event.features, kinds)
-            numbers, labels = gathered.get(model) or gathered.setdefault(model, ([], []))
-            numbers.extend(by_kind[0])
-            labels.extend(by_kind[1])
-            row = counts[model] = counts.get(model, -1) + 1
-        batch.append(event.event_ms, model, None, None, unknown, row)
-    batch.columns = {model: feature_columns(numbers, labels, kinds_of(model))
-                     for model, (numbers, labels) in gathered.items()}
+        model = event.model
+        event_ms.append(event.event_ms), models.append(model)
+        into = gathered[model] if model in gathered else gathered.setdefault(model, _Gathered.of(kinds_of(model)))
+        if into is None:  # a model the config does not monitor: counted, not sketched
+            unknown.append(0), rows.append(-1)
+            continue
+        by_kind = event.by_kind
+        if by_kind is None:
+            by_kind = into.kinds.values_in_order(event.features)
+            unknown.append(unknown_feature_values(event.features, into.kinds))
+        else:
+            unknown.append(0)
+        into.numbers.extend(by_kind[0])
+        into.labels.extend(by_kind[1])
+        rows.append(into.rows)
+        into.rows += 1
+    batch.columns = {model: feature_columns(into.numbers, into.labels, into.kinds)
+                     for model, into in gathered.items() if into is not None}
     return batch
+
+
+class _Gathered:
+    """One monitored model's valid events of a batch: their values by kind, and how many."""
+
+    __slots__ = ("kinds", "numbers", "labels", "rows")
+
+    def __init__(self, kinds: FeatureKinds) -> None:
+        self.kinds, self.numbers, self.labels, self.rows = kinds, [], [], 0
+
+    @classmethod
+    def of(cls, kinds: FeatureKinds | None) -> "_Gathered | None":
+        """A gatherer for a monitored model's kinds; None for a model that is not monitored."""
+        return cls(kinds) if kinds is not None else None
 
 
 def _ipc(table: pa.Table) -> bytes:

@@ -84,7 +84,9 @@ def validate_event(raw: bytes | str, kinds_of: Callable[[str], Mapping[str, str]
         raise InvalidEventError("not_json", str(exc)) from exc
     if type(doc) is not dict:
         raise InvalidEventError("not_object", type(doc).__name__)
-    event_ms = parse_event_time(doc.get("event_time"))
+    event_ms = doc.get("event_time")
+    if type(event_ms) is not int or not MIN_EVENT_MS <= event_ms < MAX_EVENT_MS:  # epoch ms in range: as is
+        event_ms = parse_event_time(event_ms)
     model = doc.get("model")
     if model is None:
         raise InvalidEventError("missing_model")
