@@ -70,12 +70,16 @@ def config_for(topic: str):
     })
 
 
+PARALLELISM = 1
+
+
 def run_driftwarden(topic: str, store: Path) -> float:
     """Seconds the drift job takes to consume the whole topic (bounded)."""
     from jobs.drift_job import run_drift_job
 
     started = time.perf_counter()
-    run_drift_job(config_for(topic), f"sqlite:///{store}", bounded=True, checkpoint_interval_ms=0)
+    run_drift_job(config_for(topic), f"sqlite:///{store}", bounded=True, checkpoint_interval_ms=0,
+                  parallelism=PARALLELISM)
     return time.perf_counter() - started
 
 
@@ -83,7 +87,7 @@ def run_plain_flink(topic: str) -> float:
     """Seconds a plain Flink SQL TUMBLE COUNT/AVG takes over the same topic (bounded)."""
     from jobs.flink_env import make_table_env
 
-    _, t_env = make_table_env(checkpoint_interval_ms=0)
+    _, t_env = make_table_env(checkpoint_interval_ms=0, parallelism=PARALLELISM)
     columns = ",\n".join(f"  `{n}` DOUBLE" for n in NUMERIC) + ",\n" + ",\n".join(f"  `{c}` STRING" for c in CATEGORICAL)
     t_env.execute_sql(f"""CREATE TABLE src (
   event_time BIGINT, model STRING, features ROW<{columns}>,
@@ -152,7 +156,10 @@ def main() -> None:
     """Run both pipelines on the same topic and print the comparison."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=300_000)
+    parser.add_argument("--parallelism", type=int, default=1, help="of both pipelines (default: 1)")
     args = parser.parse_args()
+    global PARALLELISM
+    PARALLELISM = args.parallelism
     run = uuid.uuid4().hex[:6]
     folder = REPO / ".run" / "bench"
     folder.mkdir(parents=True, exist_ok=True)

@@ -163,7 +163,7 @@ def stages(path: Path, reference: Path) -> None:
     summaries alone (both the replay's own code)."""
     from jobs.pipeline import WindowRows, window_start
     from replay.file_input import read_file
-    from replay.run import gc_paused
+    from driftwarden.gc_pause import gc_paused
     from replay.setup import load_setup
     from replay.validate import validate_batch
 

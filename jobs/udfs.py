@@ -25,6 +25,7 @@ from pyflink.table import DataTypes
 from pyflink.table.udf import FunctionContext, ScalarFunction, udaf, udf
 
 from driftwarden.errors import InvalidEventError
+from driftwarden.gc_pause import gc_paused
 from jobs.dead_letters import REASON_SEPARATOR, DeadLetterWriter, Rejected, dead_letter_row
 from schemas.config import MonitorConfig, feature_kinds_lookup
 from schemas.events import validate_event
@@ -60,9 +61,10 @@ def summarize_udaf(config: MonitorConfig):
 
     def summarize(values: pd.Series, models: pd.Series, event_ms: pd.Series, topics: pd.Series,
                   partitions: pd.Series, offsets: pd.Series) -> bytes:
-        coordinates = list(zip(topics.tolist(), partitions.tolist(), offsets.tolist()))
-        return summarize_checked(str(models.iloc[0]), int(event_ms.iloc[0]), window_ms, values.tolist(),
-                                 coordinates, config, kinds_of).serialize()
+        with gc_paused():  # the window's events are held until summarized (see driftwarden.gc_pause)
+            coordinates = list(zip(topics.tolist(), partitions.tolist(), offsets.tolist()))
+            return summarize_checked(str(models.iloc[0]), int(event_ms.iloc[0]), window_ms, values.tolist(),
+                                     coordinates, config, kinds_of).serialize()
 
     return udaf(summarize, result_type=DataTypes.BYTES(), func_type="pandas")
 

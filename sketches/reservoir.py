@@ -22,7 +22,8 @@ from driftwarden.errors import SerializationError, SketchError
 from sketches._values import as_float_array, count_strings, is_string_input
 from sketches.serialization import KIND_RESERVOIR, Reader, Writer
 
-_KIND_CODES = {None: 0, "float": 1, "str": 2}
+_KIND_CODES = {None: 0, "float": 1, "str": 3}
+_STR_ONE_BY_ONE = 2  # strings written one field each (read for older bytes; written as 3, packed, since)
 _MASK64 = (1 << 64) - 1
 
 
@@ -133,10 +134,7 @@ class ReservoirSample:
         w.pack("4QBI", *_split128(state["state"]["state"]), *_split128(state["state"]["inc"]),
                state["has_uint32"], state["uinteger"])
         if self._kind == "str":
-            w.pack("Q", self._values.size)
-            for v in self._values:
-                w.text(v)
-            return w.getvalue()
+            return w.texts(self._values.tolist()).getvalue()
         return w.array(self._values.astype(np.float64)).getvalue()
 
     @classmethod
@@ -149,14 +147,16 @@ class ReservoirSample:
         sample._n = n
         sample._rng.bit_generator.state = {"bit_generator": "PCG64", "has_uint32": has_uint32, "uinteger": uinteger,
                                            "state": {"state": (s_hi << 64) | s_lo, "inc": (i_hi << 64) | i_lo}}
-        kinds = {v: k for k, v in _KIND_CODES.items()}
+        kinds = {v: k for k, v in _KIND_CODES.items()} | {_STR_ONE_BY_ONE: "str"}
         if code not in kinds:
             raise SerializationError(f"unknown reservoir value kind {code}")
         if kinds[code] is not None:
             sample._set_kind(kinds[code])
-        if kinds[code] == "str":
+        if code == _STR_ONE_BY_ONE:
             (size,) = r.unpack("Q")
             sample._values = np.array([r.text() for _ in range(size)], dtype=object)
+        elif kinds[code] == "str":
+            sample._values = np.array(r.texts(), dtype=object)
         else:
             values = r.array()
             sample._values = values if kinds[code] else np.empty(0)

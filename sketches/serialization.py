@@ -14,6 +14,7 @@ or trailing bytes raise :class:`driftwarden.errors.SerializationError`.
 from __future__ import annotations
 
 import struct
+from typing import Sequence
 
 import numpy as np
 
@@ -47,6 +48,12 @@ class Writer:
     def text(self, value: str) -> Writer:
         """Append a length-prefixed UTF-8 string."""
         return self.blob(value.encode("utf-8"))
+
+    def texts(self, values: Sequence[str]) -> Writer:
+        """Append many UTF-8 strings at once: count, their byte lengths, then their bytes."""
+        encoded = [v.encode("utf-8") for v in values]
+        lengths = np.fromiter(map(len, encoded), dtype="<u4", count=len(encoded))
+        return self.pack("Q", len(encoded)).blob(lengths.tobytes()).blob(b"".join(encoded))
 
     def array(self, arr: np.ndarray) -> Writer:
         """Append a float64 array of any shape (ndim, shape, values)."""
@@ -95,6 +102,21 @@ class Reader:
         """Read a length-prefixed UTF-8 string."""
         try:
             return self.blob().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SerializationError(f"corrupt text field: {exc}") from exc
+
+    def texts(self) -> list[str]:
+        """Read strings written by :meth:`Writer.texts`."""
+        (count,) = self.unpack("Q")
+        lengths, data = self.blob(), self.blob()
+        if len(lengths) != 4 * count:
+            raise SerializationError(f"corrupt text list: {len(lengths)} length bytes for {count} strings")
+        ends = np.cumsum(np.frombuffer(lengths, dtype="<u4"), dtype=np.int64).tolist()
+        if (ends[-1] if ends else 0) != len(data):
+            raise SerializationError(f"corrupt text list: lengths add up to {ends[-1] if ends else 0}, "
+                                     f"data has {len(data)} bytes")
+        try:
+            return [data[start:end].decode("utf-8") for start, end in zip([0, *ends[:-1]], ends)]
         except UnicodeDecodeError as exc:
             raise SerializationError(f"corrupt text field: {exc}") from exc
 

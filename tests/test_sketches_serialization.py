@@ -112,3 +112,26 @@ def test_reservoir_round_trip_keeps_the_random_stream() -> None:
     a.update(NUMERIC[500:])
     b.update(NUMERIC[500:])
     assert a.values.tolist() == b.values.tolist()
+
+
+def test_string_samples_written_one_field_each_still_read():
+    """Reference files and stored summaries from before the packed string list stay readable."""
+    sample = ReservoirSample(capacity=50, seed=3).update(["a", "ß", "c"] * 30)
+    packed = sample.serialize()
+    code_at, state_size = 4 + 2 + struct.calcsize("<QqQ"), struct.calcsize("<4QBI")
+    assert packed[code_at] == 3  # strings, packed
+    values = sample.values.tolist()
+    older = (packed[:code_at] + bytes([2]) + packed[code_at + 1:code_at + 1 + state_size]
+             + struct.pack("<Q", len(values)) + b"".join(struct.pack("<I", len(v.encode())) + v.encode()
+                                                          for v in values))
+    again = ReservoirSample.deserialize(older)
+    assert again.values.tolist() == values and again.n == sample.n
+
+
+def test_a_corrupt_packed_string_list_is_refused():
+    data = bytearray(ReservoirSample(capacity=20, seed=1).update(["x", "yy"] * 10).serialize())
+    data[-3] ^= 0xFF  # inside the string bytes: no longer UTF-8 or the lengths disagree
+    with pytest.raises(SerializationError):
+        ReservoirSample.deserialize(bytes(data[:-1]))
+    with pytest.raises(SerializationError, match="corrupt"):
+        ReservoirSample.deserialize(bytes(data))
