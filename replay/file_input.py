@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterator
 
 from driftwarden.errors import ReplayError
-from driftwarden.event_files import BATCH_RECORDS, JSONL_SUFFIXES, iter_raw_batches
+from driftwarden.event_files import JSONL_SUFFIXES, iter_raw_batches
 from replay.records import RawRecord
 
 _MAGIC = {b"PAR1": "Parquet", b"\x1f\x8b": "gzip", b"DWSK": "a driftwarden reference file"}
@@ -62,7 +62,7 @@ def read_file(path: str | Path) -> Iterator[RawRecord]:
 
 
 def read_batches(path: str | Path) -> Iterator[list[RawRecord]]:
-    """:func:`read_file` in lists of up to :data:`BATCH_RECORDS` records."""
+    """:func:`read_file` in lists of up to :data:`driftwarden.event_files.BATCH_RECORDS` records."""
     path = check_file(path)
     for batch in iter_raw_batches(path):
         yield [RawRecord(coordinates, 0, raw) for coordinates, raw in batch]

@@ -20,7 +20,7 @@ from driftwarden.errors import InvalidEventError
 from jobs.columns import feature_columns, unknown_feature_values
 from replay.records import RawRecord
 from schemas.config import MonitorConfig, feature_kinds_lookup
-from schemas.events import Event, FeatureKinds, validate_event
+from schemas.events import FeatureKinds, validate_event
 
 #: Longest detail kept per rejected record in a report.
 DETAIL_CHARS = 300
@@ -37,20 +37,6 @@ class Rejection:
     def as_dict(self) -> dict:
         """The report's entry: coordinates, reason code and detail."""
         return {**self.record.where(), "reason": self.reason, "detail": self.detail[:DETAIL_CHARS]}
-
-
-class Validator:
-    """Turns raw records into events, or rejections naming what is wrong (the live job's rule)."""
-
-    def __init__(self, config: MonitorConfig) -> None:
-        self._kinds_of = feature_kinds_lookup(config)  # the live job's lookup
-
-    def check(self, record: RawRecord) -> Event | Rejection:
-        """The event of a valid record, else its Rejection."""
-        try:
-            return validate_event(record.value, self._kinds_of)
-        except InvalidEventError as exc:
-            return Rejection(record, exc.reason, exc.detail)
 
 
 _ENVELOPE = pa.schema([("event_ms", pa.int64()), ("model", pa.string()), ("reason", pa.string()),

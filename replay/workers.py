@@ -16,8 +16,10 @@ import multiprocessing
 import os
 from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Iterable, Iterator
 
+from driftwarden.errors import ReplayError
 from replay.records import RawRecord
 from replay.validate import ValidatedBatch, validate_batch
 from schemas.config import MonitorConfig
@@ -64,12 +66,16 @@ class ValidationPool:
     def validated(self, batches: Iterable[list[RawRecord]]) -> Iterator[tuple[list[RawRecord], ValidatedBatch]]:
         """Each batch with its validation, in the input's order, at most 2 x workers in flight."""
         pending: deque[tuple[list[RawRecord], Future]] = deque()
-        for batch in batches:
-            pending.append((batch, self._pool.submit(_validate_values, [record.value for record in batch])))
-            if len(pending) >= self._in_flight:
+        try:
+            for batch in batches:
+                pending.append((batch, self._pool.submit(_validate_values, [record.value for record in batch])))
+                if len(pending) >= self._in_flight:
+                    yield _collect(*pending.popleft())
+            while pending:
                 yield _collect(*pending.popleft())
-        while pending:
-            yield _collect(*pending.popleft())
+        except BrokenProcessPool as exc:
+            raise ReplayError(f"a validating worker process died ({exc}); rerun with --workers 0 to validate "
+                              "in the replay's own process") from exc
 
 
 def _collect(batch: list[RawRecord], future: Future) -> tuple[list[RawRecord], ValidatedBatch]:

