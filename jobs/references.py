@@ -96,11 +96,17 @@ def _feature_reference(name: str, kind: str, sketches: list, samples: list[Reser
 
 
 class StoredReferences:
-    """Reference per model for the warmup and rolling modes, kept in the SQL store."""
+    """Reference per model for the warmup and rolling modes, kept in the SQL store.
+
+    The reference a window is judged against is built from stored window summaries (merged
+    sketches, calibrated thresholds); the last one built per model is kept in memory and reused
+    while the same stored windows make it up (in warmup mode: every window after the warm-up).
+    """
 
     def __init__(self, config: MonitorConfig, policy: DriftPolicy) -> None:
         self.config = config
         self.policy = policy
+        self._built: dict[str, tuple[tuple[int, ...], Reference]] = {}  # model -> (window starts, reference)
 
     def remember(self, conn: Connection, summary: WindowSummary) -> None:
         """Keep a window's summary when the mode may still need it (idempotent)."""
@@ -118,24 +124,34 @@ class StoredReferences:
 
     def reference_for(self, conn: Connection, model: str, start_ms: int) -> Reference | None:
         """The reference a window starting at ``start_ms`` is judged against; None while warming up."""
-        summaries = self._reference_windows(conn, model, start_ms)
-        if not summaries:
+        starts = self._reference_starts(conn, model, start_ms)
+        if not starts:
             return None
+        cached = self._built.get(model)
+        if cached is not None and cached[0] == starts:
+            return cached[1]
+        rows = conn.execute(select(window_summaries.c.summary).where(
+            window_summaries.c.model == model, window_summaries.c.window_start.in_(starts))).all()
+        order = {start: i for i, start in enumerate(starts)}  # the merge order: see _reference_starts
+        summaries = sorted((WindowSummary.deserialize(r[0]) for r in rows), key=lambda s: order[s.window_start_ms])
         model_config = self.config.model(model)
-        return reference_from_summaries(summaries, dict(model_config.features), self.policy)
+        reference = reference_from_summaries(summaries, dict(model_config.features), self.policy)
+        self._built[model] = (starts, reference)
+        return reference
 
-    def _reference_windows(self, conn: Connection, model: str, start_ms: int) -> list[WindowSummary]:
+    def _reference_starts(self, conn: Connection, model: str, start_ms: int) -> tuple[int, ...]:
+        """Window starts of the stored summaries that make up the reference, in merge order (warmup:
+        oldest first; rolling: newest first, as replay's WindowReferences); empty: not enough yet."""
         ref = self.config.reference
-        query = select(window_summaries.c.summary).where(window_summaries.c.model == model)
+        query = select(window_summaries.c.window_start).where(window_summaries.c.model == model)
         if ref.mode == "warmup":
-            rows = conn.execute(query.order_by(window_summaries.c.window_start).limit(ref.warmup_windows)).all()
-            keys = [WindowSummary.deserialize(r[0]) for r in rows]
-            if len(keys) < ref.warmup_windows or start_ms <= keys[-1].window_start_ms:
-                return []
-            return keys
+            starts = conn.execute(query.order_by(window_summaries.c.window_start).limit(ref.warmup_windows)).scalars().all()
+            if len(starts) < ref.warmup_windows or start_ms <= starts[-1]:
+                return ()
+            return tuple(starts)
         lag_end = start_ms - ref.lag_windows * self.config.window.size_ms
-        rows = conn.execute(query.where(window_summaries.c.window_start < lag_end)
-                            .order_by(window_summaries.c.window_start.desc()).limit(ref.rolling_windows)).all()
-        if len(rows) < ref.rolling_windows:
-            return []
-        return [WindowSummary.deserialize(r[0]) for r in rows]
+        starts = conn.execute(query.where(window_summaries.c.window_start < lag_end)
+                              .order_by(window_summaries.c.window_start.desc()).limit(ref.rolling_windows)).scalars().all()
+        if len(starts) < ref.rolling_windows:
+            return ()
+        return tuple(starts)

@@ -124,6 +124,32 @@ def test_rolling_reference_uses_the_last_m_windows_before_the_lag(tmp_path):
     assert reference.features["c"].sketch.count == 300 + 400
 
 
+def test_a_stored_reference_is_built_once_per_set_of_windows(tmp_path, monkeypatch):
+    """Windows judged against the same stored windows reuse the reference; a new set rebuilds it."""
+    import jobs.references as references
+
+    builds = []
+    real = references.reference_from_summaries
+    monkeypatch.setattr(references, "reference_from_summaries",
+                        lambda summaries, *rest: builds.append([s.window_start_ms for s in summaries])
+                        or real(summaries, *rest))
+    config = CONFIG.model_copy(update={"reference": CONFIG.reference.model_copy(
+        update={"mode": "rolling", "rolling_windows": 2, "lag_windows": 0})})
+    for cfg in (CONFIG, config):
+        engine = make_engine(f"sqlite:///{tmp_path}/{cfg.reference.mode}.db")
+        refs = StoredReferences(cfg, drift_policy(cfg.thresholds))
+        with engine.begin() as conn:
+            for w in range(4):
+                refs.remember(conn, summarize_window("m", w * WINDOW, WINDOW, _maps(200, seed=w), MODEL))
+            first = refs.reference_for(conn, "m", 4 * WINDOW)
+            assert refs.reference_for(conn, "m", 4 * WINDOW) is first
+            if cfg.reference.mode == "warmup":
+                assert refs.reference_for(conn, "m", 9 * WINDOW) is first  # after the warm-up: always the same
+            else:
+                assert refs.reference_for(conn, "m", 3 * WINDOW) is not first  # windows 1 and 2 now
+    assert builds == [[0, WINDOW, 2 * WINDOW], [3 * WINDOW, 2 * WINDOW], [2 * WINDOW, WINDOW]]  # rolling: newest first
+
+
 def test_reference_set_round_trip_and_detection(tmp_path):
     refs = StoredReferences(CONFIG, drift_policy(CONFIG.thresholds))
     engine = make_engine(f"sqlite:///{tmp_path}/s.db")
