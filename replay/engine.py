@@ -177,7 +177,7 @@ class Replayer:
         models = [validated.models[i] for i in valid]
         wanted = self._wanted
         keep = np.ones(len(valid), dtype=bool) if wanted is None else np.array([m in wanted for m in models], dtype=bool)
-        groups, late = self._windower.add_batch(0, event_ms, models, keep)
+        groups, late = self._windower.add_batch(records[0].partition if records else 0, event_ms, models, keep)
         self._count_batch(event_ms[keep], len(valid), late.size)
         for j in late.tolist():
             self.outcome.late.append((records[valid[j]], Event(models[j], int(event_ms[j]), {})))
