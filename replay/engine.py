@@ -170,9 +170,12 @@ class Replayer:
     def _accept_batch(self, records: Sequence[RawRecord], validated: ValidatedBatch) -> None:
         """What :meth:`_accept` does for each valid record of a batch, in one vectorised step (one partition)."""
         reasons = validated.reasons
-        valid = [i for i, reason in enumerate(reasons) if reason is None] if any(reasons) else range(len(records))
-        for i in ([] if len(valid) == len(records) else sorted(set(range(len(records))) - set(valid))):
-            self._reject(Rejection(records[i], reasons[i], validated.details[i]))
+        valid: Sequence[int] = range(len(records))
+        if any(reasons):  # a clean batch (the usual case) skips the per-record pass
+            valid = [i for i, reason in enumerate(reasons) if reason is None]
+            for i, reason in enumerate(reasons):
+                if reason is not None:
+                    self._reject(Rejection(records[i], reason, validated.details[i]))
         event_ms = np.array([validated.event_ms[i] for i in valid], dtype=np.int64)
         models = [validated.models[i] for i in valid]
         wanted = self._wanted
@@ -181,14 +184,9 @@ class Replayer:
         self._count_batch(event_ms[keep], len(valid), late.size)
         for j in late.tolist():
             self.outcome.late.append((records[valid[j]], Event(models[j], int(event_ms[j]), {})))
-        rows, unknown = validated.rows, validated.unknown
         for window, members in groups:
             if window.rows is not None:
-                chosen = [valid[j] for j in members.tolist()]
-                taken = pa.array([rows[i] for i in chosen], type=pa.int32())
-                columns = validated.columns[window.model]
-                window.rows.add_columns({name: column.take(taken) for name, column in columns.items()},
-                                        [records[i].coordinates for i in chosen], sum(unknown[i] for i in chosen))
+                _add_batch_rows(window, [valid[j] for j in members.tolist()], records, validated)
 
     def _count_batch(self, kept_ms: np.ndarray, valid: int, late: int) -> None:
         counts = self.outcome.counts
@@ -236,6 +234,15 @@ class Replayer:
             ref = reference.features.get(outcome.name)
             self.outcome.first_drift[key] = DriftDetail(report.model, outcome.name, outcome.kind,
                                                         summary.window_start_ms, sketch, ref.sketch if ref else None)
+
+
+def _add_batch_rows(window: OpenWindow, chosen: list[int], records: Sequence[RawRecord],
+                    validated: ValidatedBatch) -> None:
+    """Append the feature columns of the batch's records ``chosen`` (indices) to the window."""
+    taken = pa.array([validated.rows[i] for i in chosen], type=pa.int32())
+    columns = validated.columns[window.model]
+    window.rows.add_columns({name: column.take(taken) for name, column in columns.items()},
+                            [records[i].coordinates for i in chosen], sum(validated.unknown[i] for i in chosen))
 
 
 class _Placed:
