@@ -84,9 +84,7 @@ def validate_event(raw: bytes | str, kinds_of: Callable[[str], Mapping[str, str]
         raise InvalidEventError("not_json", str(exc)) from exc
     if type(doc) is not dict:
         raise InvalidEventError("not_object", type(doc).__name__)
-    event_ms = doc.get("event_time")
-    if type(event_ms) is not int or not MIN_EVENT_MS <= event_ms < MAX_EVENT_MS:  # epoch ms in range: as is
-        event_ms = parse_event_time(event_ms)
+    event_ms = parse_event_time(doc.get("event_time"))
     model = doc.get("model")
     if model is None:
         raise InvalidEventError("missing_model")
@@ -95,10 +93,7 @@ def validate_event(raw: bytes | str, kinds_of: Callable[[str], Mapping[str, str]
     features = doc.get("features")
     if type(features) is not dict:
         raise InvalidEventError("bad_features", "features must be an object of name -> number|string|null")
-    kinds = kinds_of(model)
-    by_kind = kinds.split(features) if type(kinds) is FeatureKinds else None  # the fast path, inlined
-    if by_kind is None:
-        by_kind = check_feature_kinds(features, kinds)
+    by_kind = check_feature_kinds(features, kinds_of(model))
     prediction = doc.get("prediction")
     if prediction is not None and type(prediction) not in _NUMBER_TYPES:
         raise InvalidEventError("bad_prediction", repr(prediction)[:80])
@@ -108,6 +103,8 @@ def validate_event(raw: bytes | str, kinds_of: Callable[[str], Mapping[str, str]
 
 def parse_event_time(value: Any) -> int:
     """Return epoch milliseconds from an RFC 3339 string or an epoch-ms number."""
+    if type(value) is int and MIN_EVENT_MS <= value < MAX_EVENT_MS:  # the stream's usual form, as is
+        return value
     if value is None:
         raise InvalidEventError("missing_event_time")
     if type(value) in _NUMBER_TYPES:
