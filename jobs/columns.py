@@ -18,9 +18,19 @@ from schemas.events import CATEGORICAL, NUMERIC, FeatureKinds
 ARROW_TYPES = {NUMERIC: pa.float64(), CATEGORICAL: pa.string()}
 
 
-def unknown_feature_values(features: Mapping[str, object], kinds: Mapping[str, str]) -> int:
-    """How many non-null values ``features`` holds for names not in ``kinds`` (counted, not sketched)."""
-    return sum(1 for name, value in features.items() if value is not None and name not in kinds)
+def configured_values(features: Mapping[str, object], kinds: FeatureKinds,
+                      by_kind: tuple[tuple, tuple] | None = None) -> tuple[tuple[tuple, tuple], int]:
+    """A validated event's configured values split by kind (absent ones as nulls), and how many
+    non-null values it holds for features not in ``kinds`` (counted, not sketched).
+
+    ``by_kind`` is :attr:`schemas.events.Event.by_kind` when validation already split the event
+    with these kinds: the common shape, which has no other features.
+    """
+    split = by_kind or kinds.split(features)
+    if split is not None:
+        return split, 0
+    unknown = sum(1 for name, value in features.items() if value is not None and name not in kinds)
+    return kinds.values_in_order(features), unknown
 
 
 def feature_columns(numbers: list, labels: list, kinds: FeatureKinds) -> dict[str, pa.Array]:

@@ -26,7 +26,7 @@ import pyarrow as pa
 from alerting.records import FeatureOutcome, WindowReport
 from jobs.dead_letters import Rejected
 from schemas.config import ModelConfig, ThresholdConfig
-from jobs.columns import ARROW_TYPES, feature_columns, unknown_feature_values
+from jobs.columns import ARROW_TYPES, configured_values, feature_columns
 from schemas.events import FeatureKinds, utc_from_ms
 from sketches import DriftPolicy, FeatureVerdict, Reference, ReservoirSample, analyze_window, new_sketch
 from sketches.feature import FeatureSketch, deserialize_sketch
@@ -125,10 +125,8 @@ class WindowRows:
         ``by_kind`` is the event's :attr:`schemas.events.Event.by_kind` when validation already
         split it with this model's kinds (saves doing it twice).
         """
-        split = by_kind or self.kinds.split(features)
-        if split is None:
-            split = self.kinds.values_in_order(features)
-            self.unknown_features += unknown_feature_values(features, self.kinds)
+        split, unknown = configured_values(features, self.kinds, by_kind)
+        self.unknown_features += unknown
         self.numbers.extend(split[0])
         self.labels.extend(split[1])
         self.coordinates.append(coordinates)

@@ -17,7 +17,7 @@ from typing import Sequence
 import pyarrow as pa
 
 from driftwarden.errors import InvalidEventError
-from jobs.columns import feature_columns, unknown_feature_values
+from jobs.columns import configured_values, feature_columns
 from replay.records import RawRecord
 from schemas.config import MonitorConfig, feature_kinds_lookup
 from schemas.events import FeatureKinds, validate_event
@@ -117,12 +117,8 @@ def validate_batch(values: Sequence[bytes], config: MonitorConfig) -> ValidatedB
         if into is None:  # a model the config does not monitor: counted, not sketched
             unknown.append(0), rows.append(-1)
             continue
-        by_kind = event.by_kind
-        if by_kind is None:
-            by_kind = into.kinds.values_in_order(event.features)
-            unknown.append(unknown_feature_values(event.features, into.kinds))
-        else:
-            unknown.append(0)
+        by_kind, unknown_values = configured_values(event.features, into.kinds, event.by_kind)
+        unknown.append(unknown_values)
         into.numbers.extend(by_kind[0])
         into.labels.extend(by_kind[1])
         rows.append(into.rows)
