@@ -107,9 +107,9 @@ class Replayer:
             if reasons[i] is not None:
                 self._reject(Rejection(record, reasons[i], validated.details[i]))
             elif merger is None:
-                self._accept(record.partition, record, validated, i)
+                self._accept(record.partition, records, validated, i)
             else:
-                merger.push(record.partition, validated.event_ms[i], (record, validated, i))
+                merger.push(record.partition, validated.event_ms[i], (records, validated, i))
             if merger is not None and self._last_offsets.get(record.partition) == record.coordinates[-1]:
                 if merger.finish(record.partition):
                     self._windower.drop_partition(record.partition)
@@ -136,15 +136,16 @@ class Replayer:
 
     def _release(self) -> None:
         if self._merger is not None:
-            for partition, (record, validated, i), exhausted in self._merger.pop_ready():
-                self._accept(partition, record, validated, i)
+            for partition, (records, validated, i), exhausted in self._merger.pop_ready():
+                self._accept(partition, records, validated, i)
                 if exhausted:
                     self._windower.drop_partition(partition)
         self._move_placed_rows()
         self._judge(self._windower.fired())
 
-    def _accept(self, partition: int, record: RawRecord, validated: ValidatedBatch, i: int) -> None:
-        ms, model = validated.event_ms[i], validated.models[i]
+    def _accept(self, partition: int, records: Sequence[RawRecord], validated: ValidatedBatch, i: int) -> None:
+        """Window the valid record ``records[i]`` (one at a time: several partitions, or a sink)."""
+        record, ms, model = records[i], validated.event_ms[i], validated.models[i]
         keep = self._wanted is None or model in self._wanted  # setup.wants, inlined: per event
         window = self._windower.add(partition, ms, model, keep)
         if self._sink is not None:
@@ -164,8 +165,8 @@ class Replayer:
         elif window.rows is not None:
             placed = self._placed.get((id(window), id(validated)))
             if placed is None:
-                placed = self._placed[(id(window), id(validated))] = _Placed(window, validated)
-            placed.add(validated.rows[i], record.coordinates, validated.unknown[i])
+                placed = self._placed[(id(window), id(validated))] = _Placed(window, records, validated)
+            placed.chosen.append(i)
 
     def _accept_batch(self, records: Sequence[RawRecord], validated: ValidatedBatch) -> None:
         """What :meth:`_accept` does for each valid record of a batch, in one vectorised step (one partition)."""
@@ -246,25 +247,14 @@ def _add_batch_rows(window: OpenWindow, chosen: list[int], records: Sequence[Raw
 
 
 class _Placed:
-    """Rows of one validated batch placed in one open window, moved there as columns in one go."""
+    """Records of one validated batch placed in one open window, moved there as columns in one go."""
 
-    __slots__ = ("window", "batch", "rows", "coordinates", "unknown")
+    __slots__ = ("window", "records", "batch", "chosen")
 
-    def __init__(self, window: OpenWindow, batch: ValidatedBatch) -> None:
-        self.window, self.batch = window, batch
-        self.rows: list[int] = []
-        self.coordinates: list[tuple] = []
-        self.unknown = 0
-
-    def add(self, row: int, coordinates: tuple, unknown: int) -> None:
-        """One more event of the batch for this window."""
-        self.rows.append(row)
-        self.coordinates.append(coordinates)
-        self.unknown += unknown
+    def __init__(self, window: OpenWindow, records: Sequence[RawRecord], batch: ValidatedBatch) -> None:
+        self.window, self.records, self.batch = window, records, batch
+        self.chosen: list[int] = []  # indices into the batch
 
     def move(self) -> None:
-        """Append the placed rows' feature columns to the window."""
-        columns = self.batch.columns[self.window.model]
-        taken = pa.array(self.rows, type=pa.int32())
-        self.window.rows.add_columns({name: column.take(taken) for name, column in columns.items()},
-                                     self.coordinates, self.unknown)
+        """Append the placed records' feature columns to the window."""
+        _add_batch_rows(self.window, self.chosen, self.records, self.batch)
