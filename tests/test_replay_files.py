@@ -180,14 +180,18 @@ def test_model_filter_counts_other_models_apart(files, tmp_path):
     assert doc["counts"]["read"] == doc["counts"]["valid"] + doc["counts"]["rejected"]
 
 
-def test_warmup_config_without_reference_judges_after_the_first_windows(files, tmp_path):
-    config = tmp_path / "warmup.yaml"
-    config.write_text("window: {size: 60s}\nreference: {mode: warmup, warmup_windows: 3}\n"
-                      "models:\n  - name: fraud-v3\n    features: {x0: numeric, x1: numeric, c0: categorical}\n")
-    out = tmp_path / "w.json"
+def _report_with_config(files, tmp_path, head: str) -> dict:
+    """Replay the stream with a config (``head`` + the three features), no reference file; the report."""
+    config = tmp_path / "monitor.yaml"
+    config.write_text(head + "models:\n  - name: fraud-v3\n    features: {x0: numeric, x1: numeric, c0: categorical}\n")
+    out = tmp_path / "report.json"
     result = replay("--input", files["jsonl"], "--config", config, "--report-json", out)
     assert result.exit_code == 0, result.output
-    doc = orjson.loads(out.read_bytes())
+    return orjson.loads(out.read_bytes())
+
+
+def test_warmup_config_without_reference_judges_after_the_first_windows(files, tmp_path):
+    doc = _report_with_config(files, tmp_path, "window: {size: 60s}\nreference: {mode: warmup, warmup_windows: 3}\n")
     warm = [f for w in doc["windows"][:3] for f in w["features"]]
     assert warm == [] or not any(f["gate"]["alarm"] for f in warm)  # judged against nothing
     assert all(f["gate"]["psi"] is None for f in warm if f["kind"] == "numeric")
@@ -269,13 +273,8 @@ def test_no_reference_and_no_config_says_what_to_pass(files):
 
 
 def test_rolling_config_judges_each_window_against_earlier_lagged_windows(files, tmp_path):
-    config = tmp_path / "rolling.yaml"
-    config.write_text("reference: {mode: rolling, rolling_windows: 2, lag_windows: 1}\n"
-                      "models:\n  - name: fraud-v3\n    features: {x0: numeric, x1: numeric, c0: categorical}\n")
-    out = tmp_path / "r.json"
-    result = replay("--input", files["jsonl"], "--config", config, "--report-json", out)
-    assert result.exit_code == 0, result.output
-    scored = [any(f["gate"]["psi"] is not None for f in w["features"]) for w in orjson.loads(out.read_bytes())["windows"]]
+    doc = _report_with_config(files, tmp_path, "reference: {mode: rolling, rolling_windows: 2, lag_windows: 1}\n")
+    scored = [any(f["gate"]["psi"] is not None for f in w["features"]) for w in doc["windows"]]
     assert scored == [False] * 3 + [True] * 7  # window i needs windows i-3 and i-2 (one window of lag)
 
 
