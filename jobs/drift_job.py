@@ -5,7 +5,9 @@ Job graph (one Flink job, three INSERTs sharing one source)::
     Kafka (raw JSON, per-partition watermarks on event time; event time and model read in Java)
       ├─ no readable event time or model ─────► dead letters (store + <topic>.dlq), exact reason
       ├─ late (its window already fired) ─────► dead letters, reason "late"
-      └─ on time ─► TUMBLE(model, event time) ─► validate + summarize (one pandas UDAF call)
+      └─ on time ─► TUMBLE(model, event time) ─► validate + summarize (one pandas UDAF call; the
+                                                  features of records Java vouches for come as
+                                                  typed columns, the rest as bytes to validate)
                                                   └─► analyze + store results, alerts and the
                                                       window's rejected records (one transaction)
 
@@ -21,6 +23,7 @@ import sys
 from pathlib import Path
 
 from driftwarden.store import make_engine
+from jobs.feature_spec import FeatureColumnSpec
 from jobs.flink_env import make_table_env
 from jobs.source import kafka_source_ddl
 from jobs.udfs import analyze_window_udf, dead_letter_udf, summarize_udaf
@@ -40,9 +43,12 @@ def register(t_env, config: MonitorConfig, store_url: str, reference_path: str |
     size = config.window.size_ms
     # envelope check in Java: no event time or no model -> dead letters (the sink names the exact
     # reason); everything else is validated by the window aggregate, in Python, in one batch
+    # and the features of records Java vouches for arrive as typed columns (jobs/feature_spec.py)
+    spec = FeatureColumnSpec.from_config(config).to_json().replace("'", "''")
     t_env.execute_sql(f"""CREATE TEMPORARY VIEW checked AS
 SELECT `value`, `topic`, `partition`, `offset`, et, {EVENT_MS} AS event_ms, DW_MODEL(`value`) AS model,
-       DW_EVENT_MILLIS(`value`) IS NULL OR COALESCE(DW_MODEL(`value`), '') = '' AS envelope_bad
+       DW_EVENT_MILLIS(`value`) IS NULL OR COALESCE(DW_MODEL(`value`), '') = '' AS envelope_bad,
+       DW_FEATURES(`value`, '{spec}') AS f
 FROM events""")
     # late: the event's window has already fired (its last millisecond is at or below the watermark)
     t_env.execute_sql(f"""CREATE TEMPORARY VIEW classified AS
@@ -54,13 +60,15 @@ FROM checked""")
 def statements(config: MonitorConfig) -> list[str]:
     """The three INSERT statements of the job."""
     seconds = config.window.size_ms / 1000
+    columns = "".join(f", f.`{name}`" for name in FeatureColumnSpec.from_config(config).names)
     return [
         """INSERT INTO done SELECT dw_dead_letter(`topic`, `partition`, `offset`, CAST(NULL AS STRING), model,
              CAST(NULL AS BIGINT), `value`) FROM classified WHERE envelope_bad""",
         """INSERT INTO done SELECT dw_dead_letter(`topic`, `partition`, `offset`, 'late', model, event_ms, `value`)
              FROM classified WHERE NOT envelope_bad AND late""",
         f"""INSERT INTO done SELECT dw_analyze(summary) FROM (
-              SELECT dw_summarize(`value`, model, event_ms, `topic`, `partition`, `offset`) AS summary
+              SELECT dw_summarize(CASE WHEN f.`ok` THEN CAST(NULL AS BYTES) ELSE `value` END, model, event_ms,
+                                  `topic`, `partition`, `offset`, f.`ok`{columns}) AS summary
               FROM classified WHERE NOT envelope_bad AND NOT late
               GROUP BY model, TUMBLE(et, INTERVAL '{seconds:g}' SECOND))""",
     ]

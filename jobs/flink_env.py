@@ -1,4 +1,4 @@
-"""Flink table environments for driftwarden jobs: jars, configuration, the Java event-time UDF."""
+"""Flink table environments for driftwarden jobs: jars, configuration, the Java UDFs (jobs/java)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ CONNECTOR_JAR = "flink/flink-sql-connector-kafka-5.0.0-2.2.jar"
 UDF_JAR = "udf/driftwarden-flink-udf.jar"
 EVENT_MILLIS_UDF = "dev.driftwarden.flink.EventTimeMillis"
 EVENT_MODEL_UDF = "dev.driftwarden.flink.EventModel"
-
+FEATURE_COLUMNS_UDF = "dev.driftwarden.flink.FeatureColumns"
 
 def job_jars() -> list[str]:
     """file:// URLs of the jars every job needs; ConfigError when bootstrap has not fetched them."""
@@ -68,6 +68,7 @@ def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, i
     t_env = StreamTableEnvironment.create(env, environment_settings=settings)
     t_env.create_java_temporary_system_function("DW_EVENT_MILLIS", EVENT_MILLIS_UDF)
     t_env.create_java_temporary_system_function("DW_MODEL", EVENT_MODEL_UDF)
+    t_env.create_java_temporary_system_function("DW_FEATURES", FEATURE_COLUMNS_UDF)
     return env, t_env
 
 

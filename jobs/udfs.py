@@ -1,6 +1,7 @@
 """The Python functions of the streaming drift job, kept thin: all statistics live in sketches/.
 
-* :func:`summarize_udaf`: vectorised aggregate over one (model, window): validates every event
+* :func:`summarize_udaf`: vectorised aggregate over one (model, window): takes the feature columns
+  Java read for the records it vouched for (jobs/feature_spec.py), validates every other record
   (:func:`reject_reason`) and returns a WindowSummary's bytes, the rejected records included.
 * :class:`AnalyzeWindow`: the results sink; gate, deep check, store, alerts and the window's
   rejected records for one window.
@@ -18,15 +19,19 @@ each write is an idempotent upsert, so replays after a restart leave the store u
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
+from itertools import compress
 from typing import Callable, Mapping
 
 import pandas as pd
+import pyarrow as pa
 from pyflink.table import DataTypes
 from pyflink.table.udf import FunctionContext, ScalarFunction, udaf, udf
 
 from driftwarden.errors import InvalidEventError
 from driftwarden.gc_pause import gc_paused
 from jobs.dead_letters import REASON_SEPARATOR, DeadLetterWriter, Rejected, dead_letter_row
+from jobs.feature_spec import FeatureColumnSpec
 from schemas.config import MonitorConfig, feature_kinds_lookup
 from schemas.events import validate_event
 
@@ -55,25 +60,45 @@ def _reason_text(exc: InvalidEventError) -> str:
 
 
 def summarize_udaf(config: MonitorConfig):
-    """Pandas aggregate UDF: the serialized WindowSummary of one (model, window)."""
+    """Pandas aggregate UDF: the serialized WindowSummary of one (model, window).
+
+    Its arguments: the raw value (null where Java vouched for the record), model, event ms, Kafka
+    coordinates, Java's ``ok`` flag, then the typed feature columns of :class:`FeatureColumnSpec`.
+    """
     window_ms = config.window.size_ms
     kinds_of = feature_kinds_lookup(config)
+    spec = FeatureColumnSpec.from_config(config)
 
     def summarize(values: pd.Series, models: pd.Series, event_ms: pd.Series, topics: pd.Series,
-                  partitions: pd.Series, offsets: pd.Series) -> bytes:
+                  partitions: pd.Series, offsets: pd.Series, vouched: pd.Series, *columns: pd.Series) -> bytes:
         with gc_paused():  # the window's events are held until summarized (see driftwarden.gc_pause)
+            model = str(models.iloc[0])
+            ok = vouched.to_numpy(dtype=bool)
             coordinates = list(zip(topics.tolist(), partitions.tolist(), offsets.tolist()))
-            return summarize_checked(str(models.iloc[0]), int(event_ms.iloc[0]), window_ms, values.tolist(),
-                                     coordinates, config, kinds_of).serialize()
+            checked = VouchedRows(spec.model_columns(model, columns, ok), list(compress(coordinates, ok)))
+            unchecked = ~ok
+            return summarize_checked(model, int(event_ms.iloc[0]), window_ms, values[unchecked].tolist(),
+                                     list(compress(coordinates, unchecked)), config, kinds_of, checked).serialize()
 
     return udaf(summarize, result_type=DataTypes.BYTES(), func_type="pandas")
 
 
+@dataclass
+class VouchedRows:
+    """Records Java vouched for (see jobs/feature_spec.py): their feature columns and coordinates."""
+
+    columns: dict[str, pa.Array]
+    coordinates: list[tuple]
+
+
 def summarize_checked(model: str, any_event_ms: int, window_ms: int, values: list[bytes], coordinates: list[tuple],
-                      config: MonitorConfig, kinds_of: Callable[[str], Mapping[str, str] | None]):
+                      config: MonitorConfig, kinds_of: Callable[[str], Mapping[str, str] | None],
+                      vouched: VouchedRows | None = None):
     """Validate a window's records, then summarize the valid ones; the others ride along as rejects.
 
-    Each record is parsed once: validation's parsed features go straight into the window's rows.
+    ``values`` are raw records (with their ``coordinates``) that Python validates; each is parsed
+    once, and validation's parsed features go straight into the window's rows. ``vouched`` records
+    are already valid and in columns.
     """
     from jobs.pipeline import WindowRows, WindowSummary, window_start
 
@@ -81,6 +106,10 @@ def summarize_checked(model: str, any_event_ms: int, window_ms: int, values: lis
     model_config = config.model(model)
     rows = WindowRows(model_config) if model_config is not None else None
     rejected, events = [], 0
+    if vouched is not None and vouched.coordinates:
+        events += len(vouched.coordinates)
+        if rows is not None:
+            rows.add_columns(vouched.columns, vouched.coordinates)
     for value, where in zip(values, coordinates):
         try:
             event = validate_event(value, kinds_of)

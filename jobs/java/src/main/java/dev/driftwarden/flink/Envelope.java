@@ -2,15 +2,23 @@ package dev.driftwarden.flink;
 
 import java.io.IOException;
 import java.util.Arrays;
+import java.util.regex.Pattern;
 
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.JsonFactory;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.JsonParser;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.JsonToken;
 
 /**
- * The two top-level fields the job needs in Java, read with one streaming pass over the raw
- * bytes (no tree, no JSON path): {@code event_time} as text and {@code model}. Like the Python
- * validation (orjson), a repeated key keeps its last value; malformed JSON gives null fields.
+ * The top-level fields the job needs in Java, read with one streaming pass over the raw bytes (no
+ * tree, no JSON path): {@code event_time} as text, {@code model} and the {@code features}
+ * object's scalars. Like the Python validation (orjson), a repeated key keeps its last value;
+ * malformed JSON gives null fields.
+ *
+ * <p>{@link #plain} says whether the record has the stream's common, flat shape, for which the
+ * Java reading of the features equals the Python validation's (see {@link FeatureColumns}): ASCII
+ * bytes without a backslash escape, only the contract's top-level fields and each at most once,
+ * {@code event_time} an integer or a strict RFC 3339 text, {@code prediction} absent, null or a
+ * finite number, {@code request_id} absent, null or a string, {@code features} an object.
  *
  * <p>The job asks for these fields several times per record (the watermark, the event time, the
  * model, the envelope check), each time with a fresh copy of the same bytes. The last record's
@@ -19,19 +27,32 @@ import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.JsonToken;
  */
 final class Envelope {
     private static final JsonFactory JSON = new JsonFactory();
-    private static final Envelope EMPTY = new Envelope(new byte[0], null, null);
+    private static final Envelope EMPTY = new Envelope(new byte[0], null, null, null, false);
+    private static final Pattern STRICT_RFC3339 =
+            Pattern.compile("\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(\\.\\d{1,9})?(Z|[+-]\\d{2}:\\d{2})");
+    private static final int EVENT_TIME = 1;
+    private static final int MODEL = 2;
+    private static final int FEATURES = 4;
+    private static final int PREDICTION = 8;
+    private static final int REQUEST_ID = 16;
     private static final ThreadLocal<Envelope> LAST = ThreadLocal.withInitial(() -> EMPTY);
 
     private final byte[] source;  // a private copy of the bytes read, to recognise the same record
     final String eventTime;
     final String model;
+    final EventFeatures features;  // null when absent or not an object
+    final boolean plain;
     private Long eventMillis;
     private boolean eventMillisKnown;
+    Object cachedFor;  // the FeatureColumns spec whose row is cached
+    Object cachedRow;
 
-    private Envelope(byte[] source, String eventTime, String model) {
+    private Envelope(byte[] source, String eventTime, String model, EventFeatures features, boolean plain) {
         this.source = source;
         this.eventTime = eventTime;
         this.model = model;
+        this.features = features;
+        this.plain = plain;
     }
 
     /** The envelope of {@code value} (fields null when missing or the JSON is malformed). */
@@ -60,28 +81,88 @@ final class Envelope {
     private static Envelope read(byte[] value) {
         String eventTime = null;
         String model = null;
+        EventFeatures features = null;
+        boolean plain = asciiWithoutEscapes(value);
+        int seen = 0;
         try (JsonParser parser = JSON.createParser(value)) {
             if (parser.nextToken() != JsonToken.START_OBJECT) {
-                return new Envelope(value, null, null);
+                return broken(value);
             }
             while (parser.nextToken() == JsonToken.FIELD_NAME) {
                 String field = parser.currentName();
                 JsonToken token = parser.nextToken();
-                if ("event_time".equals(field)) {
+                int bit = fieldBit(field);
+                plain &= bit != 0 && (seen & bit) == 0;
+                seen |= bit;
+                if (bit == EVENT_TIME) {
                     eventTime = scalarText(parser, token);
-                } else if ("model".equals(field)) {
+                    plain &= plainEventTime(parser, token, eventTime);
+                } else if (bit == MODEL) {
                     model = token == JsonToken.VALUE_STRING ? parser.getText() : null;
+                    parser.skipChildren();
+                } else if (bit == FEATURES && token == JsonToken.START_OBJECT) {
+                    features = EventFeatures.read(parser);
                 } else {
+                    plain &= bit == PREDICTION ? plainNumber(parser, token)
+                            : bit == REQUEST_ID && (token == JsonToken.VALUE_STRING || token == JsonToken.VALUE_NULL);
+                    features = bit == FEATURES ? null : features;
                     parser.skipChildren();
                 }
             }
             if (parser.currentToken() != JsonToken.END_OBJECT || parser.nextToken() != null) {
-                return new Envelope(value, null, null);
+                return broken(value);
             }
         } catch (IOException e) {
-            return new Envelope(value, null, null);
+            return broken(value);
         }
-        return new Envelope(value, eventTime, model);
+        return new Envelope(value, eventTime, model, features, plain && features != null);
+    }
+
+    private static Envelope broken(byte[] value) {
+        return new Envelope(value, null, null, null, false);
+    }
+
+    private static int fieldBit(String field) {
+        switch (field) {
+            case "event_time": return EVENT_TIME;
+            case "model": return MODEL;
+            case "features": return FEATURES;
+            case "prediction": return PREDICTION;
+            case "request_id": return REQUEST_ID;
+            default: return 0;
+        }
+    }
+
+    /** Only printable ASCII and whitespace, no backslash: strings need no decoding to compare. */
+    private static boolean asciiWithoutEscapes(byte[] value) {
+        for (byte b : value) {
+            if (b < 0 || b == '\\') {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private static boolean plainEventTime(JsonParser parser, JsonToken token, String text) throws IOException {
+        if (token == JsonToken.VALUE_NUMBER_INT) {
+            JsonParser.NumberType type = parser.getNumberType();
+            return type == JsonParser.NumberType.INT || type == JsonParser.NumberType.LONG;
+        }
+        return token == JsonToken.VALUE_STRING && STRICT_RFC3339.matcher(text).matches();
+    }
+
+    private static boolean plainNumber(JsonParser parser, JsonToken token) throws IOException {
+        switch (token) {
+            case VALUE_NULL:
+                return true;
+            case VALUE_NUMBER_INT:
+                JsonParser.NumberType type = parser.getNumberType();
+                return type == JsonParser.NumberType.INT || type == JsonParser.NumberType.LONG;
+            case VALUE_NUMBER_FLOAT:
+                return Double.isFinite(parser.getDoubleValue());
+            default:
+                return false;
+        }
     }
 
     private static String scalarText(JsonParser parser, JsonToken token) throws IOException {

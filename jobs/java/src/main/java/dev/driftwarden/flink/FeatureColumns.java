@@ -1,0 +1,148 @@
+package dev.driftwarden.flink;
+
+import java.io.IOException;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.Map;
+import java.util.Optional;
+
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.flink.table.api.DataTypes;
+import org.apache.flink.table.api.ValidationException;
+import org.apache.flink.table.catalog.DataTypeFactory;
+import org.apache.flink.table.data.GenericRowData;
+import org.apache.flink.table.data.RowData;
+import org.apache.flink.table.data.StringData;
+import org.apache.flink.table.functions.ScalarFunction;
+import org.apache.flink.table.types.DataType;
+import org.apache.flink.table.types.inference.TypeInference;
+
+/**
+ * {@code DW_FEATURES(value, spec)}: an event's configured feature values as typed columns, read
+ * in Java, with a flag {@code ok} saying whether Java vouches for the event.
+ *
+ * <p>The spec (a literal, written by {@code jobs/feature_spec.py}) is JSON:
+ * {@code {"columns": ["numeric", "categorical", ...], "models": {"m": {"x": 0, "c": 1}}}}. The
+ * result is {@code ROW<ok BOOLEAN, c0 .. cN>}, column {@code ci} a DOUBLE (numeric) or STRING
+ * (categorical). {@code ok} is true only when the Python validation would accept the event and
+ * take exactly these values from it: a {@link Envelope#plain plain} record of a configured model
+ * whose features are exactly that model's, each once, each null or of its kind's JSON type
+ * (numbers as doubles, as Python's float64 columns hold them). Every other record, valid or not,
+ * gets {@code ok = false} and is validated by Python from its bytes, which decides its fate.
+ */
+public class FeatureColumns extends ScalarFunction {
+    private static final ObjectMapper MAPPER = new ObjectMapper();
+    private transient Spec spec;
+
+    public RowData eval(byte[] value, String specText) {
+        Spec parsed = spec(specText);
+        Envelope envelope = Envelope.parse(value);
+        if (envelope.cachedFor != parsed) {  // the job reads several columns of one record's row
+            envelope.cachedRow = parsed.row(envelope);
+            envelope.cachedFor = parsed;
+        }
+        return (RowData) envelope.cachedRow;
+    }
+
+    private Spec spec(String text) {
+        if (spec == null || !spec.text.equals(text)) {
+            spec = Spec.parse(text);
+        }
+        return spec;
+    }
+
+    @Override
+    public TypeInference getTypeInference(DataTypeFactory typeFactory) {
+        return TypeInference.newBuilder()
+                .typedArguments(DataTypes.BYTES(), DataTypes.STRING())
+                .outputTypeStrategy(call -> {
+                    String text = call.getArgumentValue(1, String.class).orElseThrow(
+                            () -> new ValidationException("DW_FEATURES needs its spec as a string literal"));
+                    return Optional.of(Spec.parse(text).rowType());
+                })
+                .build();
+    }
+
+    /** The parsed spec: each column's kind and, per model, the column of each feature. */
+    static final class Spec {
+        final String text;
+        final boolean[] numeric;
+        final Map<String, Map<String, Integer>> models = new HashMap<>();
+
+        private Spec(String text, boolean[] numeric) {
+            this.text = text;
+            this.numeric = numeric;
+        }
+
+        static Spec parse(String text) {
+            try {
+                JsonNode root = MAPPER.readTree(text);
+                JsonNode columns = root.get("columns");
+                boolean[] numeric = new boolean[columns.size()];
+                for (int i = 0; i < numeric.length; i++) {
+                    numeric[i] = "numeric".equals(columns.get(i).asText());
+                }
+                Spec spec = new Spec(text, numeric);
+                for (Iterator<Map.Entry<String, JsonNode>> it = root.get("models").fields(); it.hasNext(); ) {
+                    Map.Entry<String, JsonNode> model = it.next();
+                    Map<String, Integer> columnOf = new HashMap<>();
+                    model.getValue().fields().forEachRemaining(f -> columnOf.put(f.getKey(), f.getValue().asInt()));
+                    spec.models.put(model.getKey(), columnOf);
+                }
+                return spec;
+            } catch (IOException | RuntimeException e) {
+                throw new ValidationException("DW_FEATURES: malformed spec " + text, e);
+            }
+        }
+
+        DataType rowType() {
+            DataTypes.Field[] fields = new DataTypes.Field[numeric.length + 1];
+            fields[0] = DataTypes.FIELD("ok", DataTypes.BOOLEAN().notNull());
+            for (int i = 0; i < numeric.length; i++) {
+                fields[i + 1] = DataTypes.FIELD("c" + i, numeric[i] ? DataTypes.DOUBLE() : DataTypes.STRING());
+            }
+            return DataTypes.ROW(fields).notNull().bridgedTo(RowData.class);
+        }
+
+        /** The record's row: its values when Java vouches for it, else {@code ok = false} and nulls. */
+        RowData row(Envelope envelope) {
+            Map<String, Integer> columnOf = envelope.plain ? models.get(envelope.model) : null;
+            EventFeatures features = envelope.features;
+            if (columnOf == null || features.count != columnOf.size() || envelope.eventMillis() == null) {
+                return notVouched();
+            }
+            GenericRowData row = new GenericRowData(numeric.length + 1);
+            boolean[] seen = new boolean[numeric.length];
+            for (int i = 0; i < features.count; i++) {
+                Integer column = columnOf.get(features.names[i]);
+                if (column == null || seen[column] || !fill(row, column, features, i)) {
+                    return notVouched();
+                }
+                seen[column] = true;
+            }
+            row.setField(0, true);
+            return row;
+        }
+
+        /** Put feature {@code i}'s value into its column; false when its JSON type is not the column's kind. */
+        private boolean fill(GenericRowData row, int column, EventFeatures features, int i) {
+            byte kind = features.kinds[i];
+            if (kind == EventFeatures.NULL) {
+                return true;
+            }
+            if (numeric[column] ? kind != EventFeatures.NUMBER : kind != EventFeatures.TEXT) {
+                return false;
+            }
+            row.setField(column + 1, numeric[column] ? (Object) features.numbers[i]
+                    : StringData.fromString(features.texts[i]));
+            return true;
+        }
+
+        private RowData notVouched() {
+            GenericRowData row = new GenericRowData(numeric.length + 1);
+            row.setField(0, false);
+            return row;
+        }
+    }
+}

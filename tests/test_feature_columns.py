@@ -1,0 +1,179 @@
+"""Java's feature columns (``DW_FEATURES``) against the Python validation, on tricky and random events.
+
+The live job takes the features of the records Java vouches for from Java's typed columns and
+validates only the others in Python (jobs/feature_spec.py). That is right only if every record
+Java vouches for is one the Python validation accepts, with exactly the same values. Runs the
+real Java function in a local Flink job (batch mode) and compares record by record.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import orjson
+import pytest
+
+from driftwarden.errors import InvalidEventError
+from jobs.feature_spec import FeatureColumnSpec
+from schemas.config import MonitorConfig, feature_kinds_lookup
+from schemas.events import validate_event
+
+CONFIG = MonitorConfig.model_validate({"models": [
+    {"name": "m", "features": {"x": "numeric", "y": "numeric", "c": "categorical"}},
+    {"name": "n", "features": {"y": "numeric", "x": "categorical"}},
+]})
+T = 1_767_225_600_000
+PLAIN = b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1.5, "y": -2, "c": "a"}}'
+
+TRICKY = [
+    PLAIN,
+    b'{"model": "m", "event_time": "2026-01-01T00:00:01.250Z", "features": {"c": null, "y": 1e5, "x": -0.0}}',
+    b'{"event_time": "2026-01-01T00:00:01+02:00", "model": "m", "features": {"x": 0, "y": null, "c": "b"},'
+    b' "prediction": 0.3, "request_id": "r1"}',
+    b'  {"event_time": 1767225600000, "model": "n", "features": {"y": 12345678901234567, "x": "q"}}  \n',
+    # Python rejects these, or takes other values: Java must not vouch
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": true, "y": 1, "c": "a"}}',
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": "1", "y": 1, "c": "a"}}',
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 1, "c": 3}}',
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 1, "c": ["a"]}}',
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 1e400, "c": "a"}}',
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 18446744073709551615, "c": "a"}}',
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 2, "c": "a", "x": 3}}',
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 2}}',
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 2, "c": "a", "z": 1}}',
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 2, "c": "caf\\u00e9"}}',
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 2, "c": "\\ud800"}}',
+    '{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 2, "c": "café"}}'.encode(),
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 2, "c": "a\xff"}}',
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 2, "c": "a"}, "prediction": true}',
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 2, "c": "a"}, "prediction": "1"}',
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 2, "c": "a"}, "request_id": 7}',
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 2, "c": "a"}, "extra": 1e999}',
+    b'{"event_time": 1767225600000, "model": "m", "model": "n", "features": {"y": 2, "x": "a"}}',
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 2, "c": "a"}} x',
+    b'{"event_time": 1767225600000.5, "model": "m", "features": {"x": 1, "y": 2, "c": "a"}}',
+    b'{"event_time": 1767225600, "model": "m", "features": {"x": 1, "y": 2, "c": "a"}}',
+    b'{"event_time": "2026-02-30T00:00:00Z", "model": "m", "features": {"x": 1, "y": 2, "c": "a"}}',
+    b'{"event_time": "2026-01-01 00:00:00Z", "model": "m", "features": {"x": 1, "y": 2, "c": "a"}}',
+    b'{"event_time": "2026-01-01T00:00:00", "model": "m", "features": {"x": 1, "y": 2, "c": "a"}}',
+    b'{"event_time": 1767225600000, "model": "other", "features": {"x": 1, "y": 2, "c": "a"}}',
+    b'{"event_time": 1767225600000, "model": "", "features": {"x": 1, "y": 2, "c": "a"}}',
+    b'{"event_time": 1767225600000, "model": "m", "features": null}',
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": 01, "y": 2, "c": "a"}}',
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": NaN, "y": 2, "c": "a"}}',
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 2, "c": "a",}}',
+    b'[1, 2]',
+    b'not json',
+]
+
+
+def _random_number(rng: random.Random) -> str:
+    choice = rng.randrange(7)
+    if choice == 0:
+        return repr(rng.gauss(0, 1e3))
+    if choice == 1:
+        return str(rng.randrange(-10**18, 10**18))
+    if choice == 2:
+        return f"{rng.uniform(-1, 1):.{rng.randrange(1, 20)}e}"
+    if choice == 3:
+        return f"{rng.random():.{rng.randrange(1, 25)}f}"
+    if choice == 4:
+        return rng.choice(["-0", "0", "-0.0", "5e-324", "1.7976931348623157e308", "2.2250738585072011e-308",
+                           "9007199254740993", "0.1e1", "1E+2", "123456789012345678901234567890e-10"])
+    if choice == 5:
+        return repr(rng.random() * 10 ** rng.randrange(-300, 300))
+    return str(rng.randrange(-10**6, 10**6))
+
+
+def _random_events(n: int, seed: int = 7) -> list[bytes]:
+    rng = random.Random(seed)
+    events = []
+    for _ in range(n):
+        model = rng.choice(["m", "n"])
+        if model == "m":
+            fields = {"x": _random_number(rng), "y": _random_number(rng), "c": f'"{rng.choice("abc")}"'}
+        else:
+            fields = {"y": _random_number(rng), "x": f'"{rng.choice(["p", "q", ""])}"'}
+        for name in fields:
+            if rng.random() < 0.05:
+                fields[name] = "null"
+        names = list(fields)
+        rng.shuffle(names)
+        body = ", ".join(f'"{name}": {fields[name]}' for name in names)
+        event_time = rng.choice([str(T + rng.randrange(10**6)), '"2026-01-01T00:00:00.123456Z"', '"2026-01-01T00:00:00.1Z"'])
+        events.append(f'{{"event_time": {event_time}, "model": "{model}", "features": {{{body}}}}}'.encode())
+    return events
+
+
+@pytest.fixture(scope="module")
+def java_rows():
+    """Run DW_FEATURES over the tricky and random events; (payload, row) pairs in input order."""
+    from pyflink.table import DataTypes
+
+    from jobs.flink_env import make_table_env
+
+    spec = FeatureColumnSpec.from_config(CONFIG)
+    payloads = TRICKY + _random_events(3000)
+    _, t_env = make_table_env(checkpoint_interval_ms=0, streaming=False)
+    table = t_env.from_elements([(i, p) for i, p in enumerate(payloads)],
+                                DataTypes.ROW([DataTypes.FIELD("i", DataTypes.INT()),
+                                               DataTypes.FIELD("v", DataTypes.BYTES())]), verify_schema=False)
+    t_env.create_temporary_view("payloads", table)
+    columns = ", ".join(f"f.`{name}`" for name in ["ok"] + spec.names)
+    literal = spec.to_json().replace("'", "''")
+    sql = f"SELECT i, {columns} FROM (SELECT i, DW_FEATURES(v, '{literal}') AS f FROM payloads)"
+    with t_env.execute_sql(sql).collect() as results:
+        rows = {row[0]: tuple(row)[1:] for row in results}
+    return spec, [(p, rows[i]) for i, p in enumerate(payloads)]
+
+
+def _python_values(payload: bytes, spec: FeatureColumnSpec):
+    """The values Python validation takes from the payload, by column; None when it rejects it."""
+    try:
+        event = validate_event(payload, feature_kinds_lookup(CONFIG))
+    except InvalidEventError:
+        return None
+    if event.by_kind is None or event.model not in spec.columns_of:
+        return "not the common shape"
+    values = [None] * len(spec.kinds)
+    for name, column in spec.columns_of[event.model].items():
+        value = event.features[name]
+        values[column] = float(value) if spec.kinds[column] == "numeric" and value is not None else value
+    return values
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b and math.copysign(1, a) == math.copysign(1, b)
+    return a == b
+
+
+def test_every_vouched_record_is_valid_in_python_with_the_same_values(java_rows):
+    spec, pairs = java_rows
+    vouched = 0
+    for payload, (ok, *java_values) in pairs:
+        if not ok:
+            continue
+        vouched += 1
+        python_values = _python_values(payload, spec)
+        assert isinstance(python_values, list), (payload, python_values)
+        assert all(_same(j, p) for j, p in zip(java_values, python_values)), (payload, java_values, python_values)
+    assert vouched > 0.6 * len(pairs)  # the common shape is the common case (the rest is meant to be odd)
+
+
+def test_java_vouches_for_the_plain_shapes_and_nothing_python_rejects(java_rows):
+    spec, pairs = java_rows
+    verdicts = {payload: ok for payload, (ok, *_) in pairs}
+    assert all(verdicts[p] for p in TRICKY[:4])
+    for payload in TRICKY[4:]:
+        assert not verdicts[payload], payload
+    rejected_by_python = [p for p, _ in pairs if _python_values(p, spec) is None]
+    assert rejected_by_python and not any(verdicts[p] for p in rejected_by_python)
+
+
+def test_spec_gives_each_feature_name_and_kind_its_own_column():
+    spec = FeatureColumnSpec.from_config(CONFIG)
+    assert spec.kinds == ("numeric", "numeric", "categorical", "categorical")
+    assert spec.columns_of == {"m": {"x": 0, "y": 1, "c": 2}, "n": {"y": 1, "x": 3}}
+    assert orjson.loads(spec.to_json())["models"]["n"] == {"y": 1, "x": 3}
