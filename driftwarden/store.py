@@ -75,9 +75,11 @@ def upsert(conn: Connection, table: Table, rows: Iterable[Mapping[str, Any]], ke
     if not rows:
         return 0
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    stmt = dialect.insert(table).values(rows)
+    stmt = dialect.insert(table)
     updated = {c.name: stmt.excluded[c.name] for c in table.columns if c.name not in keys and not c.primary_key}
-    conn.execute(stmt.on_conflict_do_update(index_elements=list(keys), set_=updated))
+    # rows as parameters (executemany), not .values(rows): one cached compiled statement instead of
+    # compiling a new multi-row INSERT each call (measured: most of a window's store time)
+    conn.execute(stmt.on_conflict_do_update(index_elements=list(keys), set_=updated), rows)
     return len(rows)
 
 
@@ -87,7 +89,7 @@ def insert_ignore(conn: Connection, table: Table, rows: Iterable[Mapping[str, An
     if not rows:
         return 0
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    conn.execute(dialect.insert(table).values(rows).on_conflict_do_nothing(index_elements=list(keys)))
+    conn.execute(dialect.insert(table).on_conflict_do_nothing(index_elements=list(keys)), rows)
     return len(rows)
 
 
