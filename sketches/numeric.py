@@ -61,6 +61,7 @@ class NumericSketch:
         self.min, self.max = np.nan, np.nan
         self.sum = self.sum_sq = 0.0
         self._mean = self._m2 = 0.0
+        self._support: np.ndarray | None = None  # cached by support(); dropped on any change
 
     # ---------------------------------------------------------------- update / merge
     def update(self, values: Any) -> NumericSketch:
@@ -72,6 +73,7 @@ class NumericSketch:
         if not np.isfinite(total):  # a finite sum proves every value finite: skip the mask pass
             x, total = self._drop_non_finite(x)
         if x.size:
+            self._support = None
             self._sk.update(x if x.size > 1 else float(x[0]))  # 1-element arrays pick the scalar overload
             with np.errstate(over="ignore", invalid="ignore"):
                 self._add_moments(x.size, float(x.min()), float(x.max()), total,
@@ -113,6 +115,7 @@ class NumericSketch:
         if not isinstance(other, NumericSketch) or (other.kind, other.k) != (self.kind, self.k):
             raise SketchError(f"cannot merge {_describe(other)} into {_describe(self)}")
         self._sk.merge(other._sk)
+        self._support = None
         self.nulls += other.nulls
         self.nans += other.nans
         self.pos_inf += other.pos_inf
@@ -191,12 +194,18 @@ class NumericSketch:
         return cdf
 
     def support(self) -> np.ndarray:
-        """Sorted points where the sketch's CDF can step (retained items, or a quantile grid)."""
+        """Sorted points where the sketch's CDF can step (retained items, or a quantile grid).
+
+        Kept until the sketch changes: a reference is gated against every window.
+        """
         if self._n == 0:
             return np.empty(0)
-        if self.kind == "kll":
-            return np.unique(np.fromiter((item for item, _ in self._sk), dtype=np.float64))
-        return np.unique(self.quantiles(np.linspace(0.0, 1.0, 4 * self.k + 1)))
+        if self._support is None:
+            if self.kind == "kll":
+                self._support = np.unique(np.fromiter((item for item, _ in self._sk), dtype=np.float64))
+            else:
+                self._support = np.unique(self.quantiles(np.linspace(0.0, 1.0, 4 * self.k + 1)))
+        return self._support
 
     # ---------------------------------------------------------------- serialization
     def serialize(self) -> bytes:
