@@ -66,12 +66,13 @@ def config_for(topic: str):
     features = {n: "numeric" for n in NUMERIC} | {c: "categorical" for c in CATEGORICAL}
     return MonitorConfig.model_validate({
         "source": {"topics": [topic], "bootstrap_servers": BOOTSTRAP, "group_id": f"bench-{topic}"},
-        "window": {"size": "10s"}, "reference": {"mode": "warmup", "warmup_windows": 3},
+        "window": {"size": f"{WINDOW_SECONDS}s"}, "reference": {"mode": "warmup", "warmup_windows": 3},
         "models": [{"name": "bench", "features": features}],
     })
 
 
 PARALLELISM = 1
+WINDOW_SECONDS = 10
 
 
 def run_driftwarden(topic: str, store: Path) -> float:
@@ -102,7 +103,7 @@ def run_plain_flink(topic: str) -> float:
     aggregates = ", ".join(f"AVG(features.`{n}`)" for n in NUMERIC)
     started = time.perf_counter()
     t_env.execute_sql(f"INSERT INTO out_t SELECT model, COUNT(*), {aggregates} FROM src "
-                      f"GROUP BY model, TUMBLE(et, INTERVAL '10' SECOND)").wait()
+                      f"GROUP BY model, TUMBLE(et, INTERVAL '{WINDOW_SECONDS}' SECOND)").wait()
     return time.perf_counter() - started
 
 
@@ -158,9 +159,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=300_000)
     parser.add_argument("--parallelism", type=int, default=1, help="of both pipelines (default: 1)")
+    parser.add_argument("--window-seconds", type=int, default=10,
+                        help="tumbling window of both pipelines (default: 10; the job's own default is 60)")
     args = parser.parse_args()
-    global PARALLELISM
-    PARALLELISM = args.parallelism
+    global PARALLELISM, WINDOW_SECONDS
+    PARALLELISM, WINDOW_SECONDS = args.parallelism, args.window_seconds
     run = uuid.uuid4().hex[:6]
     folder = REPO / ".run" / "bench"
     folder.mkdir(parents=True, exist_ok=True)
@@ -181,6 +184,8 @@ def main() -> None:
 
     dw_rate = args.events / max(full_dw - startup_dw, 1e-9)
     plain_rate = args.events / max(full_plain - startup_plain, 1e-9)
+    print(f"{args.events:,} events, {WINDOW_SECONDS} s windows ({1000 * WINDOW_SECONDS:,} events each), "
+          f"parallelism {PARALLELISM}")
     print(f"driftwarden job : {dw_rate:>10,.0f} events/s  ({full_dw:.1f} s total, {startup_dw:.1f} s start-up)")
     print(f"plain Flink SQL : {plain_rate:>10,.0f} events/s  ({full_plain:.1f} s total, {startup_plain:.1f} s start-up)")
     print(f"ratio driftwarden / plain Flink: {dw_rate / plain_rate:.2f}")
