@@ -46,11 +46,11 @@ def create_schema(engine: Engine) -> None:
     try:
         _create_tables(engine)
         with engine.begin() as conn:
-            row = conn.execute(select(schema_info.c.version)).first()
-            if row is None:
-                conn.execute(schema_info.insert().values(id=1, version=SCHEMA_VERSION))
-            elif row.version != SCHEMA_VERSION:
-                raise ConfigError(f"the store at {_redact(str(engine.url))} has table schema version {row.version}; "
+            # insert-if-absent, then read: processes creating the same store at once all agree
+            insert_ignore(conn, schema_info, [{"id": 1, "version": SCHEMA_VERSION}], ("id",))
+            version = conn.execute(select(schema_info.c.version)).scalar_one()
+            if version != SCHEMA_VERSION:
+                raise ConfigError(f"the store at {_redact(str(engine.url))} has table schema version {version}; "
                                   f"this driftwarden writes version {SCHEMA_VERSION}: use a new store (or database "
                                   "schema) for it - automatic migrations are not written yet")
     except SQLAlchemyError as exc:
