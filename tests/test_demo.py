@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -211,6 +212,9 @@ def test_marker_finds_a_marked_child_and_not_after_it_ends():
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
                              env={**os.environ, RUN_MARKER_ENV: "test-marker-run"})
     try:
+        deadline = time.monotonic() + 5  # the child's environment shows in /proc once its exec is done
+        while marked_processes("test-marker-run") != [child.pid] and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert marked_processes("test-marker-run") == [child.pid]
     finally:
         child.kill()
