@@ -105,7 +105,9 @@ def test_torch_export_archives_are_benchmarked(tmp_path: Path, files: dict[str, 
     result = invoke("--baseline", tmp_path / "m.pt2", "--candidate", tmp_path / "m.pt2",
                     "--reference-input", files["ref"], "--adapter", files["adapter"], *QUICK,
                     "--report-json", tmp_path / "r.json")
-    assert result.exit_code == 0, result.output + repr(result.exception)
+    # benchmarked to the end: 0, or 3 when this shared machine's noise made a p99 differ between
+    # two runs of the same model (the verdict is tested elsewhere); 1 would be an error
+    assert result.exit_code in (0, 3), result.output + repr(result.exception)
     assert orjson.loads((tmp_path / "r.json").read_bytes())["models"]["baseline"]["format"] == TORCH_EXPORT
     static = invoke("--baseline", tmp_path / "static.pt2", "--candidate", tmp_path / "m.pt2",
                     "--reference-input", files["ref"], "--adapter", files["adapter"], *QUICK)
