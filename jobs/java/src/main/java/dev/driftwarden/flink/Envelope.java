@@ -27,7 +27,6 @@ import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.JsonToken;
  */
 final class Envelope {
     private static final JsonFactory JSON = new JsonFactory();
-    private static final Envelope EMPTY = new Envelope(new byte[0], null, null, null, false);
     private static final Pattern STRICT_RFC3339 =
             Pattern.compile("\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(\\.\\d{1,9})?(Z|[+-]\\d{2}:\\d{2})");
     private static final int EVENT_TIME = 1;
@@ -35,7 +34,8 @@ final class Envelope {
     private static final int FEATURES = 4;
     private static final int PREDICTION = 8;
     private static final int REQUEST_ID = 16;
-    private static final ThreadLocal<Envelope> LAST = ThreadLocal.withInitial(() -> EMPTY);
+    // per thread, never shared: FeatureColumns caches its row on the envelope
+    private static final ThreadLocal<Envelope> LAST = ThreadLocal.withInitial(() -> broken(new byte[0]));
 
     private final byte[] source;  // a private copy of the bytes read, to recognise the same record
     final String eventTime;
@@ -58,7 +58,7 @@ final class Envelope {
     /** The envelope of {@code value} (fields null when missing or the JSON is malformed). */
     static Envelope parse(byte[] value) {
         if (value == null) {
-            return EMPTY;
+            return broken(new byte[0]);
         }
         Envelope last = LAST.get();
         if (Arrays.equals(last.source, value)) {
@@ -105,7 +105,6 @@ final class Envelope {
                 } else {
                     plain &= bit == PREDICTION ? plainNumber(parser, token)
                             : bit == REQUEST_ID && (token == JsonToken.VALUE_STRING || token == JsonToken.VALUE_NULL);
-                    features = bit == FEATURES ? null : features;
                     parser.skipChildren();
                 }
             }
@@ -145,8 +144,7 @@ final class Envelope {
 
     private static boolean plainEventTime(JsonParser parser, JsonToken token, String text) throws IOException {
         if (token == JsonToken.VALUE_NUMBER_INT) {
-            JsonParser.NumberType type = parser.getNumberType();
-            return type == JsonParser.NumberType.INT || type == JsonParser.NumberType.LONG;
+            return EventFeatures.fitsLong(parser);
         }
         return token == JsonToken.VALUE_STRING && STRICT_RFC3339.matcher(text).matches();
     }
@@ -156,8 +154,7 @@ final class Envelope {
             case VALUE_NULL:
                 return true;
             case VALUE_NUMBER_INT:
-                JsonParser.NumberType type = parser.getNumberType();
-                return type == JsonParser.NumberType.INT || type == JsonParser.NumberType.LONG;
+                return EventFeatures.fitsLong(parser);
             case VALUE_NUMBER_FLOAT:
                 return Double.isFinite(parser.getDoubleValue());
             default:

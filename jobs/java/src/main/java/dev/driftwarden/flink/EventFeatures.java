@@ -45,8 +45,7 @@ final class EventFeatures {
     private byte readValue(JsonParser parser, JsonToken token, int i) throws IOException {
         switch (token) {
             case VALUE_NUMBER_INT:
-                JsonParser.NumberType type = parser.getNumberType();
-                if (type != JsonParser.NumberType.INT && type != JsonParser.NumberType.LONG) {
+                if (!fitsLong(parser)) {
                     return OTHER;
                 }
                 numbers[i] = (double) parser.getLongValue();
@@ -67,6 +66,12 @@ final class EventFeatures {
                 parser.skipChildren();
                 return OTHER;
         }
+    }
+
+    /** Whether the integer the parser is at fits a long (JSON allows any size; orjson stops at 64 bits). */
+    static boolean fitsLong(JsonParser parser) throws IOException {
+        JsonParser.NumberType type = parser.getNumberType();
+        return type == JsonParser.NumberType.INT || type == JsonParser.NumberType.LONG;
     }
 
     private void grow() {
