@@ -205,6 +205,7 @@ class NumericSketch:
                 self._support = np.unique(np.fromiter((item for item, _ in self._sk), dtype=np.float64))
             else:
                 self._support = np.unique(self.quantiles(np.linspace(0.0, 1.0, 4 * self.k + 1)))
+            self._support.flags.writeable = False  # shared with every caller until the sketch changes
         return self._support
 
     # ---------------------------------------------------------------- serialization

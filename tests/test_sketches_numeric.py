@@ -125,3 +125,16 @@ def test_merge_commutative_associative_and_like_one_sketch(x: list, y: list, z: 
     bound = 2 * max(whole.rank_error, 0.05)
     for merged in (left, right, swapped):
         _same(merged, whole, bound)
+
+
+@pytest.mark.parametrize("kind", ["kll", "tdigest"])
+def test_support_is_kept_only_until_the_sketch_changes(kind: str) -> None:
+    """support() is cached (a reference is gated against every window) but follows update and merge."""
+    sketch = NumericSketch(k=50, kind=kind).update([1.0, 2.0])
+    first = sketch.support()
+    assert sketch.support() is first and not first.flags.writeable
+    assert sketch.support().max() == 2.0
+    sketch.update([7.0])
+    assert sketch.support().max() == 7.0
+    sketch.merge(NumericSketch(k=50, kind=kind).update([-3.0]))
+    assert sketch.support().min() == -3.0
