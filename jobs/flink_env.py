@@ -15,6 +15,7 @@ UDF_JAR = "udf/driftwarden-flink-udf.jar"
 EVENT_MILLIS_UDF = "dev.driftwarden.flink.EventTimeMillis"
 EVENT_MODEL_UDF = "dev.driftwarden.flink.EventModel"
 FEATURE_COLUMNS_UDF = "dev.driftwarden.flink.FeatureColumns"
+WINDOW_SUMMARY_AGG = "dev.driftwarden.flink.WindowSummaryAgg"
 #: Network buffers of the embedded MiniCluster. Flink 2.x gives each output channel about ten
 #: buffers; with the default 32 KiB segments that is ~1,000 rows, so the Kafka source stopped as
 #: soon as the window operator began waiting for Python to summarize a window, and the two took
@@ -62,6 +63,9 @@ def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, i
     config = Configuration()
     config.set_string("pipeline.jars", ";".join(job_jars()))
     config.set_string("table.local-time-zone", "UTC")
+    # window aggregates run in two phases: partial summaries on every subtask, merged downstream,
+    # so one hot model is not pinned to one subtask (WindowSummaryAgg implements merge)
+    config.set_string("table.optimizer.agg-phase-strategy", "TWO_PHASE")
     config.set_string("python.fn-execution.bundle.size", str(bundle_size))
     config.set_string("python.fn-execution.arrow.batch.size", str(bundle_size))
     for key, value in network.items():
@@ -86,6 +90,16 @@ def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, i
     t_env.create_java_temporary_system_function("DW_MODEL", EVENT_MODEL_UDF)
     t_env.create_java_temporary_system_function("DW_FEATURES", FEATURE_COLUMNS_UDF)
     return env, t_env
+
+
+def register_window_aggregate(t_env, name: str, spec_json: str) -> None:
+    """Register the Java window aggregate (``WindowSummaryAgg``), built with its spec, as ``name``."""
+    from pyflink.java_gateway import get_gateway
+    from pyflink.util.java_utils import add_jars_to_context_class_loader
+
+    add_jars_to_context_class_loader(job_jars())  # py4j loads classes through the context class loader
+    instance = getattr(get_gateway().jvm, WINDOW_SUMMARY_AGG)(spec_json)
+    t_env._j_tenv.createTemporarySystemFunction(name, instance)
 
 
 def latest_checkpoint(checkpoint_dir: str | Path) -> str | None:

@@ -20,6 +20,8 @@ from sketches.serialization import KIND_CATEGORICAL_CAPPED, Reader, Writer
 
 #: ``threshold`` while nothing was dropped: every 63-bit value hash is below it.
 UNCAPPED = 2 ** 63 - 1
+#: Distinct values kept with exact counts by default.
+DEFAULT_MAX_EXACT = 1000
 
 
 class CategoricalSketch:
@@ -40,7 +42,7 @@ class CategoricalSketch:
         True
     """
 
-    def __init__(self, max_exact: int = 1000, name: str | None = None) -> None:
+    def __init__(self, max_exact: int = DEFAULT_MAX_EXACT, name: str | None = None) -> None:
         if max_exact < 1:
             raise ValueError(f"max_exact must be >= 1, got {max_exact}")
         self.max_exact, self.name = int(max_exact), name

@@ -28,6 +28,8 @@ from sketches._values import as_float_array
 from sketches.serialization import KIND_NUMERIC_HIST, Reader, Writer
 
 _INF_BITS = 0x7FF0000000000000
+#: Mantissa bits kept before any coarsening: 52, every distinct value starts in its own bucket.
+DEFAULT_PRECISION = 52
 
 
 class HistogramSketch:
@@ -49,7 +51,7 @@ class HistogramSketch:
         True
     """
 
-    def __init__(self, precision: int = 52, max_buckets: int = 1024, name: str | None = None) -> None:
+    def __init__(self, precision: int = DEFAULT_PRECISION, max_buckets: int = 1024, name: str | None = None) -> None:
         if not 0 <= int(precision) <= 52:
             raise ValueError(f"precision must be between 0 and 52, got {precision}")
         if int(max_buckets) < 16:
