@@ -91,8 +91,8 @@ def run_plain_flink(topic: str) -> float:
     """Seconds a plain Flink SQL TUMBLE COUNT/AVG takes over the same topic (bounded)."""
     from jobs.flink_env import make_table_env
 
-    # Flink's defaults, not the drift job's network buffers: the baseline is plain Flink as it comes
-    _, t_env = make_table_env(checkpoint_interval_ms=0, parallelism=PARALLELISM, network={})
+    # Flink's defaults, not the drift job's memory settings: the baseline is plain Flink as it comes
+    _, t_env = make_table_env(checkpoint_interval_ms=0, parallelism=PARALLELISM, memory={})
     columns = ",\n".join(f"  `{n}` DOUBLE" for n in NUMERIC) + ",\n" + ",\n".join(f"  `{c}` STRING" for c in CATEGORICAL)
     t_env.execute_sql(f"""CREATE TABLE src (
   event_time BIGINT, model STRING, features ROW<{columns}>,

@@ -26,7 +26,7 @@ from driftwarden.store import make_engine
 from jobs.feature_spec import FeatureColumnSpec
 from jobs.flink_env import make_table_env, register_window_aggregate
 from jobs.source import kafka_source_ddl
-from jobs.udfs import analyze_window_udf, dead_letter_udf, validate_record_udf
+from jobs.udfs import analyze_window_udf, dead_letter_udf, validate_record_udtf
 from schemas.config import MonitorConfig, load_config
 
 EVENT_MS = "COALESCE(DW_EVENT_MILLIS(`value`), 0)"
@@ -40,7 +40,7 @@ def register(t_env, config: MonitorConfig, store_url: str, reference_path: str |
     t_env.execute_sql("CREATE TEMPORARY TABLE done (n INT) WITH ('connector' = 'blackhole')")
     spec = FeatureColumnSpec.from_config(config)
     register_window_aggregate(t_env, "dw_window_summary", spec.aggregate_spec(config))
-    t_env.create_temporary_function("dw_validate", validate_record_udf(config, store_url))
+    t_env.create_temporary_function("dw_validate", validate_record_udtf(config, store_url))
     t_env.create_temporary_function("dw_analyze", analyze_window_udf(config, store_url, reference_path))
     t_env.create_temporary_function("dw_dead_letter", dead_letter_udf(config, store_url))
     size = config.window.size_ms
@@ -58,16 +58,16 @@ SELECT *, COALESCE(TO_TIMESTAMP_LTZ(event_ms - MOD(event_ms, {size}) + {size} - 
                    <= CURRENT_WATERMARK(et), FALSE) AS late
 FROM checked""")
     vouched = ", ".join(f"f.`{name}` AS `{name}`" for name in spec.names)
-    validated = ", ".join(f"v.`{name}` AS `{name}`" for name in spec.names)
-    t_env.execute_sql(f"""CREATE TEMPORARY VIEW python_checked AS
-SELECT *, dw_validate(`topic`, `partition`, `offset`, model, event_ms, `value`) AS v
-FROM classified WHERE {ON_TIME} AND NOT f.`ok`""")
+    names = ", ".join(f"`{name}`" for name in ["unknown", *spec.names])
+    validated = ", ".join(f"v.`{name}`" for name in ["unknown", *spec.names])
+    # records Java does not vouch for: validated in Python, one row each if valid (rejects -> dead letters)
     t_env.execute_sql(f"""CREATE TEMPORARY VIEW valid_rows AS
-SELECT model, et, event_ms, `topic`, `partition`, `offset`, 0 AS unknown, {vouched}
+SELECT model, et, event_ms, `topic`, `partition`, `offset`, 0 AS `unknown`, {vouched}
 FROM classified WHERE {ON_TIME} AND f.`ok`
 UNION ALL
-SELECT model, et, event_ms, `topic`, `partition`, `offset`, v.`unknown` AS unknown, {validated}
-FROM python_checked WHERE v.`reason` IS NULL""")
+SELECT model, et, event_ms, `topic`, `partition`, `offset`, {validated}
+FROM classified, LATERAL TABLE(dw_validate(`topic`, `partition`, `offset`, model, event_ms, `value`)) AS v({names})
+WHERE {ON_TIME} AND NOT f.`ok`""")
 
 
 def statements(config: MonitorConfig) -> list[str]:
@@ -80,7 +80,7 @@ def statements(config: MonitorConfig) -> list[str]:
         """INSERT INTO done SELECT dw_dead_letter(`topic`, `partition`, `offset`, 'late', model, event_ms, `value`)
              FROM classified WHERE NOT envelope_bad AND late""",
         f"""INSERT INTO done SELECT dw_analyze(summary) FROM (
-              SELECT dw_window_summary(model, event_ms, `topic`, `partition`, `offset`, unknown{columns}) AS summary
+              SELECT dw_window_summary(model, event_ms, `topic`, `partition`, `offset`, `unknown`{columns}) AS summary
               FROM TABLE(TUMBLE(TABLE valid_rows, DESCRIPTOR(et), INTERVAL '{seconds:g}' SECOND))
               GROUP BY model, window_start, window_end)""",
     ]

@@ -6,8 +6,8 @@ can vouch for, its features (``DW_FEATURES``), and the window aggregate is Java 
 runs where it must:
 
 * :class:`ValidateRecord`: the one validator (:func:`schemas.events.validate_event`, as in replay)
-  for the records Java does not vouch for; a valid record comes back as the same typed columns,
-  a rejected one is kept in the dead letters with its reason.
+  for the records Java does not vouch for, a table function: a valid record comes back as the
+  same typed columns, a rejected one yields no row and is kept in the dead letters with its reason.
 * :class:`AnalyzeWindow`: the results sink, once per (model, window): gate, deep check, store,
   alerts (one transaction).
 * :class:`DeadLetter`: the dead-letter sink for records whose envelope (event time, model) Java
@@ -24,7 +24,7 @@ from typing import Callable, Mapping
 
 from pyflink.common import Row
 from pyflink.table import DataTypes
-from pyflink.table.udf import FunctionContext, ScalarFunction, udf
+from pyflink.table.udf import FunctionContext, ScalarFunction, TableFunction, udf, udtf
 
 from driftwarden.errors import InvalidEventError
 from jobs.dead_letters import REASON_SEPARATOR, DeadLetterWriter, Rejected, dead_letter_row
@@ -34,7 +34,7 @@ from jobs.columns import configured_values
 from schemas.events import CATEGORICAL, FeatureKinds, validate_event
 
 __all__ = ["REASON_SEPARATOR", "reject_reason", "feature_kinds_lookup", "ValidateRecord", "AnalyzeWindow",
-           "DeadLetter", "validate_record_udf", "analyze_window_udf", "dead_letter_udf"]
+           "DeadLetter", "validate_record_udtf", "analyze_window_udf", "dead_letter_udf"]
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +57,8 @@ def _reason_text(exc: InvalidEventError) -> str:
     return f"{exc.reason}{REASON_SEPARATOR}{exc.detail}"[:1000]
 
 
-class DeadLetter(ScalarFunction):
-    """Dead-letter sink: keep a record Java could not place (or a late one) with its reason."""
+class _DeadLetters:
+    """What the functions that keep dead letters share: the store, the DLQ topic, the validator."""
 
     def __init__(self, config: MonitorConfig, store_url: str) -> None:
         self.config = config
@@ -71,11 +71,6 @@ class DeadLetter(ScalarFunction):
         self.writer = DeadLetterWriter(self.config.source.bootstrap_servers, self.config.source.dlq_topic)
         self.kinds_of = feature_kinds_lookup(self.config)
 
-    def eval(self, topic: str, partition: int, offset: int, reason: str | None, model: str | None,
-             event_ms: int | None, value: bytes) -> int:
-        self.keep(Rejected(topic, partition, offset, reason or self._reason(value), value), model, event_ms)
-        return 1
-
     def keep(self, record: Rejected, model: str | None, event_ms: int | None) -> dict:
         """Store and publish one dead letter; returns its row."""
         row = dead_letter_row(record, model, event_ms)
@@ -83,6 +78,19 @@ class DeadLetter(ScalarFunction):
             self.writer.store(conn, [row])
         self.writer.publish([row])
         return row
+
+    def close(self) -> None:
+        self.writer.close()
+        self.engine.dispose()
+
+
+class DeadLetter(_DeadLetters, ScalarFunction):
+    """Dead-letter sink: keep a record Java could not place (or a late one) with its reason."""
+
+    def eval(self, topic: str, partition: int, offset: int, reason: str | None, model: str | None,
+             event_ms: int | None, value: bytes) -> int:
+        self.keep(Rejected(topic, partition, offset, reason or self._reason(value), value), model, event_ms)
+        return 1
 
     def _reason(self, value: bytes) -> str:
         """Python's reason for a record whose event time or model Java could not read."""
@@ -92,17 +100,13 @@ class DeadLetter(ScalarFunction):
     def is_deterministic(self) -> bool:
         return False
 
-    def close(self) -> None:
-        self.writer.close()
-        self.engine.dispose()
 
+class ValidateRecord(_DeadLetters, TableFunction):
+    """Validate a record Java did not vouch for: one row of typed columns, or none (and a dead letter).
 
-class ValidateRecord(DeadLetter):
-    """Validate a record Java did not vouch for: its typed columns, or its reason (and a dead letter).
-
-    Returns ``ROW<reason, unknown, c0 .. cN>``: ``reason`` is null for a valid record, whose
-    configured features fill the columns of :class:`FeatureColumnSpec` and ``unknown`` counts its
-    values of unconfigured features; a rejected record is written to the dead letters here.
+    A valid record yields ``(unknown, c0 .. cN)``: its configured features in the columns of
+    :class:`FeatureColumnSpec` and the count of its values of unconfigured features. A rejected
+    record is written to the dead letters here and yields nothing.
     """
 
     def open(self, function_context: FunctionContext) -> None:
@@ -111,14 +115,14 @@ class ValidateRecord(DeadLetter):
         self._kinds_by_model: dict[str, FeatureKinds] = {}
 
     def eval(self, topic: str, partition: int, offset: int, model: str | None, event_ms: int | None,
-             value: bytes) -> Row:
+             value: bytes):
         try:
             event = validate_event(value, self.kinds_of)
         except InvalidEventError as exc:
-            row = self.keep(Rejected(topic, partition, offset, _reason_text(exc), value), model, event_ms)
-            return Row(row["reason"], 0, *([None] * len(self.spec.kinds)))
+            self.keep(Rejected(topic, partition, offset, _reason_text(exc), value), model, event_ms)
+            return
         _, unknown = configured_values(event.features, self._kinds(event.model), event.by_kind)
-        return Row(None, unknown, *self.spec.row_values(event.model, event.features))
+        yield Row(unknown, *self.spec.row_values(event.model, event.features))
 
     def _kinds(self, model: str) -> FeatureKinds:
         kinds = self._kinds_by_model.get(model)
@@ -128,16 +132,15 @@ class ValidateRecord(DeadLetter):
         return kinds
 
     def is_deterministic(self) -> bool:
-        return True  # a record's verdict depends on its bytes alone: the planner may share the call
+        return False  # it writes dead letters: the planner must call it once per record
 
 
-def validate_record_udf(config: MonitorConfig, store_url: str):
-    """The ValidateRecord function as a Flink UDF with its ROW result type."""
+def validate_record_udtf(config: MonitorConfig, store_url: str):
+    """The ValidateRecord function as a Flink table function: ``(unknown, c0 .. cN)``."""
     spec = FeatureColumnSpec.from_config(config)
-    fields = [DataTypes.FIELD("reason", DataTypes.STRING()), DataTypes.FIELD("unknown", DataTypes.INT())]
-    fields += [DataTypes.FIELD(name, DataTypes.STRING() if kind == CATEGORICAL else DataTypes.DOUBLE())
-               for name, kind in zip(spec.names, spec.kinds)]
-    return udf(ValidateRecord(config, store_url), result_type=DataTypes.ROW(fields))
+    types = [DataTypes.INT()] + [DataTypes.STRING() if kind == CATEGORICAL else DataTypes.DOUBLE()
+                                 for kind in spec.kinds]
+    return udtf(ValidateRecord(config, store_url), result_types=types)
 
 
 class AnalyzeWindow(ScalarFunction):
