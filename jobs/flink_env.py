@@ -27,6 +27,15 @@ EMBEDDED_MEMORY = {
 }
 
 
+#: Two-phase (local-global) window aggregation, and the mini-batch it needs to fire (see make_table_env).
+TWO_PHASE_WINDOWS = {
+    "table.optimizer.agg-phase-strategy": "TWO_PHASE",
+    "table.exec.mini-batch.enabled": "true",
+    "table.exec.mini-batch.allow-latency": "1 s",
+    "table.exec.mini-batch.size": "5000",
+}
+
+
 def job_jars() -> list[str]:
     """file:// URLs of the jars every job needs; ConfigError when bootstrap has not fetched them."""
     jars = [JAR_DIR / CONNECTOR_JAR, JAR_DIR / UDF_JAR]
@@ -63,8 +72,11 @@ def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, i
     config.set_string("pipeline.jars", ";".join(job_jars()))
     config.set_string("table.local-time-zone", "UTC")
     # window aggregates run in two phases: partial summaries on every subtask, merged downstream,
-    # so one hot model is not pinned to one subtask (WindowSummaryAgg implements merge)
-    config.set_string("table.optimizer.agg-phase-strategy", "TWO_PHASE")
+    # so one hot model is not pinned to one subtask (WindowSummaryAgg implements merge). Mini-batch
+    # must be on with it: without, the local phase never emitted on an unbounded stream (found by
+    # the kill -9 test; a bounded input still finished, flushed by its final watermark)
+    for key, value in TWO_PHASE_WINDOWS.items():
+        config.set_string(key, value)
     config.set_string("python.fn-execution.bundle.size", str(bundle_size))
     config.set_string("python.fn-execution.arrow.batch.size", str(bundle_size))
     for key, value in memory.items():
