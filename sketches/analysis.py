@@ -22,7 +22,6 @@ from driftwarden.errors import SketchError
 from sketches.deep import DeepResult, benjamini_hochberg, deep_test, missing_rate_pvalue
 from sketches.feature import FeatureSketch, is_numeric
 from sketches.gate import GateScores, gate_alarm, gate_scores
-from sketches.numeric import NumericSketch
 from sketches.policy import DriftPolicy, verdict
 from sketches.reference import FeatureReference, Reference
 from sketches.reservoir import ReservoirSample

@@ -89,10 +89,12 @@ class CategoricalSketch:
         return h
 
     def _cap(self) -> None:
-        """Keep the ``max_exact`` values of smallest hash; the next hash up becomes the threshold."""
+        """Keep the values hashing below the (max_exact + 1)-th smallest hash, which becomes the threshold."""
         ranked = sorted(self._counts, key=self._hash)
         self.threshold = self._hash(ranked[self.max_exact])
-        self._counts = Counter({v: self._counts[v] for v in ranked[: self.max_exact]})
+        # strictly below: on a (63-bit) hash tie at the threshold every tied value goes, as in FORMAT.md
+        self._counts = Counter({v: self._counts[v] for v in ranked[: self.max_exact]
+                                if self._hash(v) < self.threshold})
         self._hashes = {v: self._hashes[v] for v in self._counts}
 
     def merge(self, other: CategoricalSketch) -> CategoricalSketch:
