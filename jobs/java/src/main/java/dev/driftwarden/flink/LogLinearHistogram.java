@@ -9,7 +9,7 @@ import java.util.Arrays;
  */
 public final class LogLinearHistogram {
     public static final int KIND = 6;
-    private static final long EMPTY = Long.MIN_VALUE;  // never a key: |key| < 2^24
+    private static final long EMPTY = Long.MIN_VALUE;  // never a key: keys lie in [~0x7FF0000000000000, 0x7FF0000000000000)
 
     public final int precision;
     public final int maxBuckets;
@@ -26,8 +26,8 @@ public final class LogLinearHistogram {
     private int size;
 
     public LogLinearHistogram(int precision, int maxBuckets) {
-        if (precision < 0 || precision > 12) {
-            throw new IllegalArgumentException("histogram precision must be in 0..12, got " + precision);
+        if (precision < 0 || precision > 52) {
+            throw new IllegalArgumentException("histogram precision must be in 0..52, got " + precision);
         }
         if (maxBuckets < 16) {
             throw new IllegalArgumentException("histogram max_buckets must be >= 16, got " + maxBuckets);

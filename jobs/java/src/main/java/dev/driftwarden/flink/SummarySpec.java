@@ -124,8 +124,8 @@ public final class SummarySpec {
         int precision = (int) integer(node, "precision", where, 7);
         int maxBuckets = (int) integer(node, "max_buckets", where, 1024);
         int maxExact = (int) integer(node, "max_exact", where, 1000);
-        if (sampleSize < 0 || precision < 0 || precision > 12 || maxBuckets < 16 || maxExact < 1) {
-            throw new IllegalArgumentException(where + ": need sample_size >= 0, precision in 0..12, max_buckets >= 16,"
+        if (sampleSize < 0 || precision < 0 || precision > 52 || maxBuckets < 16 || maxExact < 1) {
+            throw new IllegalArgumentException(where + ": need sample_size >= 0, precision in 0..52, max_buckets >= 16,"
                     + " max_exact >= 1; got " + sampleSize + ", " + precision + ", " + maxBuckets + ", " + maxExact);
         }
         return new Model(name, names, columns, numeric, sampleSize, precision, maxBuckets, maxExact);
