@@ -186,7 +186,7 @@ def expected_summary(spec: dict, model: str, start: int, records: list[dict]) ->
     for name, column in features:
         values = [r["values"][column] for r in records]
         if spec["columns"][column] == "numeric":
-            out["features"][name] = expected_histogram(values, config.get("precision", 7), config.get("max_buckets", 1024))
+            out["features"][name] = expected_histogram(values, config.get("precision", 52), config.get("max_buckets", 1024))
         else:
             out["features"][name] = expected_counts(values, config.get("max_exact", 1000))
     k = config.get("sample_size", 2000) if config else 0
@@ -207,7 +207,7 @@ SPEC = {
     "models": {
         "small": {"features": [["x", 0], ["c", 1], ["y", 2]], "sample_size": 7, "precision": 3,
                   "max_buckets": 16, "max_exact": 5},
-        "défaut|π": {"features": [["c", 3], ["x", 0]]},
+        "défaut|π": {"features": [["c", 3], ["x", 0]]},  # FORMAT.md's defaults (P = 52)
     },
 }
 TRICKY_NUMBERS = [0.0, -0.0, 1.0, -1.0, math.nan, math.inf, -math.inf, None, 5e-324, -5e-324, 2.2250738585072014e-308,
@@ -282,7 +282,8 @@ def test_partials_merge_to_the_same_bytes(records, one_partial, partials) -> Non
 
 def test_spot_values() -> None:
     """1.0 / -1.0 / 0.0 / -0.0 keys, NaN/inf/null counts, the seed of "m|0", an empty string kept as a value."""
-    spec = {"window_ms": 10_000, "columns": ["numeric", "categorical"], "models": {"m": {"features": [["x", 0], ["c", 1]]}}}
+    spec = {"window_ms": 10_000, "columns": ["numeric", "categorical"],
+            "models": {"m": {"features": [["x", 0], ["c", 1]], "precision": 7}}}
     values = [1.0, -1.0, 0.0, -0.0, math.nan, math.inf, -math.inf, None, 1.0]
     texts = ["", None, "é", "", "a", "a", None, "b", "😀"]
     records = [{"model": "m", "event_ms": i, "topic": "t", "partition": 0, "offset": i, "unknown": 0,
