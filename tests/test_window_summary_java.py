@@ -324,9 +324,12 @@ def test_flink_two_phase_window_aggregate_matches_harness(tmp_path, records) -> 
 
     rows = [r for r in records if r["event_ms"] >= 0 and all(v is None or isinstance(v, str) or math.isfinite(v)
                                                               for v in r["values"])]
-    source = tmp_path / "events.jsonl"
-    source.write_text("".join(json.dumps({**r, "values": None, **{f"c{i}": v for i, v in enumerate(r["values"])}},
-                                         ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    source = tmp_path / "events"  # two files: two splits, so each subtask's local aggregate sees part of a window
+    source.mkdir()
+    for part in range(2):
+        (source / f"part-{part}.jsonl").write_text("".join(
+            json.dumps({**r, "values": None, **{f"c{i}": v for i, v in enumerate(r["values"])}}, ensure_ascii=False)
+            + "\n" for r in rows[part::2]), encoding="utf-8")
     config = Configuration()
     config.set_string("pipeline.jars", udf_jar().resolve().as_uri())
     config.set_string("table.local-time-zone", "UTC")
