@@ -186,7 +186,7 @@ def expected_summary(spec: dict, model: str, start: int, records: list[dict]) ->
     for name, column in features:
         values = [r["values"][column] for r in records]
         if spec["columns"][column] == "numeric":
-            out["features"][name] = expected_histogram(values, config.get("precision", 7), config.get("max_buckets", 1024))
+            out["features"][name] = expected_histogram(values, config.get("precision", 52), config.get("max_buckets", 1024))
         else:
             out["features"][name] = expected_counts(values, config.get("max_exact", 1000))
     k = config.get("sample_size", 2000) if config else 0
@@ -207,7 +207,7 @@ SPEC = {
     "models": {
         "small": {"features": [["x", 0], ["c", 1], ["y", 2]], "sample_size": 7, "precision": 3,
                   "max_buckets": 16, "max_exact": 5},
-        "défaut|π": {"features": [["c", 3], ["x", 0]]},
+        "défaut|π": {"features": [["c", 3], ["x", 0]]},  # FORMAT.md's defaults (P = 52)
     },
 }
 TRICKY_NUMBERS = [0.0, -0.0, 1.0, -1.0, math.nan, math.inf, -math.inf, None, 5e-324, -5e-324, 2.2250738585072014e-308,
@@ -282,7 +282,8 @@ def test_partials_merge_to_the_same_bytes(records, one_partial, partials) -> Non
 
 def test_spot_values() -> None:
     """1.0 / -1.0 / 0.0 / -0.0 keys, NaN/inf/null counts, the seed of "m|0", an empty string kept as a value."""
-    spec = {"window_ms": 10_000, "columns": ["numeric", "categorical"], "models": {"m": {"features": [["x", 0], ["c", 1]]}}}
+    spec = {"window_ms": 10_000, "columns": ["numeric", "categorical"],
+            "models": {"m": {"features": [["x", 0], ["c", 1]], "precision": 7}}}
     values = [1.0, -1.0, 0.0, -0.0, math.nan, math.inf, -math.inf, None, 1.0]
     texts = ["", None, "é", "", "a", "a", None, "b", "😀"]
     records = [{"model": "m", "event_ms": i, "topic": "t", "partition": 0, "offset": i, "unknown": 0,
@@ -309,3 +310,48 @@ def test_bad_spec_is_named() -> None:
     spec = {"window_ms": 10_000, "columns": ["numeric"], "models": {"m": {"features": [["x", 0]], "max_buckets": 4}}}
     with pytest.raises(RuntimeError, match="max_buckets"):
         java_summaries(json.dumps(spec), [], 1)
+
+
+def test_flink_two_phase_window_aggregate_matches_harness(tmp_path, records) -> None:
+    """The aggregate registered from PyFlink (py4j instance) in a TUMBLE window TVF, local-global at
+    parallelism 2: the plan has local and global window aggregates, and the bytes equal the harness's."""
+    from pyflink.common import Configuration
+    from pyflink.datastream import StreamExecutionEnvironment
+    from pyflink.java_gateway import get_gateway
+    from pyflink.table import EnvironmentSettings, StreamTableEnvironment
+
+    from jobs.java_summary import udf_jar
+
+    rows = [r for r in records if r["event_ms"] >= 0 and all(v is None or isinstance(v, str) or math.isfinite(v)
+                                                              for v in r["values"])]
+    source = tmp_path / "events"  # two files: two splits, so each subtask's local aggregate sees part of a window
+    source.mkdir()
+    for part in range(2):
+        (source / f"part-{part}.jsonl").write_text("".join(
+            json.dumps({**r, "values": None, **{f"c{i}": v for i, v in enumerate(r["values"])}}, ensure_ascii=False)
+            + "\n" for r in rows[part::2]), encoding="utf-8")
+    config = Configuration()
+    config.set_string("pipeline.jars", udf_jar().resolve().as_uri())
+    config.set_string("table.local-time-zone", "UTC")
+    config.set_string("table.optimizer.agg-phase-strategy", "TWO_PHASE")
+    env = StreamExecutionEnvironment.get_execution_environment(config)
+    env.set_parallelism(2)
+    t_env = StreamTableEnvironment.create(env, environment_settings=EnvironmentSettings.in_streaming_mode())
+    agg = get_gateway().jvm.dev.driftwarden.flink.WindowSummaryAgg(json.dumps(SPEC))
+    t_env._j_tenv.createTemporarySystemFunction("DW_WINDOW_SUMMARY", agg)
+    t_env.execute_sql(f"""
+        CREATE TABLE src (model STRING, event_ms BIGINT, topic STRING, `partition` INT, `offset` BIGINT,
+                          `unknown` INT, c0 DOUBLE, c1 STRING, c2 DOUBLE, c3 STRING,
+                          ts AS TO_TIMESTAMP_LTZ(event_ms, 3), WATERMARK FOR ts AS ts - INTERVAL '1' MINUTE)
+        WITH ('connector' = 'filesystem', 'path' = '{source}', 'format' = 'json')""")
+    query = """
+        SELECT DW_WINDOW_SUMMARY(model, event_ms, topic, `partition`, `offset`, `unknown`, c0, c1, c2, c3) AS summary
+        FROM TABLE(TUMBLE(TABLE src, DESCRIPTOR(ts), INTERVAL '10' SECOND))
+        GROUP BY model, window_start, window_end"""
+    plan = t_env.explain_sql(query)
+    assert "LocalWindowAggregate" in plan and "GlobalWindowAggregate" in plan, plan
+    with t_env.execute_sql(query).collect() as results:
+        got = sorted(bytes(row[0]) for row in results)
+    want = sorted(data for _, _, data in java_summaries(json.dumps(SPEC), rows, 1))
+    assert [decode_summary(d) for d in got] == [decode_summary(d) for d in want]
+    assert got == want

@@ -121,7 +121,7 @@ public final class SummarySpec {
             numeric[f] = numericColumns[columns[f]];
         }
         int sampleSize = (int) integer(node, "sample_size", where, 2000);
-        int precision = (int) integer(node, "precision", where, 7);
+        int precision = (int) integer(node, "precision", where, 52);
         int maxBuckets = (int) integer(node, "max_buckets", where, 1024);
         int maxExact = (int) integer(node, "max_exact", where, 1000);
         if (sampleSize < 0 || precision < 0 || precision > 52 || maxBuckets < 16 || maxExact < 1) {
