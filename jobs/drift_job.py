@@ -7,9 +7,10 @@ Job graph (one Flink job; the per-event path stays in the JVM)::
       ├─ late (its window already fired) ─────► dead letters, reason "late"
       └─ on time: features read in Java where Java can vouch for the record (DW_FEATURES), else
          validated in Python (ValidateRecord; rejects ─► dead letters)
-           └─► TUMBLE(model) ─► WindowSummaryAgg (Java: histogram / capped counts / bottom-k
-               sample per event; partial aggregates on every subtask, merged: local-global)
-                 └─► analyze + store results and alerts (Python, once per window, one transaction)
+           └─► TUMBLE(model, shard) ─► WindowSummaryAgg (Java: histogram / capped counts /
+               bottom-k sample, per event; shards spread one model over every subtask)
+                 └─► TUMBLE(model) ─► MergeSummaries (Java: the partials, merged exactly)
+                       └─► analyze + store results and alerts (Python, once per window)
 
 Invariant (tested): read = valid + rejected, and valid = windowed + late. A late record is kept
 as "late" without its features being validated.
@@ -70,18 +71,29 @@ FROM classified, LATERAL TABLE(dw_validate(`topic`, `partition`, `offset`, model
 WHERE {ON_TIME} AND NOT f.`ok`""")
 
 
-def statements(config: MonitorConfig) -> list[str]:
+#: Partial summaries per subtask: a window's events are summarized in this many shards per subtask
+#: (by Kafka offset), so one hot model is spread over every subtask; the partials then merge.
+SHARDS_PER_SUBTASK = 4
+
+
+def statements(config: MonitorConfig, parallelism: int = 1) -> list[str]:
     """The three INSERT statements of the job."""
     seconds = config.window.size_ms / 1000
+    shards = 1 if parallelism == 1 else SHARDS_PER_SUBTASK * parallelism
     columns = "".join(f", `{name}`" for name in FeatureColumnSpec.from_config(config).names)
     return [
         """INSERT INTO done SELECT dw_dead_letter(`topic`, `partition`, `offset`, CAST(NULL AS STRING), model,
              CAST(NULL AS BIGINT), `value`) FROM classified WHERE envelope_bad""",
         """INSERT INTO done SELECT dw_dead_letter(`topic`, `partition`, `offset`, 'late', model, event_ms, `value`)
              FROM classified WHERE NOT envelope_bad AND late""",
+        # partial summaries per (model, shard, window), then merged per (model, window): a cascaded
+        # window aggregation (the inner window's window_time is the outer one's time attribute)
         f"""INSERT INTO done SELECT dw_analyze(summary) FROM (
-              SELECT dw_window_summary(model, event_ms, `topic`, `partition`, `offset`, `unknown`{columns}) AS summary
-              FROM TABLE(TUMBLE(TABLE valid_rows, DESCRIPTOR(et), INTERVAL '{seconds:g}' SECOND))
+              SELECT dw_merge_summaries(part) AS summary FROM (
+                SELECT model, window_start, window_end, window_time,
+                       dw_window_summary(model, event_ms, `topic`, `partition`, `offset`, `unknown`{columns}) AS part
+                FROM TABLE(TUMBLE(TABLE valid_rows, DESCRIPTOR(et), INTERVAL '{seconds:g}' SECOND))
+                GROUP BY model, MOD(`offset`, {shards}), window_start, window_end, window_time)
               GROUP BY model, window_start, window_end)""",
     ]
 
@@ -97,7 +109,7 @@ def run_drift_job(config: MonitorConfig, store_url: str, reference_path: str | N
                               resume_from=resume_from, bundle_size=bundle_size)
     register(t_env, config, store_url, reference_path, bounded)
     statement_set = t_env.create_statement_set()
-    for sql in statements(config):
+    for sql in statements(config, parallelism):
         statement_set.add_insert_sql(sql)
     result = statement_set.execute()
     if wait:

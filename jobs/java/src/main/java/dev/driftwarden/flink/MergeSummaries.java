@@ -1,0 +1,54 @@
+package dev.driftwarden.flink;
+
+import org.apache.flink.table.api.DataTypes;
+import org.apache.flink.table.catalog.DataTypeFactory;
+import org.apache.flink.table.functions.AggregateFunction;
+import org.apache.flink.table.types.inference.TypeInference;
+import org.apache.flink.table.types.inference.TypeStrategies;
+
+/**
+ * {@code DW_MERGE_SUMMARIES(summary BYTES)}: merges partial window summaries of one (model, window)
+ * into one (sketches/FORMAT.md, kind 17).
+ *
+ * <p>The job summarizes each (model, Kafka partition, window) with {@link WindowSummaryAgg}, so
+ * one hot model's events are summarized on as many subtasks as it has partitions, then merges
+ * the partials per (model, window) with this aggregate. The merge is exact and order-independent,
+ * so the result is the same bytes as one summary of all the window's events.
+ */
+public class MergeSummaries extends AggregateFunction<byte[], WindowSummary> {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    public WindowSummary createAccumulator() {
+        return new WindowSummary();
+    }
+
+    /** Merges one partial summary (its bytes) into the window's. */
+    public void accumulate(WindowSummary acc, byte[] partial) {
+        if (partial != null) {
+            acc.merge(WindowSummary.fromBytes(partial));
+        }
+    }
+
+    /** Adds other accumulators of the same window into {@code acc}. */
+    public void merge(WindowSummary acc, Iterable<WindowSummary> others) {
+        for (WindowSummary other : others) {
+            acc.merge(other);
+        }
+    }
+
+    @Override
+    public byte[] getValue(WindowSummary acc) {
+        return acc.isEmpty() ? null : acc.toBytes();
+    }
+
+    @Override
+    public TypeInference getTypeInference(DataTypeFactory typeFactory) {
+        return TypeInference.newBuilder()
+                .typedArguments(DataTypes.BYTES())
+                .accumulatorTypeStrategy(TypeStrategies.explicit(
+                        DataTypes.RAW(WindowSummary.class, WindowSummarySerializer.INSTANCE)))
+                .outputTypeStrategy(TypeStrategies.explicit(DataTypes.BYTES()))
+                .build();
+    }
+}
