@@ -183,7 +183,6 @@ def _window_aggregate_records(flink_rest: str) -> tuple[list[int], int]:
     jobs = httpx.get(f"{base}/jobs/overview", timeout=10).json()["jobs"]
     job = max((j for j in jobs if j["state"] == "FINISHED"), key=lambda j: j["start-time"])
     vertices = httpx.get(f"{base}/jobs/{job['jid']}", timeout=10).json()["vertices"]
-    partial = next(v for v in vertices if "WindowAggregate(groupBy=[model, " in v["name"])
-    merge = next(v for v in vertices if "WindowAggregate(groupBy=[model]" in v["name"])
+    partial, merge = [v for v in vertices if "WindowAggregate" in v["name"]]  # topological order
     subtasks = httpx.get(f"{base}/jobs/{job['jid']}/vertices/{partial['id']}", timeout=10).json()["subtasks"]
     return [s["metrics"]["read-records"] for s in subtasks], merge["metrics"]["read-records"]
