@@ -77,19 +77,21 @@ def _seal_group(conn: Connection, rules: AlertRules, route: str, key: str, now: 
     if any(w.claimed_until is not None and utc(w.claimed_until) >= now for w in waiting):
         return None  # a worker holds the group's last notification: a newer one must not overtake it
     rows = _group_rows(conn, route, key)
+    order = [r.notify.id for r in rows]  # by model, feature, segment
     silences = active_silences(conn, now)
     visible = [r for r in rows if not is_silenced(silences, labels_of(r.alert))]
     stale = {w.id for w in waiting}
-    resend = [r.notify for r in visible if r.notify.delivery_id in stale]  # held by a notification to supersede
-    pending = [r.notify for r in visible if r.notify.pending and r.notify.delivery_id not in stale]
+    pending = [r.notify for r in visible if r.notify.pending]
     _drop_untold_resolves(conn, pending)
     pending = [r for r in pending if r.status in _ACTIVE or r.told_firing]
+    resend = [r.notify for r in visible if not r.notify.pending and r.notify.delivery_id in stale]
     active = [r for r in visible if r.notify.status in _ACTIVE]
     if (waiting and not pending) or not _due(rules, group, pending, active, now):
         return None
     if not _supersede(conn, waiting, now):
         return None
-    chosen, truncated = _choose(resend + pending, [r.notify for r in active], rules.max_alerts)
+    changed = sorted(pending + resend, key=lambda r: order.index(r.id))
+    chosen, truncated = _choose(changed, [r.notify for r in active], rules.max_alerts)
     labels = labels_of(rows[0].alert)
     delivery_id = _insert_delivery(conn, rules, route, key, {k: labels[k] for k in rules.group_by},
                                    chosen, truncated, waiting, now)
@@ -111,7 +113,8 @@ class _GroupRow:
 def _group_rows(conn: Connection, route: str, key: str) -> list[_GroupRow]:
     o = alert_outbox.c
     query = (select(alert_outbox, alerts).join(alerts, alerts.c.fingerprint == o.fingerprint)
-             .where(and_(o.route == route, o.group_key == key)).order_by(o.fingerprint))
+             .where(and_(o.route == route, o.group_key == key))
+             .order_by(alerts.c.model, alerts.c.feature, alerts.c.segment))
     n = len(alert_outbox.columns)
     result = []
     for row in conn.execute(query):

@@ -99,7 +99,7 @@ def group_key(group: dict[str, str]) -> str:
 
 
 def native_body(route: str, group: dict[str, str], alerts: list[dict[str, Any]], truncated: int) -> dict[str, Any]:
-    """Return the native versioned body: the group's alerts, each with its own status."""
+    """Return the native versioned body (schemas/webhook_payload.schema.json): the group's alerts, each with its status."""
     counts = {status: sum(a["status"] == status for a in alerts) for status in ALERT_STATUSES}
     return {
         "version": NATIVE_VERSION, "type": NATIVE_TYPE, "route": route, "group_key": group_key(group),

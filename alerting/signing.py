@@ -39,7 +39,7 @@ def decode_secret(secret: str | bytes) -> bytes:
     prefixed = secret.startswith(SECRET_PREFIX)
     text = secret[len(SECRET_PREFIX):] if prefixed else secret
     try:
-        key = base64.b64decode(text, validate=True)
+        key = base64.b64decode(text + "=" * (-len(text) % 4), validate=True)  # unpadded, as the reference accepts
     except (binascii.Error, ValueError):
         raise ConfigError(
             f"a webhook secret {'after whsec_ ' if prefixed else ''}is not valid base64: Standard Webhooks "
