@@ -11,9 +11,10 @@ group with nothing new is told again after ``repeat_interval`` while an unacknow
 fires. Silenced alerts are left out (and told once the silence ends).
 
 Order per (route, alert) holds because a group has at most one undelivered notification: while
-one is leased to a worker, nothing new is sealed for the group; one that waits for a retry is
-superseded by the new one, which holds its alerts too (their newest states) and inherits its
-retry schedule, so a stale state is never sent after a newer one.
+one is leased to a worker or not tried yet, nothing new is sealed for the group; one that failed
+and waits for a retry is superseded by the new one, which holds its alerts too (their newest
+states) and inherits its retry schedule and failure count, so a stale state is never sent after
+a newer one and the backoff goes on growing.
 """
 
 from __future__ import annotations
@@ -86,6 +87,8 @@ def _seal_group(conn: Connection, rules: AlertRules, route: str, key: str, now: 
     pending = [r for r in pending if r.status in _ACTIVE or r.told_firing]
     resend = [r.notify for r in visible if not r.notify.pending and r.notify.delivery_id in stale]
     active = [r for r in visible if r.notify.status in _ACTIVE]
+    if any(w.attempts == 0 and w.failures == 0 for w in waiting):
+        return None  # sealed a moment ago and not tried yet: a worker is about to claim it, wait for it
     if (waiting and not pending) or not _due(rules, group, pending, active, now):
         return None
     if not _supersede(conn, waiting, now):
