@@ -118,7 +118,8 @@ def forbidden_reason(address: IPAddress) -> str | None:
     """Return why ``address`` must not be reached from a webhook (None when it is public)."""
     if isinstance(address, ipaddress.IPv6Address):
         if address.ipv4_mapped is not None:
-            return "IPv4-mapped"
+            inner = forbidden_reason(address.ipv4_mapped)
+            return f"IPv4-mapped {inner}" if inner else "IPv4-mapped"
         embedded = _embedded_ipv4(address)
         if embedded is not None and forbidden_reason(embedded):
             return f"IPv6-embedded {forbidden_reason(embedded)}"
