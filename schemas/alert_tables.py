@@ -206,9 +206,11 @@ def prepare_alert_upgrade(conn: Connection) -> list[dict]:
     tables = set(inspect(conn).get_table_names())
     if "alerts" not in tables or "feature" in {c["name"] for c in inspect(conn).get_columns("alerts")}:
         return []
+    when = DateTime(timezone=True)
     firing = [dict(r._mapping) for r in conn.execute(text(
         "SELECT model, severity, starts_at, last_window_start, last_window_end, acked_at, acked_by, details"
-        " FROM alerts WHERE status = 'firing'"))]
+        " FROM alerts WHERE status = 'firing'").columns(
+        starts_at=when, last_window_start=when, last_window_end=when, acked_at=when))]
     for old in ("alert_outbox", "alert_models", "alerts"):
         conn.execute(text(f"DROP TABLE IF EXISTS {old}"))
     if "alert_deliveries" in tables:
