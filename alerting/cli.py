@@ -162,6 +162,7 @@ def deliver(
             return
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        _console.print(f"delivery worker started: {len(rules.routes)} route(s), lease {lease:g} s; SIGTERM stops it")
         try:
             dispatcher.run_forever(stop, poll)
         except KeyboardInterrupt:
