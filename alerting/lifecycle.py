@@ -38,10 +38,12 @@ def enqueue_alerts(conn: Connection, report: WindowReport, rules: AlertRules, no
     now = utc(now)
     upsert(conn, alert_models, [{"model": report.model, "last_window_start": report.window_start,
                                  "last_seen_at": now}], keys=("model",))
+    keys = {fingerprint(report.model, f.name, f.segment): f for f in report.features}
+    known = {r.fingerprint: r for r in conn.execute(select(alerts).where(and_(
+        alerts.c.model == report.model, alerts.c.fingerprint.in_(list(keys)))))}
     written = 0
-    for outcome in report.features:
-        fp = fingerprint(report.model, outcome.name, outcome.segment)
-        row = conn.execute(select(alerts).where(alerts.c.fingerprint == fp)).first()
+    for fp, outcome in keys.items():
+        row = known.get(fp)
         if row is not None and utc(row.last_window_start) >= report.window_start:
             continue  # this window (or a later one) was already seen by this alert
         values, notify = next_state(row, outcome, report, rules)

@@ -44,9 +44,11 @@ _ACTIVE = ("firing", "nodata")
 def seal_due_groups(conn: Connection, rules: AlertRules, now: datetime) -> list[int]:
     """Seal one notification for each (route, group) whose timer is due; return the new delivery ids."""
     now = utc(now)
-    o = alert_outbox.c
-    candidates = conn.execute(select(o.route, o.group_key).where(or_(
-        o.pending.is_(True), and_(o.told_firing.is_(True), o.status.in_(_ACTIVE)))).distinct()).all()
+    o, g = alert_outbox.c, alert_groups.c
+    changed = select(o.route, o.group_key).where(o.pending.is_(True))
+    repeat = select(o.route, o.group_key).join(alert_groups, and_(g.route == o.route, g.group_key == o.group_key)).where(
+        and_(o.told_firing.is_(True), o.status.in_(_ACTIVE), g.last_sealed_at <= now - rules.repeat_interval))
+    candidates = sorted(set(conn.execute(changed.union(repeat)).all()))
     known = {r.name for r in rules.routes}
     unknown = sorted({route for route, _ in candidates if route not in known} - _WARNED_ROUTES)
     if unknown:  # left pending: a worker started with the wrong config must not throw the queue away
