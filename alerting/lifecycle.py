@@ -36,12 +36,10 @@ from schemas.alert_tables import alert_events, alert_models, alert_outbox, alert
 def enqueue_alerts(conn: Connection, report: WindowReport, rules: AlertRules, now: datetime) -> int:
     """Advance every alert of one (model, window) and queue what routes must be told; return outbox rows written."""
     now = utc(now)
-    upsert(conn, alert_models, [{"model": report.model, "last_window_start": report.window_start,
-                                 "last_seen_at": now}], keys=("model",))
     keys = {fingerprint(report.model, f.name, f.segment): f for f in report.features}
     known = {r.fingerprint: r for r in conn.execute(select(alerts).where(and_(
         alerts.c.model == report.model, alerts.c.fingerprint.in_(list(keys)))))}
-    written = 0
+    written, changed = 0, False
     for fp, outcome in keys.items():
         row = known.get(fp)
         if row is not None and utc(row.last_window_start) >= report.window_start:
@@ -50,11 +48,15 @@ def enqueue_alerts(conn: Connection, report: WindowReport, rules: AlertRules, no
         if values is None:
             continue
         values["updated_at"] = now
+        changed = True
         if notify:
             values["version"] = (row.version if row is not None else 0) + 1
         _save(conn, fp, row, values)
         if notify:
             written += _notify(conn, conn.execute(select(alerts).where(alerts.c.fingerprint == fp)).one(), rules, now)
+    if changed or any(r.status != "resolved" for r in known.values()):  # only alerts that may fire need "no data"
+        upsert(conn, alert_models, [{"model": report.model, "last_window_start": report.window_start,
+                                     "last_seen_at": now}], keys=("model",))
     return written
 
 
@@ -62,11 +64,11 @@ def next_state(row: Row | None, outcome: FeatureOutcome, report: WindowReport,
                rules: AlertRules) -> tuple[dict[str, Any] | None, bool]:
     """Return the alert's new column values after one window (None: nothing to store) and whether to notify."""
     drifting = outcome.drifted and severity_rank(outcome.severity) >= severity_rank(rules.min_severity)
+    if (row is None or row.status == "resolved") and not drifting:
+        return None, False  # the common case: nothing fires, nothing to store
     seen = {"last_window_start": report.window_start, "last_window_end": report.window_end,
             "details": json.dumps(asdict(outcome))}
     if row is None or row.status == "resolved":
-        if not drifting:
-            return None, False
         identity = {} if row is not None else {
             "model": report.model, "feature": outcome.name, "segment": segment_key(outcome.segment)}
         return {**seen, **identity, "severity": outcome.severity, "status": "firing", "starts_at": report.window_start,
