@@ -23,6 +23,7 @@ import json
 import logging
 import uuid
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any, Sequence
 
 from sqlalchemy import Connection, and_, delete, insert, or_, select, update
@@ -130,8 +131,6 @@ def _group_rows(conn: Connection, route: str, key: str) -> list[_GroupRow]:
 
 def _row(table, values: tuple) -> Any:
     """A lightweight row object with the table's column names as attributes."""
-    from types import SimpleNamespace
-
     return SimpleNamespace(**dict(zip(table.columns.keys(), values)))
 
 

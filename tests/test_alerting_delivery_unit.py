@@ -19,7 +19,7 @@ from alerting.delivery import (
     classify,
     parse_retry_after,
 )
-from alerting.outbox import enqueue_alerts, seal_due_groups
+from alerting.outbox import enqueue_alerts
 from alerting.records import Delivery, FeatureOutcome, WindowReport
 from alerting.rules import AlertRules, Route
 from alerting.signing import verify_webhook
