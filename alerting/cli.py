@@ -13,6 +13,7 @@ from typing import Optional
 import typer
 from prometheus_client import CollectorRegistry
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from sqlalchemy import and_, delete, insert, select, update
 
@@ -28,17 +29,18 @@ from schemas.alert_tables import alert_deliveries, alert_endpoints, alert_silenc
 app = typer.Typer(help="Alerts: list, acknowledge, silence, re-enable routes, and deliver webhooks from the outbox.",
                   no_args_is_help=True)
 _console = Console()
-_MATCHER = re.compile(r"^\s*(model|severity)\s*(=~|!~|!=|>=|=)\s*(.+?)\s*$")
+_MATCHER = re.compile(r"^\s*(model|feature|segment|severity)\s*(=~|!~|!=|>=|=)\s*(.+?)\s*$")
 
 StoreOpt = typer.Option(DEFAULT_STORE_URL, "--store", envvar=STORE_URL_ENV, show_default=True,
                         help="SQLAlchemy URL of the results store.")
 
 
 def parse_matcher(text: str) -> Matcher:
-    """Parse ``model=fraud``, ``model=~fraud-.*``, ``severity>=major`` into a Matcher."""
+    """Parse ``model=fraud``, ``feature=~amount.*``, ``severity>=major`` into a Matcher."""
     match = _MATCHER.match(text)
     if not match:
-        raise typer.BadParameter(f"{text!r}: expected LABEL OP VALUE, label model|severity, op = != =~ !~ >=")
+        raise typer.BadParameter(f"{text!r}: expected LABEL OP VALUE, label model|feature|segment|severity, "
+                                 "op = != =~ !~ >=")
     try:
         return Matcher(label=match.group(1), op=match.group(2), value=match.group(3))
     except ValueError as exc:
@@ -48,8 +50,9 @@ def parse_matcher(text: str) -> Matcher:
 @app.command("list")
 def list_cmd(
     store: str = StoreOpt,
-    status: str = typer.Option("firing", help="Status to show: firing, resolved or all (deliveries: pending, sent, "
-                               "failed, dead, disabled or all; firing means all).", show_default=True),
+    status: str = typer.Option("firing", help="Status to show: firing, nodata, resolved or all (deliveries: "
+                               "pending, sent, failed, dead, disabled, superseded or all; firing means all).",
+                               show_default=True),
     deliveries: bool = typer.Option(False, "--deliveries/--alerts", help="Show webhook deliveries instead of alerts.",
                                     show_default=True),
     limit: int = typer.Option(50, min=1, help="Most rows to show.", show_default=True),
@@ -68,7 +71,7 @@ def ack(
     by: str = typer.Option("cli", "--by", help="Who acknowledges.", show_default=True),
     store: str = StoreOpt,
 ) -> None:
-    """Acknowledge a firing alert: no more repeat notifications (resolved is still sent)."""
+    """Acknowledge one alert (model, feature[, segment]): no more repeat notifications; changes are still sent."""
     engine = make_engine(store)
     with engine.begin() as conn:
         done = conn.execute(update(alerts).where(alerts.c.fingerprint == fingerprint).values(
@@ -86,7 +89,7 @@ def silence(
     comment: str = typer.Option("", help="Why (shown in `alerts list`).", show_default="empty"),
     store: str = StoreOpt,
 ) -> None:
-    """Silence alerts matching every --match until the duration runs out."""
+    """Silence alerts matching every --match (labels model, feature, segment, severity) until the duration runs out."""
     matchers = [parse_matcher(m) for m in match]
     length = parse_duration(duration)
     if not isinstance(length, timedelta):
@@ -140,11 +143,11 @@ def deliver(
     once: bool = typer.Option(False, "--once/--forever", help="Handle what is due now and exit, or keep running.",
                               show_default=True),
     poll: float = typer.Option(1.0, help="Seconds between polls when idle.", show_default=True),
-    lease: float = typer.Option(120.0, help="Seconds a claimed delivery stays leased to this worker.",
-                                show_default=True),
+    lease: float = typer.Option(30.0, help="Seconds a claimed delivery stays leased to this worker (one POST "
+                                "per claim: must exceed every route's timeout_s by 1 s).", show_default=True),
     metrics_port: int = typer.Option(0, help="Serve /metrics on this port (0: off).", show_default=True),
 ) -> None:
-    """Run the delivery worker: seal due groups, send webhooks, retry, record outcomes."""
+    """Run the delivery worker: seal due groups, send webhooks, retry with backoff, record outcomes (SIGTERM stops it)."""
     engine, rules = make_engine(store), load_rules(config)
     registry = CollectorRegistry()
     metrics = DeliveryMetrics(registry)
@@ -159,6 +162,7 @@ def deliver(
             return
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        _console.print(f"delivery worker started: {len(rules.routes)} route(s), lease {lease:g} s; SIGTERM stops it")
         try:
             dispatcher.run_forever(stop, poll)
         except KeyboardInterrupt:
@@ -169,11 +173,11 @@ def _print_alerts(engine, status: str, limit: int) -> None:
     query = select(alerts).order_by(alerts.c.updated_at.desc()).limit(limit)
     if status != "all":
         query = query.where(alerts.c.status == status)
-    table = Table("fingerprint", "model", "severity", "status", "features", "since", "acked by")
+    table = Table("fingerprint", "model", "feature", "segment", "severity", "status", "since", "acked by")
     with engine.connect() as conn:
         for r in conn.execute(query):
-            table.add_row(r.fingerprint, r.model, r.severity, r.status, ", ".join(json.loads(r.features)),
-                          str(r.starts_at), r.acked_by or "")
+            table.add_row(*(escape(str(v)) for v in (r.fingerprint, r.model, r.feature, r.segment, r.severity,
+                                                      r.status, r.starts_at, r.acked_by or "")))
     _console.print(table)
 
 
@@ -185,6 +189,6 @@ def _print_deliveries(engine, status: str, limit: int) -> None:
     table = Table("webhook-id", "route", "model", "status", "alerts", "attempts", "last code", "last error")
     with engine.connect() as conn:
         for r in conn.execute(query):
-            table.add_row(r.webhook_id, r.route, r.model, r.status, str(r.alert_count), str(r.attempts),
-                          str(r.last_status_code or ""), r.last_error or "")
+            table.add_row(*(escape(str(v)) for v in (r.webhook_id, r.route, r.model, r.status, r.alert_count,
+                                                      r.attempts, r.last_status_code or "", r.last_error or "")))
     _console.print(table)

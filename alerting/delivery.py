@@ -1,8 +1,9 @@
 """Webhook delivery: the :class:`AlertSink` seam, the HTTP sink, and the retry policy.
 
-One attempt is one POST; :func:`attempt_with_retries` wraps attempts in a tenacity loop
-(exponential backoff with jitter, Retry-After honoured) bounded by the claim's time budget.
-Errors raised by a sink form a small tree::
+One claim is one attempt, one POST: a failure is recorded at once and the delivery waits
+:func:`backoff_s` (exponential in its failures so far, with jitter; Retry-After honoured) before
+it can be claimed again, so a worker is never held by one receiver's retries. Errors raised by a
+sink form a small tree::
 
     DeliveryError                 (driftwarden.errors)
     ├── RetryableDeliveryError    5xx, 429, timeout, connection error, host not resolving: retried
@@ -13,14 +14,13 @@ Errors raised by a sink form a small tree::
 from __future__ import annotations
 
 import email.utils
+import random
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Protocol
 
 import httpx
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_exponential_jitter
-from tenacity.stop import stop_base
 
 from alerting.records import Delivery
 from alerting.rules import RetryPolicy, Route
@@ -84,7 +84,7 @@ class WebhookSink:
     def send(self, delivery: Delivery) -> int:
         """POST the delivery body once to the route's URL and classify the answer."""
         try:
-            target = check_url(self.route.url, self.route.allow_private, self.resolver)
+            target = check_url(self.route.url, self.route.allow_private, self.resolver, self.route.allow_networks)
         except UnresolvableHostError as exc:
             raise RetryableDeliveryError(str(exc)) from exc
         body = delivery.body
@@ -132,77 +132,23 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     return max(0.0, when.timestamp() - current)
 
 
-class wait_retry_after:
-    """A tenacity wait: the receiver's Retry-After when it sent one (capped), else the fallback wait."""
+def backoff_s(policy: RetryPolicy, failures: int, retry_after: float | None = None, jitter: float | None = None) -> float:
+    """Seconds to wait after the ``failures``-th failed attempt: exponential from ``initial_s`` up to ``max_backoff_s``.
 
-    def __init__(self, fallback: Callable[[RetryCallState], float], cap: float) -> None:
-        self.fallback = fallback
-        self.cap = cap
+    The exponent is the delivery's count of failures across every claim (and every notification it
+    superseded), so the wait keeps growing however often the delivery is claimed again. A
+    Retry-After the receiver sent wins, capped at ``max_retry_after_s``; ``jitter`` (default: a
+    uniform draw in [0, jitter_s]) is added to the exponential wait.
 
-    def __call__(self, state: RetryCallState) -> float:
-        """Return the seconds to wait before the next attempt."""
-        exc = state.outcome.exception() if state.outcome is not None else None
-        if isinstance(exc, RetryableDeliveryError) and exc.retry_after is not None:
-            return min(exc.retry_after, self.cap)
-        return self.fallback(state)
-
-
-class stop_before_budget(stop_base):
-    """A tenacity stop: stop when the time spent so far plus the next wait would pass the budget.
-
-    Time spent is the larger of wall time and the waits slept, so an injected (fake) sleep counts too.
+    >>> p = RetryPolicy(initial_s=1, max_backoff_s=300, jitter_s=0)
+    >>> [backoff_s(p, n) for n in (1, 2, 3, 9, 10, 30)]
+    [1.0, 2.0, 4.0, 256.0, 300.0, 300.0]
     """
-
-    def __init__(self, budget_s: float) -> None:
-        self.budget_s = max(budget_s, 0.0)
-
-    def __call__(self, state: RetryCallState) -> bool:
-        """Return True when no further attempt fits in the budget."""
-        spent = max(state.seconds_since_start or 0.0, state.idle_for)
-        return spent + (state.upcoming_sleep or 0.0) >= self.budget_s
-
-
-def wait_strategy(policy: RetryPolicy) -> wait_retry_after:
-    """Return the tenacity wait of a retry policy."""
-    backoff = wait_exponential_jitter(multiplier=policy.initial_s, max=policy.max_backoff_s, jitter=policy.jitter_s)
-    return wait_retry_after(backoff, policy.max_retry_after_s)
-
-
-@dataclass(frozen=True)
-class AttemptResult:
-    """What a run of attempts under one claim ended with."""
-
-    attempts: int
-    status_code: int | None
-    error: DeliveryError | None
-    next_delay_s: float | None  # for a retryable error: how long to wait before the next claim
-
-
-def attempt_with_retries(send: Callable[[], int], policy: RetryPolicy, budget_s: float,
-                         sleep: Callable[[float], None] = time.sleep) -> AttemptResult:
-    """Call ``send`` until it succeeds, fails for good, or the next wait would pass ``budget_s``."""
-    wait = wait_strategy(policy)
-    retrying = Retrying(retry=retry_if_exception_type(RetryableDeliveryError), wait=wait,
-                        stop=stop_before_budget(budget_s), sleep=sleep, reraise=True)
-    try:
-        code = retrying(send)
-        return AttemptResult(_attempts(retrying), code, None, None)
-    except RetryableDeliveryError as exc:
-        return AttemptResult(_attempts(retrying), exc.status_code, exc, _next_delay(retrying, wait, exc))
-    except DeliveryError as exc:
-        return AttemptResult(_attempts(retrying), getattr(exc, "status_code", None), exc, None)
-
-
-def _attempts(retrying: Retrying) -> int:
-    return int(retrying.statistics.get("attempt_number", 1))
-
-
-def _next_delay(retrying: Retrying, wait: wait_retry_after, exc: BaseException) -> float:
-    """The wait tenacity would have chosen next, for the durable retry schedule."""
-    state = RetryCallState(retrying, None, (), {})
-    state.attempt_number = _attempts(retrying)
-    state.set_exception((type(exc), exc, exc.__traceback__))
-    return float(wait(state))
+    if retry_after is not None:
+        return min(retry_after, policy.max_retry_after_s)
+    exponent = min(max(failures, 1) - 1, 64)
+    extra = random.uniform(0, policy.jitter_s) if jitter is None else jitter
+    return min(policy.initial_s * 2.0 ** exponent + extra, policy.max_backoff_s)
 
 
 def utcnow() -> datetime:

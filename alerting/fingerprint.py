@@ -1,19 +1,20 @@
-"""Stable alert fingerprints: the same drift (model, drifted feature set, severity) gives the same id."""
+"""Stable alert fingerprints: one alert identity (model, feature, segment or none) gives one id.
+
+The rule lives with the table it keys (:mod:`schemas.alert_tables`); this module is alerting's face of it.
+
+>>> fingerprint("m", "a") == fingerprint("m", "a", {})
+True
+>>> fingerprint("m", "a") == fingerprint("m", "b")
+False
+>>> fingerprint("m", "a", {"r": "eu", "k": "1"}) == fingerprint("m", "a", {"k": "1", "r": "eu"})
+True
+>>> segment_key({"region": "eu", "app": "ios"})
+'app=ios,region=eu'
+"""
 
 from __future__ import annotations
 
-import hashlib
-import json
-from typing import Iterable
+from schemas.alert_tables import alert_fingerprint as fingerprint
+from schemas.alert_tables import segment_key
 
-
-def fingerprint(model: str, features: Iterable[str], severity: str) -> str:
-    """Return a 16-hex-digit fingerprint of (model, sorted unique feature names, severity).
-
-    >>> fingerprint("m", ["b", "a"], "major") == fingerprint("m", ["a", "b", "a"], "major")
-    True
-    >>> fingerprint("m", ["a"], "major") == fingerprint("m", ["a"], "minor")
-    False
-    """
-    key = json.dumps([model, sorted(set(features)), severity], separators=(",", ":"))
-    return hashlib.sha256(key.encode()).hexdigest()[:16]
+__all__ = ["fingerprint", "segment_key"]

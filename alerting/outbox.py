@@ -1,11 +1,20 @@
-"""The alert outbox: verdicts become alert notifications in the same transaction as the results.
+"""The alert outbox and its notifications: Alertmanager's grouping and timers over durable rows.
 
-The streaming job calls :func:`enqueue_alerts` inside the transaction where it upserts a window's
-results, so an alert exists if and only if its results were committed. Re-running a window is
-harmless: a report older than the model's latest seen window changes nothing, the same drift
-keeps the same fingerprint, and the outbox is unique per (route, fingerprint, window, kind).
-The delivery worker later calls :func:`seal_due_groups` to batch a (model, route)'s pending rows
-into one delivery with a fixed ``webhook-id`` and body.
+:func:`enqueue_alerts` (from :mod:`alerting.lifecycle`, re-exported here for the job) writes, per
+(route, alert), the newest state to tell. The delivery worker calls :func:`seal_due_groups`: for
+each (route, group) - the group's labels are ``group_by`` of the rules, default the model - one
+notification lists every alert of the group with its own status (firing and no-data alerts, and
+the changes not told yet), at most ``max_alerts`` of them (the rest counted in
+``truncated_alerts`` and told next time). A new group waits ``group_wait`` after its first
+change, a group with something new waits ``group_interval`` after its last notification, and a
+group with nothing new is told again after ``repeat_interval`` while an unacknowledged alert
+fires. Silenced alerts are left out (and told once the silence ends).
+
+Order per (route, alert) holds because a group has at most one undelivered notification: while
+one is leased to a worker or not tried yet, nothing new is sealed for the group; one that failed
+and waits for a retry is superseded by the new one, which holds its alerts too (their newest
+states) and inherits its retry schedule and failure count, so a stale state is never sent after
+a newer one and the backoff goes on growing.
 """
 
 from __future__ import annotations
@@ -13,58 +22,40 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from dataclasses import asdict
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any, Sequence
 
-from sqlalchemy import Connection, and_, delete, func, insert, select, update
+from sqlalchemy import Connection, and_, delete, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Row
 
-from alerting.fingerprint import fingerprint
-from alerting.payloads import alert_document, render
-from alerting.records import Alert, FeatureOutcome, WindowReport, severity_rank, utc
+from alerting.lifecycle import enqueue_alerts, labels_of, mark_no_data
+from alerting.payloads import render
+from alerting.records import utc
 from alerting.rules import AlertRules, Matcher, matches_all
-from driftwarden.store import upsert
-from schemas.alert_tables import alert_deliveries, alert_models, alert_outbox, alert_silences, alerts
+from schemas.alert_tables import alert_deliveries, alert_events, alert_groups, alert_outbox, alert_silences, alerts
 
+__all__ = ["enqueue_alerts", "mark_no_data", "seal_due_groups", "active_silences", "is_silenced", "prune"]
 log = logging.getLogger(__name__)
 _WARNED_ROUTES: set[str] = set()  # routes already warned about in this process
-
-
-def enqueue_alerts(conn: Connection, report: WindowReport, rules: AlertRules, now: datetime) -> int:
-    """Update alert state for one (model, window) and write its notifications; return outbox rows written."""
-    now = utc(now)
-    state = conn.execute(select(alert_models).where(alert_models.c.model == report.model)).first()
-    if state is not None and utc(state.last_window_start) > report.window_start:
-        return 0
-    previous = state.firing_fingerprint if state is not None else None
-    drifted = [f for f in report.features if f.drifted and severity_rank(f.severity) >= severity_rank(rules.min_severity)]
-    current = _fingerprint_of(report.model, drifted)
-    written = 0
-    if previous and previous != current:
-        written += _resolve(conn, previous, report, rules, now)
-    if current:
-        written += _fire(conn, current, drifted, report, rules, now)
-    upsert(conn, alert_models, [{"model": report.model, "last_window_start": report.window_start,
-                                 "firing_fingerprint": current}], keys=("model",))
-    return written
+_ACTIVE = ("firing", "nodata")
 
 
 def seal_due_groups(conn: Connection, rules: AlertRules, now: datetime) -> list[int]:
-    """Batch each (route, model) whose oldest pending row waited ``group_wait`` into one delivery."""
+    """Seal one notification for each (route, group) whose timer is due; return the new delivery ids."""
     now = utc(now)
-    pending = alert_outbox.c.delivery_id.is_(None)
-    due = conn.execute(
-        select(alert_outbox.c.route, alert_outbox.c.model).where(pending)
-        .group_by(alert_outbox.c.route, alert_outbox.c.model)
-        .having(func.min(alert_outbox.c.created_at) <= now - rules.group_wait)
-    ).all()
+    o, g = alert_outbox.c, alert_groups.c
+    changed = select(o.route, o.group_key).where(o.pending.is_(True))
+    repeat = select(o.route, o.group_key).join(alert_groups, and_(g.route == o.route, g.group_key == o.group_key)).where(
+        and_(o.told_firing.is_(True), o.status.in_(_ACTIVE), g.last_sealed_at <= now - rules.repeat_interval))
+    candidates = sorted(set(conn.execute(changed.union(repeat)).all()))
     known = {r.name for r in rules.routes}
-    unknown = sorted({route for route, _ in due if route not in known} - _WARNED_ROUTES)
+    unknown = sorted({route for route, _ in candidates if route not in known} - _WARNED_ROUTES)
     if unknown:  # left pending: a worker started with the wrong config must not throw the queue away
         _WARNED_ROUTES.update(unknown)
         log.warning("outbox rows wait for routes this worker has no config for: %s", ", ".join(unknown))
-    sealed = [_seal_group(conn, rules, route, model, now) for route, model in due if route in known]
+    sealed = [_seal_group(conn, rules, route, key, now) for route, key in candidates if route in known]
     return [d for d in sealed if d is not None]
 
 
@@ -76,114 +67,148 @@ def active_silences(conn: Connection, now: datetime) -> list[list[Matcher]]:
     return [[Matcher.model_validate(m) for m in json.loads(text)] for text in rows]
 
 
-def is_silenced(conn: Connection, model: str, severity: str, now: datetime) -> bool:
-    """Return True when a silence in force matches an alert of ``model`` at ``severity``."""
-    labels = {"model": model, "severity": severity}
-    return any(matches_all(matchers, labels) for matchers in active_silences(conn, now))
+def is_silenced(silences: Sequence[Sequence[Matcher]], labels: dict[str, str]) -> bool:
+    """Return True when a silence in force matches an alert with these labels."""
+    return any(matches_all(matchers, labels) for matchers in silences)
 
 
-def _fingerprint_of(model: str, drifted: Sequence[FeatureOutcome]) -> str | None:
-    """Fingerprint of the drifted set at its highest severity (None when nothing drifted)."""
-    if not drifted:
+def _seal_group(conn: Connection, rules: AlertRules, route: str, key: str, now: datetime) -> int | None:
+    """Seal the group's notification when its timer is due; None when not due or busy."""
+    group = _lock_group(conn, route, key)
+    d = alert_deliveries.c
+    waiting = conn.execute(select(alert_deliveries).where(and_(
+        d.route == route, d.group_key == key, d.status == "pending"))).all()
+    if any(w.claimed_until is not None and utc(w.claimed_until) >= now for w in waiting):
+        return None  # a worker holds the group's last notification: a newer one must not overtake it
+    rows = _group_rows(conn, route, key)
+    order = [r.notify.id for r in rows]  # by model, feature, segment
+    silences = active_silences(conn, now)
+    visible = [r for r in rows if not is_silenced(silences, labels_of(r.alert))]
+    stale = {w.id for w in waiting}
+    pending = [r.notify for r in visible if r.notify.pending]
+    _drop_untold_resolves(conn, pending)
+    pending = [r for r in pending if r.status in _ACTIVE or r.told_firing]
+    resend = [r.notify for r in visible if not r.notify.pending and r.notify.delivery_id in stale]
+    active = [r for r in visible if r.notify.status in _ACTIVE]
+    if any(w.attempts == 0 and w.failures == 0 for w in waiting):
+        return None  # sealed a moment ago and not tried yet: a worker is about to claim it, wait for it
+    if (waiting and not pending) or not _due(rules, group, pending, active, now):
         return None
-    return fingerprint(model, [f.name for f in drifted], _max_severity(drifted))
-
-
-def _max_severity(features: Sequence[FeatureOutcome]) -> str:
-    return max((f.severity for f in features), key=severity_rank)
-
-
-def _fire(conn: Connection, fp: str, drifted: list[FeatureOutcome], report: WindowReport,
-          rules: AlertRules, now: datetime) -> int:
-    """Open or refresh the alert ``fp``; notify when it is new or the repeat interval has passed."""
-    row = conn.execute(select(alerts).where(alerts.c.fingerprint == fp)).first()
-    severity = _max_severity(drifted)
-    values: dict[str, Any] = {
-        "model": report.model, "severity": severity, "status": "firing",
-        "features": json.dumps(sorted({f.name for f in drifted})), "last_window_start": report.window_start,
-        "last_window_end": report.window_end, "details": json.dumps([asdict(f) for f in drifted]), "updated_at": now,
-    }
-    if row is None or row.status == "resolved":
-        values.update(starts_at=report.window_start, ends_at=None, last_notified_at=None, acked_at=None, acked_by=None)
-        last_notified, acked = None, False
-    else:
-        last_notified, acked = row.last_notified_at, row.acked_at is not None
-    due = last_notified is None or report.window_end >= utc(last_notified) + rules.repeat_interval
-    written = 0
-    if due and not acked and not is_silenced(conn, report.model, severity, now):
-        alert = Alert(fp, "firing", report.model, severity, tuple(drifted), report.window_start, report.window_end,
-                      utc(values.get("starts_at") or row.starts_at))
-        written = _write_outbox(conn, alert, rules, now)
-        values["last_notified_at"] = report.window_end
-    _save_alert(conn, fp, row is None, values)
-    return written
-
-
-def _resolve(conn: Connection, fp: str, report: WindowReport, rules: AlertRules, now: datetime) -> int:
-    """Close the alert ``fp`` and send a resolved notice to the routes that were told it fired."""
-    row = conn.execute(select(alerts).where(alerts.c.fingerprint == fp)).first()
-    if row is None or row.status == "resolved":
-        return 0
-    conn.execute(update(alerts).where(alerts.c.fingerprint == fp).values(
-        status="resolved", ends_at=report.window_start, updated_at=now))
-    if row.last_notified_at is None:
-        return 0
-    features = tuple(FeatureOutcome(**d) for d in json.loads(row.details))
-    alert = Alert(fp, "resolved", row.model, row.severity, features, report.window_start, report.window_end,
-                  utc(row.starts_at), report.window_start)
-    return _write_outbox(conn, alert, rules, now)
-
-
-def _save_alert(conn: Connection, fp: str, new: bool, values: dict[str, Any]) -> None:
-    if new:
-        conn.execute(insert(alerts).values(fingerprint=fp, **values))
-    else:
-        conn.execute(update(alerts).where(alerts.c.fingerprint == fp).values(**values))
-
-
-def _write_outbox(conn: Connection, alert: Alert, rules: AlertRules, now: datetime) -> int:
-    """Insert one outbox row per matching route, skipping rows that already exist."""
-    document = json.dumps(alert_document(alert, rules), separators=(",", ":"))
-    written = 0
-    for route in rules.routes_for(alert.model, alert.severity):
-        row = {"route": route.name, "model": alert.model, "fingerprint": alert.fingerprint, "kind": alert.status,
-               "window_start": alert.window_start, "window_end": alert.window_end, "alert": document,
-               "created_at": now, "delivery_id": None}
-        dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-        stmt = dialect.insert(alert_outbox).values(row).on_conflict_do_nothing(
-            index_elements=["route", "fingerprint", "window_start", "kind"])
-        written += max(conn.execute(stmt).rowcount, 0)
-    return written
-
-
-def _seal_group(conn: Connection, rules: AlertRules, route_name: str, model: str, now: datetime) -> int | None:
-    """Create one delivery holding every pending row of (route, model); None if another worker took them."""
-    fmt = rules.route(route_name).format
-    delivery_id = conn.execute(insert(alert_deliveries).values(
-        webhook_id=f"msg_{uuid.uuid4().hex}", route=route_name, model=model, format=fmt, body="", alert_count=0,
-        status="pending", attempts=0, created_at=now, next_attempt_at=now)).inserted_primary_key[0]
-    taken = conn.execute(update(alert_outbox).where(and_(
-        alert_outbox.c.route == route_name, alert_outbox.c.model == model, alert_outbox.c.delivery_id.is_(None),
-    )).values(delivery_id=delivery_id)).rowcount
-    if not taken:
-        conn.execute(delete(alert_deliveries).where(alert_deliveries.c.id == delivery_id))
+    if not _supersede(conn, waiting, now):
         return None
-    docs = [json.loads(t) for t in conn.execute(select(alert_outbox.c.alert).where(
-        alert_outbox.c.delivery_id == delivery_id).order_by(alert_outbox.c.id)).scalars()]
-    conn.execute(update(alert_deliveries).where(alert_deliveries.c.id == delivery_id).values(
-        body=render(fmt, route_name, model, docs).decode(), alert_count=taken))
-    return int(delivery_id)
+    changed = sorted(pending + resend, key=lambda r: order.index(r.id))
+    chosen, truncated = _choose(changed, [r.notify for r in active], rules.max_alerts)
+    labels = labels_of(rows[0].alert)
+    delivery_id = _insert_delivery(conn, rules, route, key, {k: labels[k] for k in rules.group_by},
+                                   chosen, truncated, waiting, now)
+    for r in chosen:
+        conn.execute(update(alert_outbox).where(and_(alert_outbox.c.id == r.id, alert_outbox.c.version == r.version))
+                     .values(pending=False, told_firing=r.status in _ACTIVE, delivery_id=delivery_id))
+    conn.execute(update(alert_groups).where(and_(alert_groups.c.route == route, alert_groups.c.group_key == key))
+                 .values(last_sealed_at=now))
+    return delivery_id
+
+
+class _GroupRow:
+    """An outbox row with its alert row (for labels, acks)."""
+
+    def __init__(self, notify: Row, alert: Row) -> None:
+        self.notify, self.alert = notify, alert
+
+
+def _group_rows(conn: Connection, route: str, key: str) -> list[_GroupRow]:
+    o = alert_outbox.c
+    query = (select(alert_outbox, alerts).join(alerts, alerts.c.fingerprint == o.fingerprint)
+             .where(and_(o.route == route, o.group_key == key))
+             .order_by(alerts.c.model, alerts.c.feature, alerts.c.segment))
+    n = len(alert_outbox.columns)
+    result = []
+    for row in conn.execute(query):
+        values = tuple(row)
+        result.append(_GroupRow(_row(alert_outbox, values[:n]), _row(alerts, values[n:])))
+    return result
+
+
+def _row(table, values: tuple) -> Any:
+    """A lightweight row object with the table's column names as attributes."""
+    return SimpleNamespace(**dict(zip(table.columns.keys(), values)))
+
+
+def _lock_group(conn: Connection, route: str, key: str) -> Any:
+    """Create the (route, group) row if missing and lock it for this transaction (PostgreSQL row lock)."""
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    conn.execute(dialect.insert(alert_groups).values(route=route, group_key=key, last_sealed_at=None)
+                 .on_conflict_do_nothing())
+    g = alert_groups.c
+    return conn.execute(select(alert_groups).where(and_(g.route == route, g.group_key == key))
+                        .with_for_update()).one()
+
+
+def _drop_untold_resolves(conn: Connection, fresh: list[Any]) -> None:
+    """A resolve (or no-data) of an alert this route never heard firing is not sent: clear it."""
+    for r in fresh:
+        if r.status not in _ACTIVE and not r.told_firing:
+            conn.execute(update(alert_outbox).where(and_(alert_outbox.c.id == r.id, alert_outbox.c.version == r.version))
+                         .values(pending=False))
+
+
+def _due(rules: AlertRules, group: Any, pending: list[Any], active: list[_GroupRow], now: datetime) -> bool:
+    """Alertmanager's timers: group_wait for a new group, group_interval after that, repeat_interval if unchanged."""
+    last = utc(group.last_sealed_at) if group.last_sealed_at is not None else None
+    told_active = [r for r in active if r.notify.told_firing]
+    if pending:
+        if last is None or not told_active:
+            return min(utc(r.changed_at) for r in pending) <= now - rules.group_wait
+        return now >= last + rules.group_interval
+    unacked = [r for r in told_active if r.alert.acked_at is None]
+    return bool(unacked) and last is not None and now >= last + rules.repeat_interval
+
+
+def _supersede(conn: Connection, waiting: list[Row], now: datetime) -> bool:
+    """Mark the group's undelivered notifications superseded; False if a worker claimed one meanwhile."""
+    d = alert_deliveries.c
+    for w in waiting:
+        done = conn.execute(update(alert_deliveries).where(and_(
+            d.id == w.id, d.status == "pending", or_(d.claimed_until.is_(None), d.claimed_until < now)))
+            .values(status="superseded", finished_at=now, last_error="superseded by a newer notification")).rowcount
+        if not done:
+            return False
+    return True
+
+
+def _choose(fresh: list[Any], active: list[Any], limit: int) -> tuple[list[Any], int]:
+    """The alerts of one notification: what changed first, then what still fires; at most ``limit``."""
+    ids = {r.id for r in fresh}
+    everything = fresh + [r for r in active if r.id not in ids]
+    return everything[:limit], max(len(everything) - limit, 0)
+
+
+def _insert_delivery(conn: Connection, rules: AlertRules, route: str, key: str, labels: dict[str, str],
+                     chosen: list[Any], truncated: int, superseded: list[Row], now: datetime) -> int:
+    """Insert the sealed delivery; it inherits the retry schedule of the notifications it supersedes."""
+    models = {r.model for r in chosen}
+    failures = max((w.failures for w in superseded), default=0)
+    next_at = max([now] + [utc(w.next_attempt_at) for w in superseded])
+    fmt = rules.route(route).format
+    body = render(fmt, route, labels, [json.loads(r.alert) for r in chosen], truncated)
+    return int(conn.execute(insert(alert_deliveries).values(
+        webhook_id=f"msg_{uuid.uuid4().hex}", route=route, model=models.pop() if len(models) == 1 else "",
+        group_key=key, format=fmt, body=body.decode(), alert_count=len(chosen), status="pending", attempts=0,
+        failures=failures, created_at=now, next_attempt_at=next_at)).inserted_primary_key[0])
 
 
 def prune(conn: Connection, before: datetime) -> dict[str, int]:
-    """Delete finished deliveries (and their outbox rows), resolved alerts and expired silences older than ``before``."""
+    """Delete finished deliveries, told resolved states, resolved alerts, old history and expired silences."""
     before = utc(before)
-    d = alert_deliveries.c
-    done = select(d.id).where(and_(d.status != "pending", d.finished_at < before))
-    counts = {"outbox": conn.execute(delete(alert_outbox).where(alert_outbox.c.delivery_id.in_(done))).rowcount}
-    counts["deliveries"] = conn.execute(delete(alert_deliveries).where(
-        and_(d.status != "pending", d.finished_at < before))).rowcount
-    counts["alerts"] = conn.execute(delete(alerts).where(
-        and_(alerts.c.status == "resolved", alerts.c.updated_at < before))).rowcount
+    d, o = alert_deliveries.c, alert_outbox.c
+    counts = {"deliveries": conn.execute(delete(alert_deliveries).where(
+        and_(d.status != "pending", d.finished_at < before))).rowcount}
+    resolved = select(alerts.c.fingerprint).where(and_(alerts.c.status == "resolved", alerts.c.updated_at < before))
+    counts["outbox"] = conn.execute(delete(alert_outbox).where(and_(
+        o.pending.is_(False), o.fingerprint.in_(resolved)))).rowcount
+    counts["alerts"] = conn.execute(delete(alerts).where(and_(
+        alerts.c.status == "resolved", alerts.c.updated_at < before,
+        alerts.c.fingerprint.not_in(select(o.fingerprint))))).rowcount
+    counts["history"] = conn.execute(delete(alert_events).where(alert_events.c.at < before)).rowcount
     counts["silences"] = conn.execute(delete(alert_silences).where(alert_silences.c.ends_at < before)).rowcount
     return counts

@@ -1,8 +1,10 @@
 """Webhook bodies: the native versioned JSON, an Alertmanager-v4-compatible body, a Slack body.
 
-The outbox stores each alert in its native form (:func:`alert_document`); a delivery renders the
-group of alerts of one (model, route) into the route's format with :func:`render`. Bodies are
-rendered once, when a group is sealed, so that every retry sends the same bytes.
+The outbox stores each alert's newest state in its native form (:func:`alert_document`); a
+delivery renders one notification of a (route, group) - every alert of the group with its own
+status - into the route's format with :func:`render`. Bodies are rendered once, when a group is
+sealed, so that every retry sends the same bytes. Native version 2: one alert per (model,
+feature, segment); version 1 had one alert per drifted feature set.
 """
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Sequence
 from urllib.parse import quote
 
-from alerting.records import Alert, FeatureOutcome, utc
+from alerting.records import ALERT_STATUSES, Alert, FeatureOutcome, utc
 from alerting.rules import AlertRules
 
-NATIVE_VERSION = "1"
+NATIVE_VERSION = "2"
 NATIVE_TYPE = "driftwarden.alerts"
 ALERTNAME = "DriftwardenFeatureDrift"
 _ZERO_TIME = "0001-01-01T00:00:00Z"
@@ -45,16 +47,18 @@ def dashboard_link(rules: AlertRules, model: str, start: datetime, end: datetime
 
 
 def alert_document(alert: Alert, rules: AlertRules) -> dict[str, Any]:
-    """Return the native JSON object of one alert, links included."""
+    """Return the native JSON object of one alert (one model, feature and segment), links included."""
     return {
         "fingerprint": alert.fingerprint,
         "status": alert.status,
         "model": alert.model,
+        "feature": alert.feature,
+        "segment": dict(alert.segment) if alert.segment else None,
         "severity": alert.severity,
         "window": {"start": rfc3339(alert.window_start), "end": rfc3339(alert.window_end)},
         "starts_at": rfc3339(alert.starts_at),
         "ends_at": rfc3339(alert.ends_at),
-        "features": [feature_document(f) for f in alert.features],
+        "latest": feature_document(alert.outcome),
         "links": {
             "replay": replay_command(rules.replay_topic, alert.window_start, alert.window_end),
             "dashboard": dashboard_link(rules, alert.model, alert.window_start, alert.window_end),
@@ -75,76 +79,111 @@ def feature_document(feature: FeatureOutcome) -> dict[str, Any]:
     }
 
 
-def render(fmt: str, route: str, model: str, alerts: Sequence[dict[str, Any]]) -> bytes:
-    """Render the alerts of one (model, route) group as the body of one POST in format ``fmt``."""
+def group_status(alerts: Sequence[dict[str, Any]]) -> str:
+    """A notification's status: ``resolved`` when every alert in it has resolved, else ``firing``."""
+    return "resolved" if all(a["status"] == "resolved" for a in alerts) else "firing"
+
+
+def render(fmt: str, route: str, group: dict[str, str], alerts: Sequence[dict[str, Any]], truncated: int = 0) -> bytes:
+    """Render one notification of a (route, group) in format ``fmt``; ``truncated`` alerts were left out."""
     try:
         renderer = _RENDERERS[fmt]
     except KeyError:
         raise ValueError(f"unknown payload format {fmt!r}; valid: {', '.join(_RENDERERS)}") from None
-    return json.dumps(renderer(route, model, list(alerts)), separators=(",", ":"), allow_nan=False).encode()
+    return json.dumps(renderer(route, group, list(alerts), truncated), separators=(",", ":"), allow_nan=False).encode()
 
 
-def native_body(route: str, model: str, alerts: list[dict[str, Any]]) -> dict[str, Any]:
-    """Return the native versioned body (see schemas/webhook_payload.schema.json)."""
-    firing = sum(a["status"] == "firing" for a in alerts)
+def group_key(group: dict[str, str]) -> str:
+    """Alertmanager-style group key: ``{}:{label="value",...}`` with values JSON-quoted."""
+    return "{}:{" + ",".join(f"{k}={json.dumps(v)}" for k, v in sorted(group.items())) + "}"
+
+
+def native_body(route: str, group: dict[str, str], alerts: list[dict[str, Any]], truncated: int) -> dict[str, Any]:
+    """Return the native versioned body (schemas/webhook_payload.schema.json): the group's alerts, each with its status."""
+    counts = {status: sum(a["status"] == status for a in alerts) for status in ALERT_STATUSES}
     return {
-        "version": NATIVE_VERSION, "type": NATIVE_TYPE, "route": route, "model": model,
-        "group_key": f"{route}/{model}", "status": "firing" if firing else "resolved",
-        "counts": {"firing": firing, "resolved": len(alerts) - firing}, "alerts": alerts,
+        "version": NATIVE_VERSION, "type": NATIVE_TYPE, "route": route, "group_key": group_key(group),
+        "group_labels": group, "model": group.get("model"), "status": group_status(alerts), "counts": counts,
+        "truncated_alerts": truncated, "alerts": alerts,
     }
 
 
-def alertmanager_body(route: str, model: str, alerts: list[dict[str, Any]]) -> dict[str, Any]:
+def alertmanager_body(route: str, group: dict[str, str], alerts: list[dict[str, Any]],
+                      truncated: int) -> dict[str, Any]:
     """Return a body compatible with Alertmanager's webhook_config (version 4)."""
     am_alerts = [_am_alert(a) for a in alerts]
     common = dict(set.intersection(*(set(a["labels"].items()) for a in am_alerts))) if am_alerts else {}
+    annotations = dict(set.intersection(*(set(a["annotations"].items()) for a in am_alerts))) if am_alerts else {}
     dashboard = next((a["links"]["dashboard"] for a in alerts if a["links"]["dashboard"]), "")
     return {
-        "version": "4", "groupKey": f'{{}}:{{model="{model}"}}', "truncatedAlerts": 0,
-        "status": "firing" if any(a["status"] == "firing" for a in alerts) else "resolved",
-        "receiver": route, "groupLabels": {"model": model}, "commonLabels": common,
-        "commonAnnotations": {}, "externalURL": dashboard, "alerts": am_alerts,
+        "version": "4", "groupKey": group_key(group), "truncatedAlerts": truncated,
+        "status": group_status(alerts), "receiver": route, "groupLabels": group, "commonLabels": common,
+        "commonAnnotations": annotations, "externalURL": dashboard, "alerts": am_alerts,
     }
 
 
-def slack_body(route: str, model: str, alerts: list[dict[str, Any]]) -> dict[str, Any]:
-    """Return a Slack incoming-webhook body (``text`` fallback plus Block Kit sections)."""
-    firing = [a for a in alerts if a["status"] == "firing"]
-    title = f"Drift on {model}: {len(firing)} firing, {len(alerts) - len(firing)} resolved"
+def slack_body(route: str, group: dict[str, str], alerts: list[dict[str, Any]], truncated: int) -> dict[str, Any]:
+    """Return a Slack incoming-webhook body (``text`` fallback plus Block Kit sections), data escaped."""
+    counts = {status: sum(a["status"] == status for a in alerts) for status in ALERT_STATUSES}
+    where = ", ".join(f"{k} {v}" for k, v in sorted(group.items())) or "all models"
+    title = slack_escape(f"Drift on {where}: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
     blocks: list[dict[str, Any]] = [{"type": "header", "text": {"type": "plain_text", "text": title[:150]}}]
     for alert in alerts[:_SLACK_MAX_ALERTS]:
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _slack_text(alert)}})
-    if len(alerts) > _SLACK_MAX_ALERTS:
-        blocks.append({"type": "context", "elements": [
-            {"type": "mrkdwn", "text": f"and {len(alerts) - _SLACK_MAX_ALERTS} more alerts"}]})
+    more = len(alerts) - _SLACK_MAX_ALERTS + truncated
+    if more > 0:
+        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": f"and {more} more alerts"}]})
     return {"text": title, "blocks": blocks}
 
 
+def slack_escape(text: str) -> str:
+    """Escape ``&``, ``<`` and ``>`` as Slack requires, so data cannot form a mention, link or command."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _labels(alert: dict[str, Any]) -> dict[str, str]:
+    """Alertmanager labels of one alert (identity plus severity)."""
+    labels = {"alertname": ALERTNAME, "model": alert["model"], "feature": alert["feature"],
+              "severity": alert["severity"]}
+    if alert.get("segment"):
+        labels["segment"] = ",".join(f"{k}={v}" for k, v in sorted(alert["segment"].items()))
+    return labels
+
+
 def _am_alert(alert: dict[str, Any]) -> dict[str, Any]:
-    """Translate one native alert into an Alertmanager alert object."""
-    names = ",".join(f["name"] for f in alert["features"])
+    """Translate one native alert into an Alertmanager alert object (``nodata`` is firing, state in annotations)."""
     return {
-        "status": alert["status"],
-        "labels": {"alertname": ALERTNAME, "model": alert["model"], "severity": alert["severity"], "features": names},
-        "annotations": {"summary": f"{alert['model']}: {names} drifted ({alert['severity']})",
-                        "description": _describe(alert), "replay_command": alert["links"]["replay"]},
+        "status": "resolved" if alert["status"] == "resolved" else "firing",
+        "labels": _labels(alert),
+        "annotations": {"summary": _summary(alert), "description": _describe(alert), "state": alert["status"],
+                        "replay_command": alert["links"]["replay"]},
         "startsAt": alert["starts_at"], "endsAt": alert["ends_at"] or _ZERO_TIME,
         "generatorURL": alert["links"]["dashboard"] or "", "fingerprint": alert["fingerprint"],
     }
 
 
+def _summary(alert: dict[str, Any]) -> str:
+    segment = f" [{_labels(alert)['segment']}]" if alert.get("segment") else ""
+    what = {"firing": "drifts", "resolved": "no longer drifts", "nodata": "has no data"}[alert["status"]]
+    return f"{alert['model']}: {alert['feature']}{segment} {what} ({alert['severity']})"
+
+
 def _slack_text(alert: dict[str, Any]) -> str:
-    """One Slack mrkdwn paragraph for an alert."""
-    icon = ":red_circle:" if alert["status"] == "firing" else ":large_green_circle:"
-    link = f" · <{alert['links']['dashboard']}|dashboard>" if alert["links"]["dashboard"] else ""
-    return (f"{icon} *{alert['status']}* `{alert['severity']}` {alert['window']['start']} → {alert['window']['end']}"
-            f"{link}\n{_describe(alert)}\n`{alert['links']['replay']}`")[:3000]
+    """One Slack mrkdwn paragraph for an alert; every piece of data escaped."""
+    icon = {"firing": ":red_circle:", "resolved": ":large_green_circle:", "nodata": ":white_circle:"}[alert["status"]]
+    dashboard = alert["links"]["dashboard"]
+    link = f" · <{slack_escape(dashboard)}|dashboard>" if dashboard else ""
+    text = (f"{icon} *{alert['status']}* `{slack_escape(alert['severity'])}` {slack_escape(_summary(alert))}"
+            f"\n{alert['window']['start']} → {alert['window']['end']}{link}\n{slack_escape(_describe(alert))}"
+            f"\n`{slack_escape(alert['links']['replay'])}`")
+    return text[:3000]
 
 
 def _describe(alert: dict[str, Any]) -> str:
-    """A one-line-per-feature summary of scores."""
-    return "\n".join(f"{f['name']}: {f['severity']} psi={_fmt(f['gate']['psi'])} ks={_fmt(f['gate']['ks'])}"
-                     f" emd={_fmt(f['gate']['emd'])}" for f in alert["features"])
+    """The latest window's scores of the alert's feature."""
+    f = alert["latest"]
+    return (f"{f['name']}: {f['severity']} psi={_fmt(f['gate']['psi'])} ks={_fmt(f['gate']['ks'])}"
+            f" emd={_fmt(f['gate']['emd'])} n={f['count']}")
 
 
 def _fmt(value: float | None) -> str:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Literal
+from typing import Literal, Mapping
 
 Severity = Literal["none", "minor", "moderate", "major"]
 SEVERITIES: tuple[str, ...] = ("none", "minor", "moderate", "major")
-AlertStatus = Literal["firing", "resolved"]
+AlertStatus = Literal["firing", "resolved", "nodata"]
+ALERT_STATUSES: tuple[str, ...] = ("firing", "resolved", "nodata")
 
 
 def severity_rank(severity: str) -> int:
@@ -56,9 +57,12 @@ class FeatureOutcome:
     gate_missing_delta: float | None = None
     chi2_stat: float | None = None
     chi2_pvalue: float | None = None
+    segment: Mapping[str, str] | None = field(default=None, hash=False)  # {key: value} when segments are on; part of the alert identity
 
     def __post_init__(self) -> None:
         severity_rank(self.severity)
+        if self.segment is not None:
+            object.__setattr__(self, "segment", {str(k): str(v) for k, v in sorted(self.segment.items())} or None)
 
     def scores(self) -> dict[str, float | None]:
         """Return the named scores of this feature (gate and deep), None where not computed."""
@@ -88,13 +92,15 @@ class WindowReport:
 
 @dataclass(frozen=True)
 class Alert:
-    """One alert as sent to receivers: a model's drifted feature set at one severity."""
+    """One alert as sent to receivers: one (model, feature[, segment]) in one state of its lifecycle."""
 
     fingerprint: str
     status: AlertStatus
     model: str
+    feature: str
+    segment: Mapping[str, str] | None
     severity: str
-    features: tuple[FeatureOutcome, ...]
+    outcome: FeatureOutcome
     window_start: datetime
     window_end: datetime
     starts_at: datetime
@@ -103,7 +109,7 @@ class Alert:
 
 @dataclass(frozen=True)
 class Delivery:
-    """One claimed webhook POST: a sealed group of alerts for one (model, route)."""
+    """One claimed webhook POST: a sealed group of alerts for one (route, group)."""
 
     id: int
     webhook_id: str
@@ -113,6 +119,7 @@ class Delivery:
     attempts: int
     created_at: datetime
     claimed_until: datetime | None = None
+    failures: int = 0  # failed attempts so far (also those of superseded deliveries): the backoff's exponent
 
 
 def report_from_dict(entry: dict) -> WindowReport:
@@ -124,7 +131,8 @@ def report_from_dict(entry: dict) -> WindowReport:
             name=f["name"], kind=f.get("kind", "numeric"), count=f.get("count", 0), missing=f.get("missing", 0),
             gate_ks=gate.get("ks"), gate_psi=gate.get("psi"), gate_emd=gate.get("emd"), alarm=bool(gate.get("alarm")),
             ks_stat=deep.get("ks_stat"), ks_pvalue=deep.get("ks_pvalue"), psi=deep.get("psi"), emd=deep.get("emd"),
-            p_adjusted=deep.get("p_adjusted"), drifted=bool(f.get("drifted")), severity=f.get("severity", "none")))
+            p_adjusted=deep.get("p_adjusted"), drifted=bool(f.get("drifted")), severity=f.get("severity", "none"),
+            segment=f.get("segment")))
     return WindowReport(entry["model"], _parse_time(entry["window_start"]), _parse_time(entry["window_end"]), features)
 
 

@@ -1,7 +1,8 @@
-"""Alert rules from the monitor config: routes, matchers, grouping and repeat timing.
+"""Alert rules from the monitor config: routes, matchers, grouping, timers and the alert lifecycle.
 
 :class:`AlertRules` is a pydantic model so that the config loader can embed it under an
-``alerting:`` key; every field has a working default.
+``alerting:`` key; every field has a working default. The defaults obey the false-alarm budget:
+only findings that are drift by the decision rule and at least ``moderate`` become alerts.
 """
 
 from __future__ import annotations
@@ -16,10 +17,13 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from alerting.records import severity_rank
+from alerting.ssrf import UnsafeURLError, check_network, check_syntax
 from driftwarden.errors import ConfigError
 
 FORMATS = ("native", "alertmanager", "slack")
 MATCHER_OPS = ("=", "!=", "=~", "!~", "glob", ">=")
+LABELS = ("model", "feature", "segment", "severity")
+GROUP_LABELS = ("model", "feature", "segment")  # identity labels only: a group never changes under an alert
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
@@ -36,11 +40,11 @@ Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 
 
 class Matcher(BaseModel):
-    """One label condition (labels: ``model``, ``severity``); ``>=`` compares severities."""
+    """One label condition (labels: ``model``, ``feature``, ``segment``, ``severity``); ``>=`` compares severities."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    label: Literal["model", "severity"]
+    label: Literal["model", "feature", "segment", "severity"]
     op: Literal["=", "!=", "=~", "!~", "glob", ">="] = "="
     value: str
 
@@ -87,9 +91,28 @@ class Route(BaseModel):
     secret_env: str | None = Field(
         default=None, description="env var name(s), space separated, holding the signing secrets")
     allow_private: bool = Field(
-        default=False, description="allow-list this route: private/loopback addresses may be reached")
+        default=False, description="allow-list this route: private/loopback addresses may be reached "
+        "(link-local and site-local ones only when listed in allow_networks)")
+    allow_networks: tuple[str, ...] = Field(
+        default=(), description="CIDR networks this route may reach whatever their class, e.g. 169.254.10.0/24")
     matchers: tuple[Matcher, ...] = ()
     timeout_s: float = Field(default=10.0, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _url_is_well_formed(cls, url: str) -> str:
+        try:
+            check_syntax(url)
+        except UnsafeURLError as exc:
+            raise ValueError(str(exc)) from None
+        return url
+
+    @field_validator("allow_networks")
+    @classmethod
+    def _networks_parse(cls, networks: tuple[str, ...]) -> tuple[str, ...]:
+        for network in networks:
+            check_network(network)
+        return networks
 
 
 class RetryPolicy(BaseModel):
@@ -110,9 +133,15 @@ class AlertRules(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     routes: tuple[Route, ...] = ()
+    group_by: tuple[Literal["model", "feature", "segment"], ...] = ("model",)
     group_wait: Duration = timedelta(seconds=30)
+    group_interval: Duration = timedelta(minutes=5)
     repeat_interval: Duration = timedelta(hours=4)
-    min_severity: Literal["minor", "moderate", "major"] = "minor"
+    max_alerts: int = Field(default=100, ge=1, description="alerts listed in one notification; the rest are counted")
+    min_severity: Literal["minor", "moderate", "major"] = "moderate"
+    resolve_after_windows: int = Field(default=3, ge=1, description="clean windows in a row before resolved")
+    resolve_min_count: int = Field(default=30, ge=0, description="values a window needs to count as clean")
+    no_data_after: Duration = timedelta(minutes=15)
     retry: RetryPolicy = RetryPolicy()
     replay_topic: str = "features"
     dashboard_url: str | None = Field(
@@ -133,9 +162,8 @@ class AlertRules(BaseModel):
                 return route
         raise ConfigError(f"no route {name!r}; known: {', '.join(r.name for r in self.routes) or 'none'}")
 
-    def routes_for(self, model: str, severity: str) -> list[Route]:
-        """Return the routes whose matchers accept an alert of ``model`` at ``severity``."""
-        labels = {"model": model, "severity": severity}
+    def routes_for(self, labels: dict[str, str]) -> list[Route]:
+        """Return the routes whose matchers accept an alert with these labels."""
         return [r for r in self.routes if matches_all(r.matchers, labels)]
 
 

@@ -4,8 +4,10 @@ Each POST carries ``webhook-id`` (stable across retries: the receiver's idempote
 ``webhook-timestamp`` (integer seconds) and ``webhook-signature``: space-separated
 ``v1,<base64 HMAC-SHA256 of "id.timestamp.body">``, one per active secret, so that a secret
 can be rotated without a gap. Secrets come from the environment, never from the config file,
-and are never logged. A secret in the ``whsec_<base64>`` form is base64-decoded; any other
-string is used as its UTF-8 bytes.
+and are never logged. A secret is base64 (Standard Webhooks' ``whsec_<base64>`` form, or the
+same base64 without the prefix, which the reference library decodes the same way); the key
+must not be empty. Anything else is refused with the reason, since a sender and a receiver that
+read one secret differently would reject every webhook.
 """
 
 from __future__ import annotations
@@ -29,17 +31,25 @@ class WebhookVerificationError(DriftwardenError):
 
 
 def decode_secret(secret: str | bytes) -> bytes:
-    """Return the key bytes of a secret (``whsec_`` base64 form, or raw text/bytes)."""
+    """Return the key bytes of a secret (``whsec_<base64>`` or bare base64 text; bytes are the key itself)."""
     if isinstance(secret, bytes):
+        if not secret:
+            raise ConfigError("an empty webhook secret is not allowed")
         return secret
-    if secret.startswith(SECRET_PREFIX):
-        try:
-            return base64.b64decode(secret[len(SECRET_PREFIX):], validate=True)
-        except binascii.Error as exc:
-            raise ConfigError("a whsec_ secret is not valid base64") from exc
-    if not secret:
-        raise ConfigError("an empty webhook secret is not allowed")
-    return secret.encode()
+    prefixed = secret.startswith(SECRET_PREFIX)
+    text = secret[len(SECRET_PREFIX):] if prefixed else secret
+    try:
+        key = base64.b64decode(text + "=" * (-len(text) % 4), validate=True)  # unpadded, as the reference accepts
+    except (binascii.Error, ValueError):
+        raise ConfigError(
+            f"a webhook secret {'after whsec_ ' if prefixed else ''}is not valid base64: Standard Webhooks "
+            "secrets are whsec_<base64 of the key> (the reference library base64-decodes a secret with or "
+            "without the prefix, so a plain-text secret would sign with different bytes than the receiver "
+            "checks); make one with: python -c \"import base64,os; print('whsec_'+base64.b64encode("
+            "os.urandom(32)).decode())\"") from None
+    if not key:
+        raise ConfigError("an empty webhook secret is not allowed" + (" (nothing after whsec_)" if prefixed else ""))
+    return key
 
 
 def secrets_from_env(names: str | None, environ: Mapping[str, str] | None = None) -> list[bytes]:
@@ -83,10 +93,12 @@ def verify_webhook(
     msg_id, ts_text, sig_text = (lower.get(h) for h in ("webhook-id", "webhook-timestamp", "webhook-signature"))
     if not msg_id or not ts_text or not sig_text:
         raise WebhookVerificationError("missing webhook-id, webhook-timestamp or webhook-signature header")
+    if not all(isinstance(v, str) and v.isascii() and v.isprintable() for v in (msg_id, ts_text, sig_text)):
+        raise WebhookVerificationError("webhook-id, webhook-timestamp or webhook-signature is not printable ASCII")
     timestamp = _check_timestamp(ts_text, tolerance, time.time() if now is None else now)
-    offered = [s.split(",", 1)[1] for s in sig_text.split() if s.startswith("v1,")]
+    offered = [s.split(",", 1)[1].encode() for s in sig_text.split() if s.startswith("v1,")]
     for key in (decode_secret(s) for s in secrets):
-        expected = sign(key, msg_id, timestamp, body).split(",", 1)[1]
+        expected = sign(key, msg_id, timestamp, body).split(",", 1)[1].encode()
         if any(hmac.compare_digest(expected, candidate) for candidate in offered):
             return msg_id
     raise WebhookVerificationError("no matching signature")
@@ -94,6 +106,8 @@ def verify_webhook(
 
 def _check_timestamp(text: str, tolerance: int, now: float) -> int:
     """Parse the timestamp header and refuse one more than ``tolerance`` seconds off either way."""
+    if not text.isdigit():
+        raise WebhookVerificationError("webhook-timestamp is not an integer")
     try:
         timestamp = int(text)
     except ValueError:

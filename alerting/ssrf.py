@@ -1,10 +1,14 @@
 """SSRF guard for webhook URLs: check a URL once, then connect to exactly the address checked.
 
-Refused: schemes other than http(s); credentials in the URL; hosts written as non-canonical
-IPv4 (decimal ``2130706433``, hex ``0x7f000001``, octal ``0177.0.0.1``, short ``127.1``);
-and, unless the route is allow-listed (``allow_private``), any host that resolves to a
-private, loopback, link-local, shared (CGNAT), reserved, unspecified, multicast or
-IPv4-mapped address, or to an IPv6 form that embeds one (NAT64, 6to4, Teredo). Every
+Refused: schemes other than http(s); credentials in the URL; control characters (NUL...)
+anywhere in it; hosts written as non-canonical IPv4 (decimal ``2130706433``, hex
+``0x7f000001``, octal ``0177.0.0.1``, short ``127.1``); and any host that resolves to a
+private, loopback, link-local, site-local (``fec0::/10``), shared (CGNAT), reserved,
+unspecified, multicast or IPv4-mapped address, or to an IPv6 form that embeds one (NAT64,
+6to4, Teredo). ``allow_private`` opens private, loopback, shared and reserved addresses, but
+never link-local or site-local ones (cloud metadata services live at 169.254.169.254 and
+fe80::/10): those, like any other address, are reached only inside a network listed in the
+route's ``allow_networks``. Multicast and unspecified addresses are never reached. Every
 resolved address must pass, and the first is pinned: the POST goes to that IP with the
 original Host header and TLS SNI, so a second DNS answer cannot redirect it.
 """
@@ -22,7 +26,10 @@ from driftwarden.errors import DeliveryError
 Resolver = Callable[[str, int], Sequence[str]]
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_SITE_LOCAL = ipaddress.ip_network("fec0::/10")  # deprecated (RFC 3879), still routed inside sites
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_NEVER = ("multicast", "unspecified")
+_NOT_BY_ALLOW_PRIVATE = ("link-local", "site-local")
 
 
 class UnsafeURLError(DeliveryError):
@@ -61,32 +68,63 @@ def system_resolver(host: str, port: int) -> list[str]:
     """Resolve ``host`` to every address the system resolver returns (TCP)."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as exc:
+    except (socket.gaierror, UnicodeError, ValueError) as exc:
         raise UnresolvableHostError(f"cannot resolve host {host!r}: {exc}") from exc
     return list(dict.fromkeys(info[4][0] for info in infos))
 
 
-def check_url(url: str, allow_private: bool = False, resolver: Resolver = system_resolver) -> PinnedTarget:
+def check_url(url: str, allow_private: bool = False, resolver: Resolver = system_resolver,
+              allow_networks: Sequence[str] = ()) -> PinnedTarget:
     """Check ``url`` against the SSRF rules and return it pinned to a vetted address."""
     scheme, host, port, path = _split(url)
     addresses = [_parse_ip(a) for a in resolver(host, port)]
     if not addresses:
         raise UnsafeURLError(f"host {host!r} resolves to no address")
+    networks = [check_network(n) for n in allow_networks]
     for address in addresses:
-        reason = forbidden_reason(address)
-        if reason and not (allow_private and reason not in ("multicast", "unspecified")):
+        reason = refusal(address, allow_private, networks)
+        if reason:
             raise UnsafeURLError(f"host {host!r} resolves to {address}, a {reason} address")
     return PinnedTarget(url=url, scheme=scheme, host=host, port=port, ip=str(addresses[0]), path=path)
+
+
+def refusal(address: IPAddress, allow_private: bool = False,
+            networks: Sequence[ipaddress.IPv4Network | ipaddress.IPv6Network] = ()) -> str | None:
+    """Return why a route with these allowances must not reach ``address`` (None when it may)."""
+    reason = forbidden_reason(address)
+    if reason is None or reason in _NEVER:
+        return reason
+    if any(address.version == n.version and address in n for n in networks):
+        return None
+    if allow_private and not any(r in reason for r in _NOT_BY_ALLOW_PRIVATE):
+        return None
+    return reason
+
+
+def check_syntax(url: str) -> None:
+    """Raise UnsafeURLError when ``url`` is refused before any resolution (used at config load)."""
+    _split(url)
+
+
+def check_network(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+    """Parse one ``allow_networks`` entry (CIDR); raise ValueError naming it when malformed."""
+    try:
+        return ipaddress.ip_network(text, strict=False)
+    except ValueError as exc:
+        raise ValueError(f"allow_networks entry {text!r} is not a CIDR network: {exc}") from None
 
 
 def forbidden_reason(address: IPAddress) -> str | None:
     """Return why ``address`` must not be reached from a webhook (None when it is public)."""
     if isinstance(address, ipaddress.IPv6Address):
         if address.ipv4_mapped is not None:
-            return "IPv4-mapped"
+            inner = forbidden_reason(address.ipv4_mapped)
+            return f"IPv4-mapped {inner}" if inner else "IPv4-mapped"
         embedded = _embedded_ipv4(address)
         if embedded is not None and forbidden_reason(embedded):
             return f"IPv6-embedded {forbidden_reason(embedded)}"
+    if isinstance(address, ipaddress.IPv6Address) and address in _SITE_LOCAL:
+        return "site-local"
     for attr in ("unspecified", "multicast", "loopback", "link_local", "private", "reserved"):
         if getattr(address, f"is_{attr}"):
             return attr.replace("_", "-")
@@ -95,6 +133,9 @@ def forbidden_reason(address: IPAddress) -> str | None:
 
 def _split(url: str) -> tuple[str, str, int, str]:
     """Split and syntax-check a URL; return (scheme, host, port, path+query)."""
+    bad = next((c for c in url if ord(c) < 0x20 or ord(c) == 0x7F), None)
+    if bad is not None:
+        raise UnsafeURLError(f"control character {bad!r} in the URL refused")
     try:
         parts = urlsplit(url.strip())
         port = parts.port

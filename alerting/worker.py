@@ -1,10 +1,18 @@
 """The delivery worker: seal due groups, claim deliveries under a lease, send, record the outcome.
 
-Crash safety: a delivery is claimed by setting ``claimed_until`` (a lease) in its own committed
-transaction before any POST. A worker killed after the claim, or after the receiver answered but
-before the outcome was recorded, leaves the row ``pending``; once the lease runs out another
-worker claims it again and sends the same body with the same ``webhook-id``, which receivers
-use as their idempotency key. Delivery is therefore at-least-once, with duplicates identifiable.
+One claim is one POST. Before it, the attempt is counted in its own committed transaction
+(``attempts``, ``first_attempt_at``), so a worker killed mid-POST still leaves true bookkeeping;
+after it, the outcome is recorded and a failed delivery waits its backoff (growing with every
+failure, across claims) unclaimed. A worker killed after the claim, or after the receiver
+answered but before the outcome was recorded, leaves the row ``pending``; once the lease runs
+out another worker sends the same body with the same ``webhook-id``, which receivers use as
+their idempotency key: delivery is at-least-once, with duplicates identifiable.
+
+Isolation: each route has its own slots (``per_route`` POSTs in flight at once); a claim never
+waits for another route's POSTs, so one slow or failing receiver cannot hold up the others.
+:meth:`Dispatcher.run_forever` returns within ``stop_grace_s`` of its stop event (SIGTERM in
+``driftwarden alerts deliver``): POSTs still in flight then have their leases released, so
+another worker may send them at once instead of waiting for the lease to run out.
 """
 
 from __future__ import annotations
@@ -15,7 +23,6 @@ import socket
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -25,15 +32,14 @@ import httpx
 from sqlalchemy import Engine, and_, func, insert, or_, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from alerting.delivery import AlertSink, AttemptResult, EndpointGoneError, RetryableDeliveryError, WebhookSink
-from alerting.delivery import attempt_with_retries, utcnow
+from alerting.delivery import AlertSink, EndpointGoneError, RetryableDeliveryError, WebhookSink, backoff_s, utcnow
 from alerting.metrics import DeliveryMetrics
-from alerting.outbox import seal_due_groups
+from alerting.outbox import mark_no_data, seal_due_groups
 from alerting.records import Delivery, utc
 from alerting.rules import AlertRules
 from alerting.signing import secrets_from_env
 from alerting.ssrf import UnsafeURLError
-from driftwarden.errors import ConfigError
+from driftwarden.errors import ConfigError, DeliveryError
 from schemas.alert_tables import alert_deliveries, alert_endpoints
 
 log = logging.getLogger(__name__)
@@ -60,12 +66,14 @@ class Dispatcher:
     rules: AlertRules
     sinks: Mapping[str, AlertSink]
     metrics: DeliveryMetrics | None = None
-    lease: timedelta = timedelta(seconds=120)
-    batch: int = 20
-    concurrency: int = 4
+    lease: timedelta = timedelta(seconds=30)
+    per_route: int = 1
+    stop_grace_s: float = 2.0
     clock: Callable[[], datetime] = utcnow
-    sleep: Callable[[float], None] = time.sleep
     worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    _inflight: dict[int, tuple[str, threading.Thread]] = field(default_factory=dict, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _done: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
 
     def __post_init__(self) -> None:
         for name, sink in self.sinks.items():
@@ -75,17 +83,86 @@ class Dispatcher:
                                   f"exceed the route's timeout ({timeout:g} s) by at least {_LEASE_MARGIN_S:g} s")
 
     def run_once(self) -> int:
-        """Seal due groups, then claim and deliver what is due; return how many deliveries were handled."""
+        """Seal what is due, then claim, send and record every due delivery; return how many were handled."""
+        claimed = self.start_round()
+        for thread in [t for _, t in list(self._inflight.values())]:
+            thread.join()
+        return len(claimed)
+
+    def start_round(self) -> list[Delivery]:
+        """Mark silent models, seal due groups and start a POST for each delivery claimed (not waiting for them)."""
         with self.engine.begin() as conn:
+            mark_no_data(conn, self.rules, self.clock())
             seal_due_groups(conn, self.rules, self.clock())
         claimed = self.claim()
-        if len(claimed) <= 1 or self.concurrency <= 1:
-            for delivery in claimed:
-                self._deliver_logged(delivery)
-        else:
-            with ThreadPoolExecutor(min(self.concurrency, len(claimed)), thread_name_prefix="deliver") as pool:
-                list(pool.map(self._deliver_logged, claimed))
-        return len(claimed)
+        for delivery in claimed:
+            thread = threading.Thread(target=self._deliver_logged, args=(delivery,), daemon=True,
+                                      name=f"deliver-{delivery.route}")
+            with self._lock:
+                self._inflight[delivery.id] = (delivery.route, thread)
+            thread.start()
+        return claimed
+
+    def run_forever(self, stop: threading.Event, poll_s: float = 1.0) -> None:
+        """Run rounds until ``stop`` is set; then give in-flight POSTs ``stop_grace_s`` and release the rest."""
+        while not stop.is_set():
+            try:
+                handled = len(self.start_round())
+            except SQLAlchemyError as exc:  # store down, deadlock victim...: leases make a retry safe
+                log.warning("delivery round failed (%s); retrying in %g s", type(exc).__name__, poll_s)
+                handled = 0
+            if handled == 0:
+                self._wait_any(stop, poll_s)
+        self._shutdown()
+
+    def _wait_any(self, stop: threading.Event, poll_s: float) -> None:
+        """Sleep until a POST finishes, the stop event is set, or ``poll_s`` passes."""
+        if not self._inflight:
+            stop.wait(poll_s)
+            return
+        self._done.clear()
+        deadline = time.monotonic() + poll_s
+        while not stop.is_set() and not self._done.is_set() and time.monotonic() < deadline:
+            stop.wait(min(0.05, poll_s))
+
+    def _shutdown(self) -> None:
+        """Wait up to ``stop_grace_s`` for POSTs in flight; release the leases of those still running."""
+        deadline = time.monotonic() + self.stop_grace_s
+        for _, thread in list(self._inflight.values()):
+            thread.join(max(deadline - time.monotonic(), 0.0))
+        with self._lock:
+            left = list(self._inflight)
+        if left:
+            d = alert_deliveries.c
+            with self.engine.begin() as conn:
+                conn.execute(update(alert_deliveries).where(and_(d.id.in_(left), d.status == "pending"))
+                             .values(claimed_until=None))
+            log.info("stopped with %d POST(s) in flight; their leases are released", len(left))
+
+    def claim(self) -> list[Delivery]:
+        """Lease the due deliveries of each route that has a free slot (committed before any send)."""
+        now = self.clock()
+        with self._lock:
+            busy = [route for route, _ in self._inflight.values()]
+        claimed: list[Delivery] = []
+        for route in self.sinks:
+            free = self.per_route - busy.count(route)
+            if free > 0:
+                claimed += self._claim_route(route, free, now)
+        return claimed
+
+    def _claim_route(self, route: str, limit: int, now: datetime) -> list[Delivery]:
+        token = f"{self.worker_id}:{uuid.uuid4().hex[:8]}"
+        d = alert_deliveries.c
+        claimable = and_(d.status == "pending", d.route == route, d.next_attempt_at <= now,
+                         or_(d.claimed_until.is_(None), d.claimed_until < now))
+        due_ids = select(d.id).where(claimable).order_by(d.next_attempt_at, d.id).limit(limit)
+        with self.engine.begin() as conn:
+            conn.execute(update(alert_deliveries).where(and_(d.id.in_(due_ids.scalar_subquery()), claimable))
+                         .values(claimed_until=now + self.lease, claimed_by=token))
+            rows = conn.execute(select(alert_deliveries).where(d.claimed_by == token).order_by(d.id)).all()
+        return [Delivery(r.id, r.webhook_id, r.route, r.model, r.body.encode(), r.attempts, utc(r.created_at),
+                         now + self.lease, r.failures) for r in rows]
 
     def _deliver_logged(self, delivery: Delivery) -> None:
         """Deliver; a crash in one sink is logged and the lease left to expire, the others go on."""
@@ -93,99 +170,74 @@ class Dispatcher:
             self.deliver(delivery)
         except Exception:  # noqa: BLE001 - a bug in one sink must not stop the others
             log.exception("delivery %s to route %s crashed; it will be retried", delivery.webhook_id, delivery.route)
-
-    def run_forever(self, stop: threading.Event, poll_s: float = 1.0) -> None:
-        """Call :meth:`run_once` until ``stop`` is set, pausing ``poll_s`` when idle or the store fails."""
-        while not stop.is_set():
-            try:
-                handled = self.run_once()
-            except SQLAlchemyError as exc:  # store down, deadlock victim...: leases make a retry safe
-                log.warning("delivery round failed (%s); retrying in %g s", type(exc).__name__, poll_s)
-                handled = 0
-            if handled == 0:
-                stop.wait(poll_s)
-
-    def claim(self) -> list[Delivery]:
-        """Lease up to ``batch`` due deliveries of this worker's routes (committed before any send)."""
-        now, token = self.clock(), f"{self.worker_id}:{uuid.uuid4().hex[:8]}"
-        d = alert_deliveries.c
-        claimable = and_(d.status == "pending", d.next_attempt_at <= now, d.route.in_(list(self.sinks)),
-                         or_(d.claimed_until.is_(None), d.claimed_until < now))
-        due_ids = select(d.id).where(claimable).order_by(d.next_attempt_at, d.id).limit(self.batch)
-        with self.engine.begin() as conn:
-            conn.execute(update(alert_deliveries).where(and_(d.id.in_(due_ids.scalar_subquery()), claimable))
-                         .values(claimed_until=now + self.lease, claimed_by=token))
-            rows = conn.execute(select(alert_deliveries).where(d.claimed_by == token).order_by(d.id)).all()
-        return [Delivery(r.id, r.webhook_id, r.route, r.model, r.body.encode(), r.attempts, utc(r.created_at),
-                         now + self.lease) for r in rows]
+        finally:
+            with self._lock:
+                self._inflight.pop(delivery.id, None)
+            self._done.set()
 
     def deliver(self, delivery: Delivery) -> str:
-        """Send one claimed delivery (with in-lease retries) and record its outcome; return the outcome."""
+        """Send one claimed delivery once and record its outcome; return the outcome."""
         sink = self.sinks.get(delivery.route)
         if sink is not None and self._disabled(delivery.route):
-            return self._finish(delivery, "disabled", AttemptResult(0, None, None, None), "endpoint disabled")
-        budget = self._budget(sink, delivery) if sink is not None else None
-        if sink is None or budget is None:  # no sink here (another worker's config) or no time left: leave it
-            self._update(delivery, AttemptResult(0, None, None, None), self.clock(), status="pending")
+            return self._finish(delivery, "disabled", "endpoint disabled")
+        if sink is None:  # another worker's config: leave it
+            self._write(delivery, claimed_until=None)
             return "deferred"
         failpoint("before_send")
-        started = self.clock()
-        result = attempt_with_retries(lambda: self._attempt(sink, delivery), self.rules.retry, budget, self.sleep)
-        failpoint("after_response")
-        return self._record(delivery, result, started)
-
-    def _attempt(self, sink: AlertSink, delivery: Delivery) -> int:
-        """One POST, measured and counted."""
+        self._count_start(delivery)
         t0 = time.perf_counter()
         try:
-            code = sink.send(delivery)
-        except Exception as exc:
-            self._count_attempt(delivery.route, _result_label(getattr(exc, "status_code", None), exc), t0)
-            raise
-        self._count_attempt(delivery.route, "2xx", t0)
-        return code
+            code, error = sink.send(delivery), None
+        except DeliveryError as exc:
+            code, error = getattr(exc, "status_code", None), exc
+        self._count_attempt(delivery.route, "2xx" if error is None else _result_label(code, error), t0)
+        failpoint("after_response")
+        return self._record(delivery, code, error)
 
-    def _budget(self, sink: AlertSink, delivery: Delivery) -> float | None:
-        """Seconds of retrying left in the lease after one attempt's timeout; None if not even one fits."""
-        timeout = getattr(getattr(sink, "route", None), "timeout_s", 10.0)
-        lease_end = delivery.claimed_until or self.clock() + self.lease
-        left = (lease_end - self.clock()).total_seconds() - timeout - _LEASE_MARGIN_S
-        return None if left < 0 else left
+    def _count_start(self, delivery: Delivery) -> None:
+        """Count the attempt before the POST, in its own transaction: a killed worker's POSTs are counted too."""
+        now, d = self.clock(), alert_deliveries.c
+        self._write(delivery, attempts=d.attempts + 1, first_attempt_at=func.coalesce(d.first_attempt_at, now),
+                    last_attempt_at=now)
 
-    def _record(self, delivery: Delivery, result: AttemptResult, started: datetime) -> str:
-        """Turn an attempt result into the delivery's next state."""
-        if result.error is None:
-            return self._finish(delivery, "sent", result, None)
-        if isinstance(result.error, EndpointGoneError):
-            self._disable(delivery.route, str(result.error))
-            return self._finish(delivery, "disabled", result, str(result.error))
-        if not isinstance(result.error, RetryableDeliveryError):
-            return self._finish(delivery, "failed", result, str(result.error))
-        next_at = self.clock() + timedelta(seconds=result.next_delay_s or 0.0)
+    def _record(self, delivery: Delivery, code: int | None, error: DeliveryError | None) -> str:
+        """Turn one attempt's result into the delivery's next state."""
+        if error is None:
+            return self._finish(delivery, "sent", None, code)
+        if isinstance(error, EndpointGoneError):
+            self._disable(delivery.route, str(error))
+            return self._finish(delivery, "disabled", str(error), code)
+        if not isinstance(error, RetryableDeliveryError):
+            return self._finish(delivery, "failed", str(error), code)
+        failures = delivery.failures + 1
+        next_at = self.clock() + timedelta(seconds=backoff_s(self.rules.retry, failures, error.retry_after))
         if next_at - delivery.created_at > timedelta(seconds=self.rules.retry.max_age_s):
-            return self._finish(delivery, "dead", result, f"gave up after max age: {result.error}")
-        self._update(delivery, result, started, status="pending", next_attempt_at=next_at,
-                     last_error=str(result.error)[:500])
+            return self._finish(delivery, "dead", f"gave up after max age: {error}", code, failures)
+        self._write(delivery, claimed_until=None, next_attempt_at=next_at, failures=failures,
+                    last_status_code=code, last_error=str(error)[:500])
         self._count(delivery.route, "rescheduled")
         return "rescheduled"
 
-    def _finish(self, delivery: Delivery, status: str, result: AttemptResult, error: str | None) -> str:
+    def _finish(self, delivery: Delivery, status: str, error: str | None, code: int | None = None,
+                failures: int | None = None) -> str:
         """Record a final state (sent, failed, dead, disabled)."""
-        self._update(delivery, result, self.clock(), status=status, finished_at=self.clock(),
-                     last_error=error[:500] if error else None)
+        values: dict[str, object] = {"status": status, "finished_at": self.clock(), "claimed_until": None,
+                                     "last_error": error[:500] if error else None}
+        if code is not None:
+            values["last_status_code"] = code
+        if failures is not None:
+            values["failures"] = failures
+        self._write(delivery, **values)
         self._count(delivery.route, status)
         log.info("delivery %s to route %s: %s", delivery.webhook_id, delivery.route, status)
         return status
 
-    def _update(self, delivery: Delivery, result: AttemptResult, started: datetime, **values: object) -> None:
-        """Write the delivery's new state and release its lease (only while it is still pending)."""
+    def _write(self, delivery: Delivery, **values: object) -> None:
+        """Update the delivery (only while it is still pending)."""
         d = alert_deliveries.c
-        if result.attempts:
-            values.update(attempts=d.attempts + result.attempts, last_status_code=result.status_code,
-                          first_attempt_at=func.coalesce(d.first_attempt_at, started), last_attempt_at=self.clock())
         with self.engine.begin() as conn:
             conn.execute(update(alert_deliveries).where(and_(d.id == delivery.id, d.status == "pending"))
-                         .values(claimed_until=None, **values))
+                         .values(**values))
 
     def _disabled(self, route: str) -> bool:
         with self.engine.connect() as conn:

@@ -38,7 +38,7 @@ def window_rows(model: str, start: datetime, rng: random.Random) -> tuple[list[d
         rows.append({"model": model, "feature": name, "window_start": start, "window_end": end, "kind": "numeric",
                      "count": 1000, "missing": 0, "gate_psi": rng.random() / 10, "gate_alarm": sev != "none",
                      "drifted": sev != "none", "severity": sev, "computed_at": end})
-        feats.append(FeatureOutcome(name, drifted=sev != "none", severity=sev))
+        feats.append(FeatureOutcome(name, count=1000, drifted=sev != "none", severity=sev))
     return rows, WindowReport(model, start, end, feats)
 
 
@@ -80,7 +80,7 @@ def bench_delivery(url: str, groups: int) -> None:
             with engine.begin() as conn:
                 enqueue_alerts(conn, report, rules, now)
         with make_client() as client:
-            dispatcher = Dispatcher(engine, rules, build_sinks(rules, client), batch=50)
+            dispatcher = Dispatcher(engine, rules, build_sinks(rules, client), per_route=4)
             t = time.perf_counter()
             while dispatcher.run_once():
                 pass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
 from sqlalchemy import Connection, Engine, Table, create_engine, event, select
@@ -40,12 +41,15 @@ def make_engine(url: str | None = None, create: bool = True) -> Engine:
 
 def create_schema(engine: Engine) -> None:
     """Create all tables (idempotent) and record the schema version."""
-    import schemas.alert_tables  # noqa: F401  (registers the alerting tables on the metadata)
-    import schemas.latency_tables  # noqa: F401  (and the latency benchmark runs)
+    import schemas.latency_tables  # noqa: F401  (registers the latency benchmark runs on the metadata)
+    from schemas.alert_tables import finish_alert_upgrade, prepare_alert_upgrade  # (and the alerting tables)
 
     try:
+        with engine.begin() as conn:
+            old_alerts = prepare_alert_upgrade(conn)
         _create_tables(engine)
         with engine.begin() as conn:
+            finish_alert_upgrade(conn, old_alerts, datetime.now(timezone.utc))
             # insert-if-absent, then read: processes creating the same store at once all agree
             insert_ignore(conn, schema_info, [{"id": 1, "version": SCHEMA_VERSION}], ("id",))
             version = conn.execute(select(schema_info.c.version)).scalar_one()

@@ -59,7 +59,7 @@ def test_list_ack_and_silence(tmp_path) -> None:
 def test_bad_input_gives_a_clear_error_and_nonzero_exit(tmp_path) -> None:
     store, _ = store_with_alert(tmp_path)
     bad_matcher = runner.invoke(app, ["alerts", "silence", "--match", "colour=red", "--store", store])
-    assert bad_matcher.exit_code == 2 and "label model|severity" in bad_matcher.output
+    assert bad_matcher.exit_code == 2 and "LABEL OP VALUE" in bad_matcher.output
     bad_duration = runner.invoke(app, ["alerts", "silence", "--match", "model=a", "--for", "soon", "--store", store])
     assert bad_duration.exit_code == 2
     unknown = runner.invoke(app, ["alerts", "ack", "0000000000000000", "--store", store])
@@ -150,4 +150,4 @@ def test_prune_keeps_pending_work_and_recent_history(tmp_path) -> None:
     kept = runner.invoke(app, ["alerts", "prune", "--keep", "1d", "--store", store])
     assert kept.exit_code == 0 and "0 deliveries" in kept.output
     pruned = runner.invoke(app, ["alerts", "prune", "--keep", "0s", "--store", store])
-    assert pruned.exit_code == 0 and "1 outbox, 1 deliveries, 0 alerts" in pruned.output  # the alert still fires
+    assert pruned.exit_code == 0 and "1 deliveries, 0 outbox, 0 alerts" in pruned.output  # the alert still fires

@@ -18,7 +18,7 @@ from sqlalchemy import select
 from alerting.outbox import enqueue_alerts
 from alerting.records import FeatureOutcome, WindowReport
 from alerting.rules import load_rules
-from alerting.testing import WebhookReceiver
+from alerting.testing import Reply, WebhookReceiver
 from driftwarden.store import make_engine
 from schemas.alert_tables import alert_deliveries
 
@@ -26,10 +26,10 @@ REPO = Path(__file__).resolve().parent.parent
 MODELS = 3
 
 
-def start_worker(store: str, config: Path, env_extra: dict[str, str]) -> subprocess.Popen:
+def start_worker(store: str, config: Path, env_extra: dict[str, str], lease: str = "2") -> subprocess.Popen:
     env = {**os.environ, **env_extra}
     cmd = [sys.executable, "-c", "from driftwarden.cli import main; main()", "alerts", "deliver",
-           "--store", store, "--config", str(config), "--lease", "2", "--poll", "0.1", "--forever"]
+           "--store", store, "--config", str(config), "--lease", lease, "--poll", "0.1", "--forever"]
     return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
@@ -98,4 +98,35 @@ def test_killed_worker_loses_nothing_and_duplicates_keep_their_webhook_id(tmp_pa
     for items in duplicates.values():
         assert len(items) == 2 and len({i.body for i in items}) == 1
     assert len(receiver.received) == MODELS + sent_before_kill
+    for row in rows:  # bookkeeping is true: every POST counted, the killed worker's too; the first attempt kept
+        assert row.attempts == len(by_id[row.webhook_id])
+        assert row.first_attempt_at <= row.last_attempt_at <= row.finished_at
+    engine.dispose()
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_worker_within_seconds_even_with_a_post_hanging(tmp_path) -> None:
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    engine = make_engine(store)
+    with WebhookReceiver(lambda _r: Reply(200, delay_s=30)) as receiver:  # a receiver that hangs
+        config = tmp_path / "monitor.yaml"
+        config.write_text(yaml.safe_dump({"alerting": {"group_wait": "0s", "routes": [
+            {"name": "oncall", "url": receiver.url + "/hook", "allow_private": True, "timeout_s": 25}]}}))
+        now = datetime.now(timezone.utc)
+        rep = WindowReport("m", now - timedelta(minutes=1), now, [FeatureOutcome("amount", drifted=True, severity="major")])
+        with engine.begin() as conn:
+            enqueue_alerts(conn, rep, load_rules(config), now)
+        worker = start_worker(store, config, {}, lease="30")
+        try:
+            wait_for(lambda: len(receiver.received) == 1, 60, "the POST to start")
+            t0 = time.monotonic()
+            worker.send_signal(signal.SIGTERM)
+            worker.wait(20)
+            took = time.monotonic() - t0
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+    assert worker.returncode == 0 and took < 5.0, (worker.returncode, took)
+    row, = delivery_rows(engine)
+    assert (row.status, row.attempts, row.claimed_until) == ("pending", 1, None)  # another worker may take it now
     engine.dispose()

@@ -23,7 +23,7 @@ from alerting.rules import AlertRules, Route
 from alerting.testing import Reply, WebhookReceiver
 from alerting.worker import Dispatcher, build_sinks
 from driftwarden.store import make_engine
-from schemas.alert_tables import alert_deliveries, alert_outbox
+from schemas.alert_tables import alert_deliveries, alert_outbox, alerts
 
 SECRET = "whsec_" + base64.b64encode(b"integration-secret-32-bytes-long").decode()
 T0 = datetime.now(timezone.utc).replace(microsecond=0)
@@ -67,7 +67,7 @@ def drain(dispatcher: Dispatcher, engine, deadline_s: float = 30.0) -> None:
         with engine.connect() as conn:
             if not conn.execute(select(func.count()).where(alert_deliveries.c.status == "pending")).scalar_one():
                 with engine.connect() as c2:
-                    if not c2.execute(select(func.count()).where(alert_outbox.c.delivery_id.is_(None))).scalar_one():
+                    if not c2.execute(select(func.count()).where(alert_outbox.c.pending.is_(True))).scalar_one():
                         return
         time.sleep(0.05)
     raise AssertionError("deliveries still pending at the deadline")
@@ -174,14 +174,14 @@ def test_1000_verdicts_inside_one_group_wait_give_one_post_per_group(engine, cli
         rules = AlertRules(routes=[
             {"name": "native", "url": native.url, "allow_private": True, "secret_env": "TEST_HOOK_SECRET"},
             {"name": "am", "url": am.url, "allow_private": True, "format": "alertmanager"}],
-            group_wait="30s", retry=FAST_RETRY)
+            group_wait="30s", group_interval="0s", retry=FAST_RETRY)
         clock = [T0]
         dispatcher = Dispatcher(engine, rules, build_sinks(rules, client), clock=lambda: clock[0])
         verdicts = written = 0
         for window in range(10):
             for m in range(10):
-                feats = [FeatureOutcome(f"f{k}", drifted=(s := rng.choice(severities)) != "none", severity=s)
-                         for k in range(10)]
+                feats = [FeatureOutcome(f"f{k}", count=100, drifted=(s := rng.choice(severities)) != "none",
+                                        severity=s) for k in range(10)]
                 verdicts += len(feats)
                 rep = WindowReport(f"model-{m}", T0 + timedelta(minutes=window), T0 + timedelta(minutes=window + 1), feats)
                 with engine.begin() as conn:
@@ -194,4 +194,8 @@ def test_1000_verdicts_inside_one_group_wait_give_one_post_per_group(engine, cli
         drain(dispatcher, engine)
     assert len(native.received) == 10 and len(am.received) == 10
     assert sorted(json.loads(r.body)["model"] for r in native.received) == [f"model-{m}" for m in range(10)]
-    assert sum(len(json.loads(r.body)["alerts"]) for r in native.received + am.received) == written
+    with engine.connect() as conn:  # each POST lists every alert of its model still firing, each with its status
+        firing = conn.execute(select(alerts.c.model, alerts.c.feature).where(alerts.c.status == "firing")).all()
+    listed = {(b["model"], a["feature"]) for b in (json.loads(r.body) for r in native.received) for a in b["alerts"]}
+    assert listed == {tuple(f) for f in firing}
+    assert sum(len(json.loads(r.body)["alerts"]) for r in am.received) == len(firing)

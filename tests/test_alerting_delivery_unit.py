@@ -1,7 +1,10 @@
-"""Delivery logic against httpx.MockTransport: classification, retries, Retry-After, 4xx, 410, pinning."""
+"""Delivery logic against httpx.MockTransport: classification, backoff across claims, Retry-After, 4xx, 410,
+pinning, bookkeeping, per-route isolation and a prompt stop."""
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import datetime, timedelta, timezone
 
 import httpx
@@ -16,7 +19,7 @@ from alerting.delivery import (
     classify,
     parse_retry_after,
 )
-from alerting.outbox import enqueue_alerts, seal_due_groups
+from alerting.outbox import enqueue_alerts
 from alerting.records import Delivery, FeatureOutcome, WindowReport
 from alerting.rules import AlertRules, Route
 from alerting.signing import verify_webhook
@@ -86,27 +89,39 @@ def test_transport_errors_are_retryable(exc: Exception) -> None:
 
 
 class Harness:
-    """A dispatcher on SQLite whose sink is a MockTransport handler; sleeps are recorded, not slept."""
+    """A dispatcher on SQLite whose sink is a MockTransport handler, on a clock the test moves."""
 
     def __init__(self, tmp_path, handler, **retry) -> None:
         policy = {"initial_s": 1.0, "jitter_s": 0.0, "max_backoff_s": 8.0, "max_age_s": 3600.0, **retry}
         self.rules = AlertRules(routes=[{"name": "r", "url": "https://hooks.example.com/hook"}],
-                                group_wait="0s", retry=policy)
+                                group_wait="0s", group_interval="0s", retry=policy)
         self.engine = make_engine(f"sqlite:///{tmp_path / 's.db'}")
-        self.sleeps: list[float] = []
         self.now = T0
         self.dispatcher = Dispatcher(self.engine, self.rules, {"r": sink(handler)}, lease=timedelta(seconds=30),
-                                     clock=lambda: self.now, sleep=self.sleeps.append)
+                                     clock=lambda: self.now)
 
     def enqueue(self, i: int) -> None:
         rep = WindowReport("fraud", T0 + timedelta(minutes=i), T0 + timedelta(minutes=i + 1),
-                           [FeatureOutcome(f"f{i}", drifted=True, severity="major")])
+                           [FeatureOutcome(f"f{i}", count=100, drifted=True, severity="major")])
         with self.engine.begin() as conn:
             enqueue_alerts(conn, rep, self.rules, self.now)
 
     def rows(self) -> list:
         with self.engine.connect() as conn:
             return conn.execute(select(alert_deliveries).order_by(alert_deliveries.c.id)).all()
+
+    def waits(self, rounds: int) -> list[float]:
+        """Run ``rounds`` rounds, each at the delivery's next attempt time; return the waits between them."""
+        waits = []
+        for _ in range(rounds):
+            self.dispatcher.run_once()
+            row = self.rows()[0]
+            if row.status != "pending":
+                break
+            due = row.next_attempt_at.replace(tzinfo=timezone.utc)
+            waits.append((due - self.now).total_seconds())
+            self.now = due
+        return waits
 
     def close(self) -> None:
         self.engine.dispose()
@@ -125,22 +140,22 @@ def harness_factory(tmp_path):
         h.close()
 
 
-def test_server_errors_are_retried_with_backoff_until_success(harness_factory) -> None:
-    answers = iter([500, 502, 503, 200])
+def test_one_post_per_claim_and_the_backoff_grows_across_claims(harness_factory) -> None:
+    answers = iter([500, 502, 503, 500, 500, 500, 200])
     h = harness_factory(lambda _r: httpx.Response(next(answers)))
     h.enqueue(0)
-    assert h.dispatcher.run_once() == 1
+    assert h.waits(10) == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0]  # exponential up to max_backoff_s, never back to 1 s
     row = h.rows()[0]
-    assert (row.status, row.attempts, row.last_status_code) == ("sent", 4, 200)
-    assert h.sleeps == [1.0, 2.0, 4.0]
+    assert (row.status, row.attempts, row.failures, row.last_status_code) == ("sent", 7, 6, 200)
+    assert row.first_attempt_at.replace(tzinfo=timezone.utc) == T0  # the first attempt, not the finish
+    assert row.last_attempt_at.replace(tzinfo=timezone.utc) == T0 + timedelta(seconds=31)
 
 
 def test_retry_after_on_429_is_honoured(harness_factory) -> None:
     answers = iter([httpx.Response(429, headers={"retry-after": "3"}), httpx.Response(200)])
     h = harness_factory(lambda _r: next(answers))
     h.enqueue(0)
-    h.dispatcher.run_once()
-    assert h.sleeps == [3.0] and h.rows()[0].status == "sent"
+    assert h.waits(3) == [3.0] and h.rows()[0].status == "sent"
 
 
 def test_long_retry_after_reschedules_the_row_instead_of_holding_the_lease(harness_factory) -> None:
@@ -158,7 +173,9 @@ def test_client_error_is_tried_once(harness_factory) -> None:
     h = harness_factory(lambda _r: calls.append(1) or httpx.Response(400))
     h.enqueue(0)
     h.dispatcher.run_once()
-    assert len(calls) == 1 and h.rows()[0].status == "failed" and h.sleeps == []
+    h.now += timedelta(minutes=10)
+    h.dispatcher.run_once()
+    assert len(calls) == 1 and h.rows()[0].status == "failed" and h.rows()[0].attempts == 1
 
 
 def test_gone_disables_the_endpoint_and_later_deliveries_are_not_sent(harness_factory) -> None:
@@ -177,13 +194,9 @@ def test_gone_disables_the_endpoint_and_later_deliveries_are_not_sent(harness_fa
 def test_delivery_past_max_age_is_dead(harness_factory) -> None:
     h = harness_factory(lambda _r: httpx.Response(500), max_age_s=60.0)
     h.enqueue(0)
-    outcomes = []
-    for _ in range(10):
-        h.dispatcher.run_once()
-        outcomes.append(h.rows()[0].status)
-        h.now += timedelta(seconds=30)
-    assert outcomes[-1] == "dead" and "pending" in outcomes
-    assert "max age" in h.rows()[0].last_error
+    h.waits(20)
+    row = h.rows()[0]
+    assert row.status == "dead" and "max age" in row.last_error and row.attempts == row.failures > 1
 
 
 def test_lease_shorter_than_a_timeout_is_refused(tmp_path) -> None:
@@ -196,17 +209,20 @@ def test_lease_shorter_than_a_timeout_is_refused(tmp_path) -> None:
                    lease=timedelta(seconds=5))
 
 
-def test_delivery_whose_lease_ran_out_in_the_queue_is_deferred_not_sent(harness_factory) -> None:
-    calls: list[int] = []
-    h = harness_factory(lambda _r: calls.append(1) or httpx.Response(200))
+def test_the_attempt_is_counted_before_the_post(harness_factory) -> None:
+    seen: list[tuple] = []
+    holder: list[Harness] = []
+
+    def handler(_request: httpx.Request) -> httpx.Response:
+        row = holder[0].rows()[0]  # what a worker killed right now would leave behind
+        seen.append((row.attempts, row.first_attempt_at is not None, row.claimed_until is not None))
+        return httpx.Response(503)
+
+    h = harness_factory(handler)
+    holder.append(h)
     h.enqueue(0)
-    with h.engine.begin() as conn:
-        seal_due_groups(conn, h.rules, h.now)
-    [claimed] = h.dispatcher.claim()
-    h.now += timedelta(seconds=25)  # 30 s lease, 10 s timeout: no attempt fits any more
-    assert h.dispatcher.deliver(claimed) == "deferred"
-    assert calls == [] and h.rows()[0].claimed_until is None
-    assert h.dispatcher.run_once() == 1 and calls == [1]
+    h.waits(2)
+    assert seen == [(1, True, True), (2, True, True)]
 
 
 def test_signing_keys_never_appear_in_a_repr() -> None:
@@ -230,13 +246,91 @@ def test_any_alert_sink_plugs_into_the_dispatcher(tmp_path) -> None:
     engine = make_engine(f"sqlite:///{tmp_path / 'p.db'}")
     rules = AlertRules(group_wait="0s", routes=[{"name": "r", "url": "https://hooks.example.com/"}])
     memory = MemorySink()
-    rep = WindowReport("fraud", T0, T0 + timedelta(minutes=1), [FeatureOutcome("f", drifted=True, severity="minor")])
+    rep = WindowReport("fraud", T0, T0 + timedelta(minutes=1), [FeatureOutcome("f", drifted=True, severity="major")])
     with engine.begin() as conn:
         enqueue_alerts(conn, rep, rules, T0)
     assert Dispatcher(engine, rules, {"r": memory}, clock=lambda: T0).run_once() == 1
     assert len(memory.got) == 1 and memory.got[0].webhook_id.startswith("msg_")
 
 
+class BlockingSink:
+    """A sink whose receiver hangs until released (a dead endpoint that only times out)."""
+
+    def __init__(self, name: str, release: threading.Event | None = None) -> None:
+        self.name, self.release, self.got = name, release, []
+
+    def send(self, delivery: Delivery) -> int:
+        self.got.append((delivery.webhook_id, time.monotonic()))
+        if self.release is not None:
+            self.release.wait(30)
+            raise RetryableDeliveryError("timed out after 30 s")
+        return 200
+
+
+def two_route_store(tmp_path):
+    engine = make_engine(f"sqlite:///{tmp_path / 'iso.db'}")
+    rules = AlertRules(group_wait="0s", group_interval="0s", routes=[{"name": "slow", "url": "https://hooks.example.com/a"},
+                                                {"name": "ok", "url": "https://hooks.example.com/b"}])
+    return engine, rules
+
+
+def enqueue_window(engine, rules, i: int) -> None:
+    rep = WindowReport("fraud", T0 + timedelta(minutes=i), T0 + timedelta(minutes=i + 1),
+                       [FeatureOutcome(f"f{i}", count=100, drifted=True, severity="major")])
+    with engine.begin() as conn:
+        enqueue_alerts(conn, rep, rules, datetime.now(timezone.utc))
+
+
+def test_a_hanging_route_does_not_hold_up_a_healthy_one(tmp_path) -> None:
+    engine, rules = two_route_store(tmp_path)
+    release = threading.Event()
+    slow, ok = BlockingSink("slow", release), BlockingSink("ok")
+    dispatcher = Dispatcher(engine, rules, {"slow": slow, "ok": ok}, stop_grace_s=0.5)
+    stop = threading.Event()
+    worker = threading.Thread(target=dispatcher.run_forever, args=(stop, 0.05))
+    worker.start()
+    try:
+        enqueue_window(engine, rules, 0)
+        deadline = time.monotonic() + 10
+        while not slow.got and time.monotonic() < deadline:
+            time.sleep(0.02)
+        enqueue_window(engine, rules, 1)  # while "slow" hangs, new alerts for both routes
+        t0 = time.monotonic()
+        while len(ok.got) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(ok.got) == 2 and time.monotonic() - t0 < 3.0
+        assert len(slow.got) == 1  # one POST in flight per route: the second waits behind the first
+    finally:
+        stop.set()
+        release.set()
+        worker.join(10)
+        engine.dispose()
+
+
+def test_stop_returns_within_the_grace_and_releases_the_lease_of_a_hanging_post(tmp_path) -> None:
+    engine, rules = two_route_store(tmp_path)
+    release = threading.Event()
+    slow = BlockingSink("slow", release)
+    dispatcher = Dispatcher(engine, rules, {"slow": slow}, stop_grace_s=0.5)
+    stop = threading.Event()
+    worker = threading.Thread(target=dispatcher.run_forever, args=(stop, 0.05))
+    worker.start()
+    enqueue_window(engine, rules, 0)
+    deadline = time.monotonic() + 10
+    while not slow.got and time.monotonic() < deadline:
+        time.sleep(0.02)
+    t0 = time.monotonic()
+    stop.set()
+    worker.join(10)
+    took = time.monotonic() - t0
+    try:
+        assert not worker.is_alive() and took < 2.0
+        with engine.connect() as conn:
+            row = conn.execute(select(alert_deliveries).where(alert_deliveries.c.route == "slow")).one()
+        assert (row.status, row.attempts, row.claimed_until) == ("pending", 1, None)
+    finally:
+        release.set()
+        engine.dispose()
 def test_worker_loop_survives_a_store_outage(tmp_path) -> None:
     import threading
 
@@ -264,7 +358,7 @@ def test_worker_loop_survives_a_store_outage(tmp_path) -> None:
         return real_claim()
 
     dispatcher.claim = flaky_claim
-    rep = WindowReport("fraud", T0, T0 + timedelta(minutes=1), [FeatureOutcome("f", drifted=True, severity="minor")])
+    rep = WindowReport("fraud", T0, T0 + timedelta(minutes=1), [FeatureOutcome("f", drifted=True, severity="major")])
     with engine.begin() as conn:
         enqueue_alerts(conn, rep, rules, T0)
     worker = threading.Thread(target=dispatcher.run_forever, args=(stop, 0.01))

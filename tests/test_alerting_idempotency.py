@@ -13,31 +13,32 @@ from alerting.outbox import enqueue_alerts
 from alerting.records import FeatureOutcome, WindowReport
 from alerting.rules import AlertRules
 from driftwarden.store import make_engine
-from schemas.alert_tables import alert_outbox
+from schemas.alert_tables import alert_events, alert_outbox
 
 T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
-RULES = AlertRules(repeat_interval="3m", routes=[{"name": "r", "url": "http://127.0.0.1:9/", "allow_private": True}])
+RULES = AlertRules(resolve_after_windows=2, min_severity="minor", routes=[{"name": "r", "url": "http://127.0.0.1:9/", "allow_private": True}])
 SEVERITY = st.sampled_from(["none", "none", "minor", "major"])
 WINDOW = st.fixed_dictionaries({f"f{i}": SEVERITY for i in range(3)})
 
 
 def report(i: int, severities: dict[str, str]) -> WindowReport:
-    feats = [FeatureOutcome(n, drifted=s != "none", severity=s) for n, s in severities.items()]
+    feats = [FeatureOutcome(n, count=100, drifted=s != "none", severity=s) for n, s in severities.items()]
     return WindowReport("m", T0 + timedelta(minutes=i), T0 + timedelta(minutes=i + 1), feats)
 
 
-def outbox_after(steps: list[int], windows: list[dict[str, str]]) -> set[tuple]:
-    """Enqueue window indices in the order of ``steps`` on a fresh store; return the outbox keys."""
+def outbox_after(steps: list[int], windows: list[dict[str, str]]) -> tuple[list, set[tuple]]:
+    """Enqueue window indices in the order of ``steps`` on a fresh store; return the alert history and outbox."""
     with tempfile.TemporaryDirectory() as tmp:
         engine = make_engine(f"sqlite:///{tmp}/s.db")
         for i in steps:
             with engine.begin() as conn:
                 enqueue_alerts(conn, report(i, windows[i]), RULES, T0 + timedelta(minutes=i + 1, seconds=len(steps)))
         with engine.connect() as conn:
-            rows = conn.execute(select(alert_outbox.c.route, alert_outbox.c.fingerprint, alert_outbox.c.window_start,
-                                       alert_outbox.c.kind)).all()
+            e, o = alert_events.c, alert_outbox.c
+            history = conn.execute(select(e.fingerprint, e.status, e.severity, e.window_start).order_by(e.id)).all()
+            rows = conn.execute(select(o.route, o.fingerprint, o.status, o.severity, o.version, o.pending)).all()
         engine.dispose()
-    return {tuple(r) for r in rows}
+    return [tuple(h) for h in history], {tuple(r) for r in rows}
 
 
 @settings(max_examples=25, deadline=None)

@@ -16,9 +16,11 @@ from driftwarden.errors import ConfigError
 
 def test_defaults_match_the_contract() -> None:
     rules = AlertRules()
-    assert rules.group_wait == timedelta(seconds=30)
-    assert rules.repeat_interval == timedelta(hours=4)
-    assert rules.min_severity == "minor" and rules.routes == ()
+    assert rules.group_wait == timedelta(seconds=30) and rules.group_interval == timedelta(minutes=5)
+    assert rules.repeat_interval == timedelta(hours=4) and rules.group_by == ("model",)
+    assert rules.min_severity == "moderate" and rules.routes == ()  # the false-alarm budget: minor is never routed
+    assert rules.resolve_after_windows == 3 and rules.resolve_min_count == 30
+    assert rules.no_data_after == timedelta(minutes=15) and rules.max_alerts == 100
 
 
 def test_loads_the_alerting_key_of_a_monitor_config(tmp_path) -> None:
@@ -30,13 +32,18 @@ def test_loads_the_alerting_key_of_a_monitor_config(tmp_path) -> None:
                     "matchers": [{"label": "severity", "op": ">=", "value": "major"}]}]}}))
     rules = load_rules(path)
     assert rules.group_wait == timedelta(seconds=45) and rules.repeat_interval == timedelta(hours=1)
-    assert rules.routes_for("fraud", "major")[0].name == "pager"
-    assert rules.routes_for("fraud", "moderate") == []
+    assert rules.routes_for({"model": "fraud", "severity": "major"})[0].name == "pager"
+    assert rules.routes_for({"model": "fraud", "severity": "moderate"}) == []
 
 
 @pytest.mark.parametrize("bad,needle", [
     ({"routes": [{"name": "a", "url": "u", "format": "teams"}]}, "native"),
-    ({"routes": [{"name": "a", "url": "u"}, {"name": "a", "url": "v"}]}, "unique"),
+    ({"routes": [{"name": "a", "url": "http://u"}, {"name": "a", "url": "http://v"}]}, "unique"),
+    ({"routes": [{"name": "a", "url": "http://exa\x00mple.com/"}]}, "control character"),
+    ({"routes": [{"name": "a", "url": "http://example.com/\r\nX-Injected: 1"}]}, "control character"),
+    ({"routes": [{"name": "a", "url": "ftp://example.com/"}]}, "scheme"),
+    ({"routes": [{"name": "a", "url": "http://x.example", "allow_networks": ["10.0.0.0/33"]}]}, "allow_networks"),
+    ({"group_by": ["severity"]}, "group_by"),
     ({"min_severity": "huge"}, "minor"),
     ({"group_wait": "soon"}, "group_wait"),
     ({"routes": [{"name": "a", "url": "u", "matchers": [{"label": "model", "op": "=~", "value": "("}]}]}, "regular"),
@@ -86,7 +93,7 @@ def test_config_errors_do_not_echo_route_urls(tmp_path) -> None:
     secret_url = "https://hooks.slack.com/services/T000/B000/SUPERSECRETTOKEN"
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump({"alerting": {"routes": [{"name": "a", "url": secret_url},
-                                                            {"name": "a", "url": secret_url}]}}))
+                                                            {"name": "a", "url": secret_url + "\x00"}]}}))
     with pytest.raises(ConfigError) as info:
         load_rules(path)
-    assert "SUPERSECRETTOKEN" not in str(info.value) and "unique" in str(info.value)
+    assert "SUPERSECRETTOKEN" not in str(info.value) and "control character" in str(info.value)

@@ -22,7 +22,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine, text
 
-from alerting.dashboards.definitions import all_dashboards
+from alerting.dashboards.definitions import all_dashboards, model_dashboard
 from alerting.dashboards.macros import expand_promql, expand_sql, leftover_macros
 from alerting.dashboards.model import PromQuery, SqlQuery
 from alerting.metrics import DeliveryMetrics, StoreCollector, serve_metrics
@@ -59,7 +59,7 @@ def write_window(engine: Engine, rules: AlertRules, model: str, start: datetime,
                                             "reason": rng.choice(REASONS), "model": model, "event_time": start,
                                             "payload": '{"broken": ', "seen_at": end} for _ in range(3)],
                       keys=("topic", "partition", "offset"))
-        store_window(conn, WindowReport(model, start, end, outcomes), 6000 + rng.randint(-500, 500), 0, rules, end)
+        store_window(conn, WindowReport(model, start, end, outcomes), 6000 + rng.randint(-500, 500), 0, rules)
 
 
 @pytest.fixture()
@@ -70,19 +70,19 @@ def filled_store(pg_engine):
     registry = CollectorRegistry()
     metrics = DeliveryMetrics(registry)
     with WebhookReceiver() as good, WebhookReceiver(lambda _r: Reply(400)) as bad:
-        rules = AlertRules(group_wait="0s", routes=[
+        rules = AlertRules(group_wait="0s", group_interval="0s", routes=[
             {"name": "oncall", "url": good.url, "allow_private": True},
             {"name": "broken", "url": bad.url, "allow_private": True, "format": "slack"}])
         now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
         start = now - timedelta(minutes=40)
-        for i in range(40):
-            drift = 0.6 if 10 <= i < 20 else 0.15 if 25 <= i < 30 else 0.0
-            write_window(pg_engine, rules, model, start + timedelta(minutes=i), rng, drift)
         with make_client() as client:
             dispatcher = Dispatcher(pg_engine, rules, build_sinks(rules, client), metrics)
-            while dispatcher.run_once():
-                pass
-        assert len(good.received) == 1 and len(bad.received) == 1  # one group per route
+            for i in range(40):
+                drift = 0.6 if 10 <= i < 20 else 0.15 if 25 <= i < 30 else 0.0
+                write_window(pg_engine, rules, model, start + timedelta(minutes=i), rng, drift)
+                while dispatcher.run_once():
+                    pass
+        assert len(good.received) == 2 and len(bad.received) == 2  # amount fires, then resolves (minor: no alert)
     return pg_engine, model, registry
 
 
@@ -104,6 +104,24 @@ def test_every_sql_panel_returns_rows_on_postgres(filled_store) -> None:
                 assert rows, f"panel {title!r} returned no rows:\n{sql}"
                 ran += 1
     assert ran == sum(isinstance(q, SqlQuery) for d in all_dashboards() for _, q in d.queries()) >= 9
+
+
+def test_alert_state_panel_shows_each_alert_over_time(filled_store) -> None:
+    engine, model, _ = filled_store
+    panel = next(p for p in model_dashboard().panels if p.type == "state-timeline")
+    now = datetime.now(timezone.utc)
+    with engine.connect() as conn:
+        wide = expand_sql(panel.targets[0].sql, {"model": model}, now - timedelta(hours=6), now + timedelta(minutes=5))
+        rows = conn.execute(text(wide)).all()
+        # a range that starts while the alert fires still shows it firing from the range's start
+        late = expand_sql(panel.targets[0].sql, {"model": model}, now - timedelta(minutes=25), now)
+        late_rows = conn.execute(text(late)).all()
+    assert [(r.metric, r.value) for r in rows] == [("amount", 3), ("amount", 0)]  # firing (major), then resolved
+    start = now.replace(second=0, microsecond=0) - timedelta(minutes=40)
+    assert rows[0].time == start + timedelta(minutes=10) and rows[1].time == start + timedelta(minutes=22)
+    assert [(r.metric, r.value) for r in late_rows] == [("amount", 3), ("amount", 0)]
+    labels = {m["options"][k]["text"] for m in panel.mappings for k in m["options"]}
+    assert labels == {"resolved", "no data", "firing (minor)", "firing (moderate)", "firing (major)"}
 
 
 def scoped(expr: str, instance: str) -> str:

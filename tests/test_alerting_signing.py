@@ -82,8 +82,9 @@ def test_rotation_signs_with_every_secret_and_either_verifies() -> None:
 
 
 def test_secrets_come_from_named_env_vars() -> None:
-    env = {"HOOK_SECRET": f"{WHSEC} raw-second-secret", "HOOK_OLD": "older"}
-    assert secrets_from_env("HOOK_SECRET HOOK_OLD", env) == [KEY, b"raw-second-secret", b"older"]
+    second = base64.b64encode(b"second-key").decode()  # bare base64: decoded as the reference library does
+    env = {"HOOK_SECRET": f"{WHSEC} {second}", "HOOK_OLD": "whsec_b2xkZXI"}  # unpadded base64 of "older"
+    assert secrets_from_env("HOOK_SECRET HOOK_OLD", env) == [KEY, b"second-key", b"older"]
     assert secrets_from_env(None, env) == []
     with pytest.raises(ConfigError, match="MISSING_VAR"):
         secrets_from_env("MISSING_VAR", env)
@@ -93,3 +94,64 @@ def test_bad_whsec_secret_is_a_config_error_without_echoing_it() -> None:
     with pytest.raises(ConfigError) as info:
         decode_secret("whsec_***not-base64***")
     assert "not-base64" not in str(info.value)
+
+
+def reference(secret: str | bytes):
+    """The Standard Webhooks reference library (PyPI ``standardwebhooks``), a test dependency."""
+    from standardwebhooks.webhooks import Webhook
+
+    return Webhook(secret)
+
+
+@pytest.mark.parametrize("secret", [WHSEC, base64.b64encode(KEY).decode(), "whsec_" + base64.b64encode(KEY).decode().rstrip("=")])
+def test_our_signature_verifies_with_the_reference_library(secret: str) -> None:
+    now = int(time.time())
+    headers = signature_headers("msg_ref", BODY, [decode_secret(secret)], timestamp=now)
+    assert reference(secret).verify(BODY, headers) == {"version": "1", "alerts": []}
+
+
+def test_the_reference_library_signature_verifies_with_ours() -> None:
+    from datetime import datetime, timezone
+
+    now = int(time.time())
+    signature = reference(WHSEC).sign("msg_theirs", datetime.fromtimestamp(now, timezone.utc), BODY.decode())
+    headers = {"webhook-id": "msg_theirs", "webhook-timestamp": str(now), "webhook-signature": signature}
+    assert verify_webhook(headers, BODY, [WHSEC]) == "msg_theirs"
+
+
+def test_the_specification_example_verifies() -> None:
+    """The example of the Standard Webhooks specification (and of the reference library's own tests)."""
+    secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+    headers = {"webhook-id": "msg_p5jXN8AQM9LWM0D4loKWxJek", "webhook-timestamp": "1614265330",
+               "webhook-signature": "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="}
+    body = b'{"test": 2432232314}'
+    assert verify_webhook(headers, body, [secret], now=1614265330) == "msg_p5jXN8AQM9LWM0D4loKWxJek"
+    assert signature_headers(headers["webhook-id"], body, [decode_secret(secret)], 1614265330)[
+        "webhook-signature"] == headers["webhook-signature"]
+
+
+@pytest.mark.parametrize("secret", ["whsec_", ""])
+def test_an_empty_key_is_refused(secret: str) -> None:
+    with pytest.raises(ConfigError, match="empty"):
+        decode_secret(secret)
+
+
+def test_a_secret_the_reference_would_read_differently_is_refused_with_the_reason() -> None:
+    with pytest.raises(ConfigError, match="base64") as info:
+        decode_secret("my plain password!")
+    assert "reference library" in str(info.value) and "plain password" not in str(info.value)
+
+
+@pytest.mark.parametrize("signature", ["v1,ñññ", "v1,\u00e9t\u00e9", "v1", "v1,", ",,,", "v1,abc def", "v2,xyz", "\x00"])
+def test_malformed_or_non_ascii_signature_fails_verification_cleanly(signature: str) -> None:
+    headers = {**signature_headers("msg_3", BODY, [KEY]), "webhook-signature": signature}
+    with pytest.raises(WebhookVerificationError):
+        verify_webhook(headers, BODY, [KEY])
+
+
+@pytest.mark.parametrize("field,value", [("webhook-id", "m\u00e9g"), ("webhook-timestamp", "١٧٠٠"),
+                                         ("webhook-timestamp", "-5"), ("webhook-timestamp", "1e9")])
+def test_malformed_id_or_timestamp_fails_verification_cleanly(field: str, value: str) -> None:
+    headers = {**signature_headers("msg_4", BODY, [KEY]), field: value}
+    with pytest.raises(WebhookVerificationError):
+        verify_webhook(headers, BODY, [KEY])

@@ -66,6 +66,13 @@ BAD_URLS = [
     "http://v6loop.example.com/",
     "http://hooks.example.com:99999/",
     "http://hooks%2eexample.com/",
+    "http://[fec0::1]/",
+    "http://[feff::1]/",
+    "http://exa\x00mple.com/",
+    "http://hooks.example.com\x00.evil.com/",
+    "http://hooks.example.com/\r\nX-Injected: 1",
+    "http://hooks.exa\tmple.com/",
+    "http://hooks.example.com/\x7f",
 ]
 
 
@@ -94,7 +101,51 @@ def test_allow_listed_route_may_reach_private_addresses(url: str) -> None:
 
 
 @pytest.mark.parametrize("url", ["http://224.0.0.1/", "http://0.0.0.0/", "http://2130706433/",
-                                 "http://user:pw@127.0.0.1/", "file:///etc/passwd"])
+                                 "http://user:pw@127.0.0.1/", "file:///etc/passwd",
+                                 "http://169.254.169.254/latest/meta-data/", "http://metadata.example.com/",
+                                 "http://[fe80::1]/", "http://[fec0::1]/", "http://[::ffff:a9fe:a9fe]/",
+                                 "http://[64:ff9b::a9fe:a9fe]/", "http://exa\x00mple.com/"])
 def test_allow_list_does_not_open_everything(url: str) -> None:
     with pytest.raises(UnsafeURLError):
         check_url(url, allow_private=True, resolver=DNS)
+
+
+def test_site_local_ipv6_is_refused_although_python_calls_it_global() -> None:
+    import ipaddress
+
+    from alerting.ssrf import forbidden_reason
+
+    assert ipaddress.ip_address("fec0::1").is_global  # Python 3.11's view: why the guard checks it itself
+    assert forbidden_reason(ipaddress.ip_address("fec0::1")) == "site-local"
+
+
+@pytest.mark.parametrize("url,networks", [
+    ("http://169.254.10.7/hook", ["169.254.10.0/24"]),
+    ("http://metadata.example.com/", ["169.254.169.254/32"]),
+    ("http://[fe80::1]:8080/", ["fe80::/64"]),
+    ("http://10.1.2.3/", ["10.0.0.0/8"]),
+])
+def test_addresses_listed_explicitly_may_be_reached(url: str, networks: list[str]) -> None:
+    assert check_url(url, resolver=DNS, allow_networks=networks).ip
+    with pytest.raises(UnsafeURLError):
+        check_url(url, resolver=DNS, allow_networks=["192.0.2.0/24"])
+
+
+def test_a_listed_network_never_opens_multicast_or_unspecified() -> None:
+    with pytest.raises(UnsafeURLError):
+        check_url("http://224.0.0.1/", resolver=DNS, allow_networks=["224.0.0.0/4"])
+
+
+def test_a_control_character_in_a_route_url_is_a_config_error_at_start_up() -> None:
+    from alerting.rules import parse_rules
+    from driftwarden.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="control character"):
+        parse_rules({"routes": [{"name": "r", "url": "http://exa\x00mple.com/"}]})
+
+
+def test_the_system_resolver_turns_a_bad_host_into_our_error() -> None:
+    from alerting.ssrf import UnresolvableHostError, system_resolver
+
+    with pytest.raises(UnresolvableHostError):
+        system_resolver("exa\x00mple.com", 80)

@@ -270,6 +270,9 @@ def test_the_demo_check_fails_on_a_late_catch_a_false_alarm_an_early_alert_or_a_
         "alert during the drift-free period": (caught, [alert, early], 0),
         "1 webhook(s) failed signature verification": (caught, [alert], 1),
         "no verified webhook reached the receiver": (caught, [], 0),
+        "resolved while drifting: credit_score": (caught, [alert, Webhook("msg_2", "firing", ({
+            "status": "resolved", "feature": "credit_score",
+            "window": {"start": _rfc(T0 + schedule.changes[0].start_window * window_ms)}},))], 0),
     }
     for problem, (rows, hooks, rejected) in cases.items():
         outcome = evaluate(schedule, rows, set(range(10)), hooks, T0, window_ms, len(hooks) + rejected,

@@ -63,13 +63,31 @@ def _drift_panels() -> tuple[Panel, ...]:
     )
 
 
+ALERT_STATE_VALUE = ("CASE a.status WHEN 'resolved' THEN 0 WHEN 'nodata' THEN -1 ELSE"
+                     " CASE a.severity WHEN 'major' THEN 3 WHEN 'moderate' THEN 2 ELSE 1 END END")
+ALERT_STATES = tuple({"type": "value", "options": {str(value): {"text": text, "color": color, "index": i}}}
+                     for i, (value, text, color) in enumerate((
+                         (0, "resolved", "green"), (-1, "no data", "gray"), (1, "firing (minor)", "yellow"),
+                         (2, "firing (moderate)", "orange"), (3, "firing (major)", "red"))))
+ALERT_NAME = "a.feature || CASE WHEN a.segment <> '' THEN ' [' || a.segment || ']' ELSE '' END"
+
+
 def _alert_panels() -> tuple[Panel, ...]:
     return (
+        Panel("Alert state per feature", "state-timeline", (SqlQuery(
+            f'SELECT a.window_start AS "time", {ALERT_NAME} AS metric, {ALERT_STATE_VALUE} AS value'
+            " FROM alert_events a WHERE a.model = '$model' AND (a.window_start <= $__timeTo() AND a.window_start >="
+            " (SELECT COALESCE(max(p.window_start), $__timeFrom()) FROM alert_events p"
+            " WHERE p.fingerprint = a.fingerprint AND p.window_start <= $__timeFrom()))"
+            " ORDER BY 1"),), width=24, height=8, mappings=ALERT_STATES,
+            description="One row per alert (model, feature[, segment]): firing by severity, no data, resolved; "
+                        "each change is placed at the window that caused it.",
+            options={"mergeValues": True, "showValue": "never", "rowHeight": 0.8}),
         Panel("Alert deliveries by status", "timeseries", (SqlQuery(
             "SELECT $__timeGroupAlias(created_at, '5m'), status AS metric, count(*) AS value FROM alert_deliveries"
             f" WHERE {MODEL} AND $__timeFilter(created_at) GROUP BY 1, 2 ORDER BY 1"),)),
         Panel("Alerts", "table", (SqlQuery(
-            "SELECT fingerprint, severity, status, features, starts_at, ends_at, acked_by FROM alerts"
+            "SELECT fingerprint, feature, segment, severity, status, starts_at, ends_at, acked_by FROM alerts"
             f" WHERE {MODEL} ORDER BY updated_at DESC LIMIT 50", "table"),)),
     )
 

@@ -58,6 +58,7 @@ class Panel:
     unit: str = "short"
     description: str = ""
     options: dict[str, Any] = field(default_factory=dict)
+    mappings: tuple[dict[str, Any], ...] = ()  # Grafana value mappings (value -> text and colour)
 
     def to_json(self, panel_id: int, x: int, y: int) -> dict[str, Any]:
         """Return the Grafana panel object at grid position (x, y)."""
@@ -67,7 +68,8 @@ class Panel:
             "id": panel_id, "type": self.type, "title": self.title, "description": self.description,
             "datasource": datasource,
             "gridPos": {"x": x, "y": y, "w": self.width, "h": self.height},
-            "fieldConfig": {"defaults": {"unit": self.unit}, "overrides": []},
+            "fieldConfig": {"defaults": {"unit": self.unit, **({"mappings": list(self.mappings)} if self.mappings else {})},
+                            "overrides": []},
             "options": dict(self.options),
             "targets": [t.to_json(chr(ord("A") + i)) for i, t in enumerate(self.targets)],
         }

@@ -120,6 +120,10 @@ def receiver(
     port: int = typer.Option(8080, help="Port to listen on.", show_default=True),
     secret_env: str = typer.Option("DRIFTWARDEN_WEBHOOK_SECRET", help="Environment variable holding the signing "
                                    "secret(s), space separated.", show_default=True),
+    fail_for: float = typer.Option(0.0, help="Answer 503 to every POST for this many seconds after start.",
+                                   show_default=True),
+    record: Optional[Path] = typer.Option(None, help="Append each verified webhook to this JSON Lines file.",
+                                          show_default="none"),
 ) -> None:
     """Receive webhooks, verify their signatures, print them."""
     from driftwarden.demo.receiver import DemoReceiver
@@ -128,7 +132,7 @@ def receiver(
     if not secrets:
         raise ConfigError(f"set {secret_env} to the webhook signing secret the alert worker uses")
     console = Console()
-    server = DemoReceiver(secrets, host, port,
+    server = DemoReceiver(secrets, host, port, fail_for_s=fail_for, record=record,
                           on_webhook=lambda w: console.print(f"[green]verified[/] {w.webhook_id}\n{w.describe()}",
                                                              highlight=False),
                           on_reject=lambda why: console.print(f"[red]rejected[/]: {why}"))

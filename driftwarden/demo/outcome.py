@@ -6,7 +6,9 @@ window or the next). A "false alarm" is a moderate or major verdict on a feature
 injected ones (or on an injected feature before its change starts). A "minor" verdict (significant
 but small) is counted, never an alarm: the gate's calibrated false-alarm rate is 1% per feature
 and window, and the deep test then runs on that same window, so an occasional minor verdict on an
-undrifted feature is expected behaviour; alerts are routed from "moderate" up.
+undrifted feature is expected behaviour; alerts are routed from "moderate" up (the default). A
+``resolved`` told for a feature whose verdict in that window is still moderate or major drift is a
+problem too: an alert is one feature, and it resolves only after clean windows of its own.
 """
 
 from __future__ import annotations
@@ -137,8 +139,16 @@ def evaluate(schedule: Schedule, rows: list[Verdict], closed: set[int], webhooks
              for w in webhooks for a in w.alerts if _alert_start_ms(a) < first_change_ms]
     outcome = DemoOutcome(schedule.windows, len(closed), [catch_of(c, rows) for c in schedule.changes],
                           false_alarms, minor, early, len(webhooks), received, verified, rejected)
-    outcome.problems = _problems(outcome)
+    outcome.problems = _problems(outcome) + resolved_while_drifting(webhooks, rows, base_ms, window_ms)
     return outcome
+
+
+def resolved_while_drifting(webhooks: list[Webhook], rows: list[Verdict], base_ms: int, window_ms: int) -> list[str]:
+    """A ``resolved`` told for a feature whose verdict in that window is still moderate or major drift."""
+    alarming = {(v.window, v.feature) for v in rows if v.severity in ALARMING}
+    return [f"resolved while drifting: {a.get('feature')} in window {(_alert_start_ms(a) - base_ms) // window_ms}"
+            for w in webhooks for a in w.alerts if a.get("status") == "resolved"
+            and ((_alert_start_ms(a) - base_ms) // window_ms, a.get("feature")) in alarming]
 
 
 def _alert_start_ms(alert: dict) -> int:

@@ -1,16 +1,21 @@
 """A local webhook receiver: verifies each POST's Standard Webhooks signature, records and prints it.
 
 Answers 200 to a verified webhook, 401 to one that fails verification (the sender then marks
-the delivery failed: a forged alert never reads as delivered). Redeliveries are recognised by
-their ``webhook-id`` and counted once.
+the delivery failed: a forged alert never reads as delivered), 400 to a missing, negative or
+non-numeric ``Content-Length`` and 413 to a body over 4 MiB. Redeliveries are recognised by
+their ``webhook-id`` and counted once. ``fail_for_s`` makes it answer 503 for its first seconds
+(a receiver that is still starting), and ``record`` appends each verified webhook to a JSON
+Lines file, so a test can kill and restart it and still see everything it accepted.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Callable
 
 from alerting.signing import WebhookVerificationError, verify_webhook
@@ -27,13 +32,20 @@ class Webhook:
     alerts: tuple[dict, ...]
 
     def describe(self) -> str:
-        """One line per alert: status, severity, window start and the drifted features."""
+        """One line per alert: status, severity, model, feature (and segment) and the window start."""
         lines = []
         for a in self.alerts:
-            names = ", ".join(f"{f['name']} ({f['severity']})" for f in a.get("features", []))
-            lines.append(f"{a.get('status')} {a.get('severity')} {a.get('model')} "
-                         f"window {a.get('window', {}).get('start')}: {names}")
+            segment = f" [{a['segment']}]" if a.get("segment") else ""
+            lines.append(f"{a.get('status')} {a.get('severity')} {a.get('model')}: {a.get('feature')}{segment} "
+                         f"window {a.get('window', {}).get('start')}")
         return "\n".join(lines) or f"{self.status} (no alerts)"
+
+
+def content_length(value: str | None) -> int | None:
+    """The request's body length, or None when the header is missing, negative or not a decimal number."""
+    if value is None or not value.strip().isascii() or not value.strip().isdigit():
+        return None
+    return int(value.strip())
 
 
 class DemoReceiver:
@@ -41,8 +53,11 @@ class DemoReceiver:
 
     def __init__(self, secrets: list[str], host: str = "127.0.0.1", port: int = 0,
                  on_webhook: Callable[[Webhook], None] | None = None,
-                 on_reject: Callable[[str], None] | None = None) -> None:
+                 on_reject: Callable[[str], None] | None = None,
+                 fail_for_s: float = 0.0, record: Path | None = None) -> None:
         self.secrets = secrets
+        self.fail_until = time.monotonic() + fail_for_s
+        self.record = record
         self.on_webhook, self.on_reject = on_webhook, on_reject
         self.webhooks: list[Webhook] = []
         self.received = self.verified = self.rejected = self.duplicates = 0
@@ -76,6 +91,8 @@ class DemoReceiver:
         """Verify and record one POST; return the HTTP status to answer."""
         with self._lock:
             self.received += 1
+        if time.monotonic() < self.fail_until:
+            return 503
         try:
             webhook_id = verify_webhook(headers, body, self.secrets)
             doc = json.loads(body)
@@ -94,6 +111,9 @@ class DemoReceiver:
                 self.duplicates += 1
             else:
                 self.webhooks.append(webhook)
+            if self.record is not None:
+                with self.record.open("a", encoding="utf-8") as out:
+                    out.write(json.dumps({"webhook_id": webhook_id, "at": time.time(), "body": doc}) + "\n")
         if self.on_webhook and not duplicate:
             self.on_webhook(webhook)
         return 200
@@ -103,9 +123,13 @@ class DemoReceiver:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                length = int(self.headers.get("content-length") or 0)
-                body = self.rfile.read(min(length, MAX_BODY))
-                status = receiver.handle({k.lower(): v for k, v in self.headers.items()}, body)
+                length = content_length(self.headers.get("content-length"))
+                if length is None or length > MAX_BODY:
+                    self.close_connection = True  # the body (if any) is not read: the connection cannot be reused
+                    status = 400 if length is None else 413
+                else:
+                    body = self.rfile.read(length)
+                    status = receiver.handle({k.lower(): v for k, v in self.headers.items()}, body)
                 self.send_response(status)
                 self.send_header("content-length", "0")
                 self.end_headers()

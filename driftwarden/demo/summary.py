@@ -83,7 +83,7 @@ def write_summary(run: "DemoRun", outcome: DemoOutcome, report: Path | None) -> 
            "window_ms": run.gen.window_ms, "route": run.route,
            "webhook_alerts": [{"webhook_id": w.webhook_id, "status": a.get("status"),
                                "window_start": a.get("window", {}).get("start"),
-                               "features": [f.get("name") for f in a.get("features", [])]}
+                               "feature": a.get("feature"), "segment": a.get("segment")}
                               for w in webhooks for a in w.alerts],
            "report_html": str(report) if report else None, "replay_command": shlex.join(run.replay_args()),
            "timings": run.timings, "elapsed_s": time.monotonic() - run.created,
