@@ -9,6 +9,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from driftwarden.demo import RUN_DIR
 from driftwarden.errors import ConfigError
@@ -129,9 +130,9 @@ def receiver(
         raise ConfigError(f"set {secret_env} to the webhook signing secret the alert worker uses")
     console = Console()
     server = DemoReceiver(secrets, host, port,
-                          on_webhook=lambda w: console.print(f"[green]verified[/] {w.webhook_id}\n{w.describe()}",
+                          on_webhook=lambda w: console.print("[green]verified[/] " + escape(f"{w.webhook_id}\n{w.describe()}"),
                                                              highlight=False),
-                          on_reject=lambda why: console.print(f"[red]rejected[/]: {why}"))
+                          on_reject=lambda why: console.print(f"[red]rejected[/]: {escape(why)}"))
     console.print(f"listening on {server.url}")
     try:
         server.serve_forever()
