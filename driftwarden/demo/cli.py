@@ -26,7 +26,8 @@ app = typer.Typer(invoke_without_command=True, no_args_is_help=False,
 def demo(
     ctx: typer.Context,
     bootstrap: str = typer.Option(DEFAULT_BOOTSTRAP, help="Kafka bootstrap servers.", show_default=True),
-    store_url: Optional[str] = typer.Option(None, help="Results store URL, e.g. postgresql://user@host/db.",
+    store_url: Optional[str] = typer.Option(None, help="Results store URL, e.g. postgresql://user@host/db "
+                                            "(a password in it moves to .run/pgpass).",
                                             show_default="SQLite in the run folder"),
     duration: float = typer.Option(120.0, min=1, help="Seconds of producing (wall clock).", show_default=True),
     speed: float = typer.Option(5.0, min=0.1, help="Event-time clock speed: event seconds per wall second.",
