@@ -2,9 +2,9 @@
 
 Layers, lowest first:
 
-0. bottom    errors, records, events, config, tables, store, event files (``schemas/``; today
-             also ``driftwarden/errors.py``, ``store.py``, ``event_files.py``, ``gc_pause.py`` and
-             ``alerting/records.py``: see KNOWN_UPWARD and LAYOUT_PLAN.md)
+0. bottom    errors, records, events, config, tables, store, event files (``schemas/``, ``core/``;
+             until docs/LAYOUT_PLAN.md is applied, some of them still live in the top package and
+             in alerting: KNOWN_UPWARD lists the imports of them)
 1. sketches  the statistics (``sketches/``)
 2. pipeline  the per-window pipeline shared by the job and replay (``jobs/pipeline.py`` and the
              modules it is built from)
