@@ -7,11 +7,11 @@ one process and on the same topic, (1) the driftwarden job (bounded, embedded Mi
 (2) a plain Flink SQL event-time TUMBLE computing COUNT and AVG of every numeric feature from the
 same JSON (Flink's own `json` format). Each run's start-up is measured on an empty topic (after
 one warm-up job: the first job of the process also starts the JVM) and subtracted, so the
-figures are steady-state events/s. Prints both and the ratio, plus the peak
-resident memory of the Flink JVM and Python workers at two input rates, and the bytes of a stored
-window summary per feature. Note: Flink's pandas UDAF buffers a window's raw rows in state until
-the window fires, so that buffer grows with the rate; what the job keeps per window afterwards
-(the summary) does not.
+figures are steady-state events/s. Prints both and the ratio, the peak resident memory of the
+Flink JVM and Python workers, and, at two input rates 4x apart (same windows, a quarter of the
+events), the state the job keeps: the bytes of one open window's summary (what the Java window
+aggregate holds per (model, window): sketches and the event sample) and the largest completed
+checkpoint on disk (checkpoints every second). Neither may grow with the rate.
 """
 
 from __future__ import annotations
@@ -75,13 +75,15 @@ PARALLELISM = 1
 WINDOW_SECONDS = 10
 
 
-def run_driftwarden(topic: str, store: Path) -> float:
-    """Seconds the drift job takes to consume the whole topic (bounded)."""
+def run_driftwarden(topic: str, store: Path, checkpoint_dir: Path | None = None) -> float:
+    """Seconds the drift job takes to consume the whole topic (bounded); checkpoints every second
+    into ``checkpoint_dir`` when given."""
     from jobs.drift_job import run_drift_job
 
     started = time.perf_counter()
-    run_drift_job(config_for(topic), f"sqlite:///{store}", bounded=True, checkpoint_interval_ms=0,
-                  parallelism=PARALLELISM)
+    run_drift_job(config_for(topic), f"sqlite:///{store}", bounded=True, parallelism=PARALLELISM,
+                  checkpoint_interval_ms=1000 if checkpoint_dir else 0,
+                  checkpoint_dir=str(checkpoint_dir) if checkpoint_dir else None)
     return time.perf_counter() - started
 
 
@@ -89,8 +91,8 @@ def run_plain_flink(topic: str) -> float:
     """Seconds a plain Flink SQL TUMBLE COUNT/AVG takes over the same topic (bounded)."""
     from jobs.flink_env import make_table_env
 
-    # Flink's defaults, not the drift job's network buffers: the baseline is plain Flink as it comes
-    _, t_env = make_table_env(checkpoint_interval_ms=0, parallelism=PARALLELISM, network={})
+    # Flink's defaults, not the drift job's memory settings: the baseline is plain Flink as it comes
+    _, t_env = make_table_env(checkpoint_interval_ms=0, parallelism=PARALLELISM, memory={})
     columns = ",\n".join(f"  `{n}` DOUBLE" for n in NUMERIC) + ",\n" + ",\n".join(f"  `{c}` STRING" for c in CATEGORICAL)
     t_env.execute_sql(f"""CREATE TABLE src (
   event_time BIGINT, model STRING, features ROW<{columns}>,
@@ -109,10 +111,13 @@ def run_plain_flink(topic: str) -> float:
 
 
 class PeakRss:
-    """Samples the summed resident memory of this process's children (the Flink JVM, Python workers)."""
+    """Samples the summed resident memory of this process's children (the Flink JVM, Python workers),
+    and the largest completed checkpoint under ``checkpoint_dir`` when given."""
 
-    def __init__(self) -> None:
+    def __init__(self, checkpoint_dir: Path | None = None) -> None:
         self.peak = 0
+        self.checkpoint_peak = 0
+        self.checkpoint_dir = checkpoint_dir
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -127,6 +132,19 @@ class PeakRss:
     def _run(self) -> None:
         while not self._stop.wait(0.2):
             self.peak = max(self.peak, _children_rss())
+            if self.checkpoint_dir is not None:
+                self.checkpoint_peak = max(self.checkpoint_peak, _largest_checkpoint(self.checkpoint_dir))
+
+
+def _largest_checkpoint(folder: Path) -> int:
+    """Bytes of the largest completed checkpoint (a chk-N folder with its _metadata) under ``folder``."""
+    sizes = [0]
+    for metadata in folder.glob("*/chk-*/_metadata"):
+        try:
+            sizes.append(sum(f.stat().st_size for f in metadata.parent.rglob("*") if f.is_file()))
+        except OSError:  # Flink removed it meanwhile
+            continue
+    return max(sizes)
 
 
 def _children_rss() -> int:
@@ -147,52 +165,67 @@ def _children_rss() -> int:
     return total
 
 
-def state_bytes_per_feature(store: Path) -> float:
-    """Average stored bytes of one feature's sketch + sample in a window summary."""
+def window_state_bytes(store: Path) -> float:
+    """Mean bytes of one window's summary: what the window aggregate holds for a (model, window)."""
     import sqlite3
 
     rows = sqlite3.connect(store).execute("SELECT length(summary) FROM window_summaries").fetchall()
-    return float(np.mean([r[0] for r in rows])) / (len(NUMERIC) + len(CATEGORICAL)) if rows else float("nan")
+    return float(np.mean([r[0] for r in rows])) if rows else float("nan")
+
+
+def measure_state(topic: str, folder: Path, name: str) -> tuple[float, int]:
+    """One checkpointed run: mean summary bytes per window and the largest checkpoint, in bytes."""
+    checkpoints = folder / f"{name}-checkpoints"
+    with PeakRss(checkpoints) as sampler:
+        run_driftwarden(topic, folder / f"{name}.db", checkpoints)
+    return window_state_bytes(folder / f"{name}.db"), sampler.checkpoint_peak
 
 
 def main() -> None:
     """Run both pipelines on the same topic and print the comparison."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=300_000)
-    parser.add_argument("--parallelism", type=int, default=1, help="of both pipelines (default: 1)")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--events", type=int, default=300_000, help="events in the throughput topic")
+    parser.add_argument("--parallelism", type=int, default=1, help="of both pipelines")
     parser.add_argument("--window-seconds", type=int, default=10,
-                        help="tumbling window of both pipelines (default: 10; the job's own default is 60)")
+                        help="tumbling window of both pipelines (the job's own default is 60)")
+    parser.add_argument("--state-events", type=int, default=200_000,
+                        help="events of the checkpointed state run at 1000 events/s (the other gets a quarter)")
     args = parser.parse_args()
     global PARALLELISM, WINDOW_SECONDS
     PARALLELISM, WINDOW_SECONDS = args.parallelism, args.window_seconds
     run = uuid.uuid4().hex[:6]
     folder = REPO / ".run" / "bench"
     folder.mkdir(parents=True, exist_ok=True)
-    empty, full, slow = f"bench-empty-{run}", f"bench-full-{run}", f"bench-slow-{run}"
+    empty, full, fast, slow = (f"bench-{kind}-{run}" for kind in ("empty", "full", "fast", "slow"))
     fill_topic(empty, 1, 1000)
     print(f"filling {full} with {args.events:,} events ...", flush=True)
     fill_topic(full, args.events, 1000)
-    fill_topic(slow, args.events // 4, 250)  # same windows, a quarter of the rate
+    fill_topic(fast, args.state_events, 1000)
+    fill_topic(slow, args.state_events // 4, 250)  # same windows, a quarter of the rate
 
     run_driftwarden(empty, folder / f"{run}-warm.db")  # the first job of the process also starts the JVM
     startup_dw = run_driftwarden(empty, folder / f"{run}-empty.db")
     with PeakRss() as rss_full:
         full_dw = run_driftwarden(full, folder / f"{run}-full.db")
-    with PeakRss() as rss_slow:
-        run_driftwarden(slow, folder / f"{run}-slow.db")
     startup_plain = run_plain_flink(empty)
     full_plain = run_plain_flink(full)
+    fast_window, fast_checkpoint = measure_state(fast, folder, f"{run}-fast")
+    slow_window, slow_checkpoint = measure_state(slow, folder, f"{run}-slow")
 
     dw_rate = args.events / max(full_dw - startup_dw, 1e-9)
     plain_rate = args.events / max(full_plain - startup_plain, 1e-9)
+    features = len(NUMERIC) + len(CATEGORICAL)
     print(f"{args.events:,} events, {WINDOW_SECONDS} s windows ({1000 * WINDOW_SECONDS:,} events each), "
           f"parallelism {PARALLELISM}")
     print(f"driftwarden job : {dw_rate:>10,.0f} events/s  ({full_dw:.1f} s total, {startup_dw:.1f} s start-up)")
     print(f"plain Flink SQL : {plain_rate:>10,.0f} events/s  ({full_plain:.1f} s total, {startup_plain:.1f} s start-up)")
     print(f"ratio driftwarden / plain Flink: {dw_rate / plain_rate:.2f}")
-    print(f"peak RSS of the Flink JVM + Python workers: {rss_full.peak / 2**20:.0f} MiB at 1000 events per second "
-          f"of event time, {rss_slow.peak / 2**20:.0f} MiB at 250 (same windows, a quarter of the events)")
-    print(f"stored window summary: {state_bytes_per_feature(folder / f'{run}-full.db'):,.0f} bytes per feature")
+    print(f"peak RSS of the Flink JVM + Python workers: {rss_full.peak / 2**20:,.0f} MiB")
+    for label, window, checkpoint in (("1000 events/s", fast_window, fast_checkpoint),
+                                      (" 250 events/s", slow_window, slow_checkpoint)):
+        print(f"state at {label}: {window / 1024:,.1f} KiB per open window ({window / features / 1024:,.1f} KiB "
+              f"per feature), largest checkpoint {checkpoint / 1024:,.0f} KiB")
 
 
 if __name__ == "__main__":

@@ -1,15 +1,15 @@
-"""The streaming drift job: Kafka in, sketches per (model, window), gate, deep check, results out.
+"""The streaming drift job: Kafka in, summaries per (model, window), gate, deep check, results out.
 
-Job graph (one Flink job, three INSERTs sharing one source)::
+Job graph (one Flink job; the per-event path stays in the JVM)::
 
     Kafka (raw JSON, per-partition watermarks on event time; event time and model read in Java)
       ├─ no readable event time or model ─────► dead letters (store + <topic>.dlq), exact reason
       ├─ late (its window already fired) ─────► dead letters, reason "late"
-      └─ on time ─► TUMBLE(model, event time) ─► validate + summarize (one pandas UDAF call; the
-                                                  features of records Java vouches for come as
-                                                  typed columns, the rest as bytes to validate)
-                                                  └─► analyze + store results, alerts and the
-                                                      window's rejected records (one transaction)
+      └─ on time: features read in Java where Java can vouch for the record (DW_FEATURES), else
+         validated in Python (ValidateRecord; rejects ─► dead letters)
+           └─► TUMBLE(model) ─► WindowSummaryAgg (Java: histogram / capped counts / bottom-k
+               sample per event; partial aggregates on every subtask, merged: local-global)
+                 └─► analyze + store results and alerts (Python, once per window, one transaction)
 
 Invariant (tested): read = valid + rejected, and valid = windowed + late. A late record is kept
 as "late" without its features being validated.
@@ -24,12 +24,13 @@ from pathlib import Path
 
 from driftwarden.store import make_engine
 from jobs.feature_spec import FeatureColumnSpec
-from jobs.flink_env import make_table_env
+from jobs.flink_env import make_table_env, register_window_aggregate
 from jobs.source import kafka_source_ddl
-from jobs.udfs import analyze_window_udf, dead_letter_udf, summarize_udaf
+from jobs.udfs import analyze_window_udf, dead_letter_udf, validate_record_udtf
 from schemas.config import MonitorConfig, load_config
 
 EVENT_MS = "COALESCE(DW_EVENT_MILLIS(`value`), 0)"
+ON_TIME = "NOT envelope_bad AND NOT late"
 
 
 def register(t_env, config: MonitorConfig, store_url: str, reference_path: str | None, bounded: bool) -> None:
@@ -37,40 +38,51 @@ def register(t_env, config: MonitorConfig, store_url: str, reference_path: str |
     t_env.execute_sql(kafka_source_ddl("events", config.source, config.window.out_of_orderness_ms, bounded,
                                        config.window.watermark_emit))
     t_env.execute_sql("CREATE TEMPORARY TABLE done (n INT) WITH ('connector' = 'blackhole')")
-    t_env.create_temporary_function("dw_summarize", summarize_udaf(config))
+    spec = FeatureColumnSpec.from_config(config)
+    register_window_aggregate(t_env, "dw_window_summary", spec.aggregate_spec(config))
+    t_env.create_temporary_function("dw_validate", validate_record_udtf(config, store_url))
     t_env.create_temporary_function("dw_analyze", analyze_window_udf(config, store_url, reference_path))
     t_env.create_temporary_function("dw_dead_letter", dead_letter_udf(config, store_url))
     size = config.window.size_ms
     # envelope check in Java: no event time or no model -> dead letters (the sink names the exact
-    # reason); everything else is validated by the window aggregate, in Python, in one batch
-    # and the features of records Java vouches for arrive as typed columns (jobs/feature_spec.py)
-    spec = FeatureColumnSpec.from_config(config).to_json().replace("'", "''")
+    # reason); the features of records Java vouches for arrive as typed columns (jobs/feature_spec.py)
+    features_spec = spec.to_json().replace("'", "''")
     t_env.execute_sql(f"""CREATE TEMPORARY VIEW checked AS
 SELECT `value`, `topic`, `partition`, `offset`, et, {EVENT_MS} AS event_ms, DW_MODEL(`value`) AS model,
        DW_EVENT_MILLIS(`value`) IS NULL OR COALESCE(DW_MODEL(`value`), '') = '' AS envelope_bad,
-       DW_FEATURES(`value`, '{spec}') AS f
+       DW_FEATURES(`value`, '{features_spec}') AS f
 FROM events""")
     # late: the event's window has already fired (its last millisecond is at or below the watermark)
     t_env.execute_sql(f"""CREATE TEMPORARY VIEW classified AS
 SELECT *, COALESCE(TO_TIMESTAMP_LTZ(event_ms - MOD(event_ms, {size}) + {size} - 1, 3)
                    <= CURRENT_WATERMARK(et), FALSE) AS late
 FROM checked""")
+    vouched = ", ".join(f"f.`{name}` AS `{name}`" for name in spec.names)
+    names = ", ".join(f"`{name}`" for name in ["unknown", *spec.names])
+    validated = ", ".join(f"v.`{name}`" for name in ["unknown", *spec.names])
+    # records Java does not vouch for: validated in Python, one row each if valid (rejects -> dead letters)
+    t_env.execute_sql(f"""CREATE TEMPORARY VIEW valid_rows AS
+SELECT model, et, event_ms, `topic`, `partition`, `offset`, 0 AS `unknown`, {vouched}
+FROM classified WHERE {ON_TIME} AND f.`ok`
+UNION ALL
+SELECT model, et, event_ms, `topic`, `partition`, `offset`, {validated}
+FROM classified, LATERAL TABLE(dw_validate(`topic`, `partition`, `offset`, model, event_ms, `value`)) AS v({names})
+WHERE {ON_TIME} AND NOT f.`ok`""")
 
 
 def statements(config: MonitorConfig) -> list[str]:
     """The three INSERT statements of the job."""
     seconds = config.window.size_ms / 1000
-    columns = "".join(f", f.`{name}`" for name in FeatureColumnSpec.from_config(config).names)
+    columns = "".join(f", `{name}`" for name in FeatureColumnSpec.from_config(config).names)
     return [
         """INSERT INTO done SELECT dw_dead_letter(`topic`, `partition`, `offset`, CAST(NULL AS STRING), model,
              CAST(NULL AS BIGINT), `value`) FROM classified WHERE envelope_bad""",
         """INSERT INTO done SELECT dw_dead_letter(`topic`, `partition`, `offset`, 'late', model, event_ms, `value`)
              FROM classified WHERE NOT envelope_bad AND late""",
         f"""INSERT INTO done SELECT dw_analyze(summary) FROM (
-              SELECT dw_summarize(CASE WHEN f.`ok` THEN CAST(NULL AS BYTES) ELSE `value` END, model, event_ms,
-                                  `topic`, `partition`, `offset`, f.`ok`{columns}) AS summary
-              FROM classified WHERE NOT envelope_bad AND NOT late
-              GROUP BY model, TUMBLE(et, INTERVAL '{seconds:g}' SECOND))""",
+              SELECT dw_window_summary(model, event_ms, `topic`, `partition`, `offset`, `unknown`{columns}) AS summary
+              FROM TABLE(TUMBLE(TABLE valid_rows, DESCRIPTOR(et), INTERVAL '{seconds:g}' SECOND))
+              GROUP BY model, window_start, window_end)""",
     ]
 
 

@@ -29,12 +29,10 @@ import json
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-import numpy as np
-import pyarrow as pa
-
-from jobs.columns import ARROW_TYPES
 from schemas.config import MonitorConfig
 from schemas.events import NUMERIC
+from sketches.categorical import DEFAULT_MAX_EXACT as MAX_EXACT
+from sketches.histogram import DEFAULT_PRECISION as HISTOGRAM_PRECISION
 
 
 @dataclass(frozen=True)
@@ -64,10 +62,18 @@ class FeatureColumnSpec:
         """The spec as ``DW_FEATURES`` reads it."""
         return json.dumps({"columns": list(self.kinds), "models": self.columns_of}, separators=(",", ":"))
 
-    def model_columns(self, model: str, columns: Sequence, vouched: np.ndarray) -> dict[str, pa.Array]:
-        """``model``'s features as Arrow columns over the vouched rows (pandas Series ``columns``, c0...)."""
-        taken = {}
+    def aggregate_spec(self, config: MonitorConfig) -> str:
+        """The spec of the Java window aggregate (``WindowSummaryAgg``): window, columns, per-model sketches."""
+        models = {m.name: {"features": [[name, self.columns_of[m.name][name]] for name in m.features],
+                           "sample_size": m.sample_size, "precision": HISTOGRAM_PRECISION,
+                           "max_buckets": m.sketch_buckets, "max_exact": MAX_EXACT} for m in config.models}
+        return json.dumps({"window_ms": config.window.size_ms, "columns": list(self.kinds), "models": models},
+                          separators=(",", ":"))
+
+    def row_values(self, model: str, by_name: Mapping[str, object]) -> list:
+        """One record's values in column order (c0, c1, ...): its model's features, None elsewhere."""
+        row: list = [None] * len(self.kinds)
         for name, i in self.columns_of.get(model, {}).items():
-            values = np.asarray(columns[i])[vouched]
-            taken[name] = pa.array(values, type=ARROW_TYPES[self.kinds[i]], from_pandas=self.kinds[i] == NUMERIC)
-        return taken
+            value = by_name.get(name)
+            row[i] = float(value) if value is not None and self.kinds[i] == NUMERIC else value
+        return row

@@ -15,15 +15,24 @@ UDF_JAR = "udf/driftwarden-flink-udf.jar"
 EVENT_MILLIS_UDF = "dev.driftwarden.flink.EventTimeMillis"
 EVENT_MODEL_UDF = "dev.driftwarden.flink.EventModel"
 FEATURE_COLUMNS_UDF = "dev.driftwarden.flink.FeatureColumns"
-#: Network buffers of the embedded MiniCluster. Flink 2.x gives each output channel about ten
-#: buffers; with the default 32 KiB segments that is ~1,000 rows, so the Kafka source stopped as
-#: soon as the window operator began waiting for Python to summarize a window, and the two took
-#: turns. 4 MiB segments let the source run a few windows ahead while Python works (measured: a
-#: 1,000,000-event backlog 34,000-40,000 -> 52,000-57,000 events/s; see bench/bench_job.py).
-EMBEDDED_NETWORK = {
-    "taskmanager.memory.segment-size": "4mb",
-    "taskmanager.memory.network.min": "512mb",
-    "taskmanager.memory.network.max": "512mb",
+WINDOW_SUMMARY_AGG = "dev.driftwarden.flink.WindowSummaryAgg"
+#: Memory of the embedded MiniCluster. The window aggregate runs in two phases, and the local
+#: phase buffers records in Flink managed memory (a BytesHashMap), which the embedded cluster
+#: otherwise leaves too small ("Too small memory allocated for BytesHashMap"); the Python
+#: functions (validation of what Java cannot vouch for, one analysis per window) keep their
+#: memory outside it.
+EMBEDDED_MEMORY = {
+    "taskmanager.memory.managed.size": "128mb",
+    "python.fn-execution.memory.managed": "false",
+}
+
+
+#: Two-phase (local-global) window aggregation, and the mini-batch it needs to fire (see make_table_env).
+TWO_PHASE_WINDOWS = {
+    "table.optimizer.agg-phase-strategy": "TWO_PHASE",
+    "table.exec.mini-batch.enabled": "true",
+    "table.exec.mini-batch.allow-latency": "1 s",
+    "table.exec.mini-batch.size": "5000",
 }
 
 
@@ -39,15 +48,15 @@ def job_jars() -> list[str]:
 def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, idleness_ms: int = 0,
                    checkpoint_dir: str | None = None, resume_from: str | None = None, streaming: bool = True,
                    bundle_size: int = 5000, restart_attempts: int = 5,
-                   network: Mapping[str, str] = EMBEDDED_NETWORK):
+                   memory: Mapping[str, str] = EMBEDDED_MEMORY):
     """A StreamTableEnvironment with the Kafka connector, checkpointing and our UDF registered.
 
     Checkpoints are retained on cancellation (and on a crash) in ``checkpoint_dir``;
     ``resume_from`` restores a job from one of them (see :func:`latest_checkpoint`).
     ``restart_attempts``: restarts after a failure (10 s apart) before the job fails for good, so an
     unreachable store ends the command with an error instead of a silent restart loop.
-    ``network``: the embedded cluster's network buffer options (see :data:`EMBEDDED_NETWORK`; a
-    remote cluster keeps its own). ``bundle_size``: records per Python bundle; a Python operator forwards a watermark only after
+    ``memory``: the embedded cluster's memory options (see :data:`EMBEDDED_MEMORY`; a remote
+    cluster keeps its own). ``bundle_size``: records per Python bundle; a Python operator forwards a watermark only after
     its bundle, so smaller bundles mean fresher watermarks downstream (and exact lateness) at some
     throughput cost.
     """
@@ -62,9 +71,15 @@ def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, i
     config = Configuration()
     config.set_string("pipeline.jars", ";".join(job_jars()))
     config.set_string("table.local-time-zone", "UTC")
+    # window aggregates run in two phases: partial summaries on every subtask, merged downstream,
+    # so one hot model is not pinned to one subtask (WindowSummaryAgg implements merge). Mini-batch
+    # must be on with it: without, the local phase never emitted on an unbounded stream (found by
+    # the kill -9 test; a bounded input still finished, flushed by its final watermark)
+    for key, value in TWO_PHASE_WINDOWS.items():
+        config.set_string(key, value)
     config.set_string("python.fn-execution.bundle.size", str(bundle_size))
     config.set_string("python.fn-execution.arrow.batch.size", str(bundle_size))
-    for key, value in network.items():
+    for key, value in memory.items():
         config.set_string(key, value)
     config.set_string("restart-strategy.type", "fixed-delay")
     config.set_string("restart-strategy.fixed-delay.attempts", str(restart_attempts))
@@ -86,6 +101,16 @@ def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, i
     t_env.create_java_temporary_system_function("DW_MODEL", EVENT_MODEL_UDF)
     t_env.create_java_temporary_system_function("DW_FEATURES", FEATURE_COLUMNS_UDF)
     return env, t_env
+
+
+def register_window_aggregate(t_env, name: str, spec_json: str) -> None:
+    """Register the Java window aggregate (``WindowSummaryAgg``), built with its spec, as ``name``."""
+    from pyflink.java_gateway import get_gateway
+    from pyflink.util.java_utils import add_jars_to_context_class_loader
+
+    add_jars_to_context_class_loader(job_jars())  # py4j loads classes through the context class loader
+    instance = getattr(get_gateway().jvm, WINDOW_SUMMARY_AGG)(spec_json)
+    t_env._j_tenv.createTemporarySystemFunction(name, instance)
 
 
 def latest_checkpoint(checkpoint_dir: str | Path) -> str | None:

@@ -1,79 +1,119 @@
 """The per-window pipeline shared by the streaming job and the replay CLI.
 
-Two steps, both plain Python so that Flink (jobs/drift_job.py) and replay (replay/) run the very
-same code on the same inputs:
-
-1. :class:`WindowRows` turns the validated events of one (model, window) into a
-   :class:`WindowSummary`: a FeatureSketch and a ReservoirSample per configured feature, built
-   column by column (one vectorised sketch update per feature, never a Python call per value).
-   Events are put in a canonical order first (Kafka topic, partition, offset) and the sample is
-   seeded from (model, window), so the same input gives the same sample whatever order Flink or a
-   replay delivered it in.
+1. :class:`WindowSummary` is what one (model, window) keeps: counts, a deterministic mergeable
+   sketch per configured feature and one bottom-k event sample (``sketches/FORMAT.md``). The live
+   job builds it in Java, event by event, on as many subtasks as the stream has (``jobs/java``,
+   ``WindowSummaryAgg``); replay and ``reference build`` build it here with :class:`WindowRows`.
+   Both produce the same bytes for the same set of records: nothing in it depends on the order
+   of the events or on how they were split into partials, so verdicts are bit-identical live, in
+   replay and after a restart. Summaries merge into longer horizons (:func:`merge_summaries`).
 2. :func:`analyze_summary` gates every feature against the reference, deep-tests the alarms,
    applies Benjamini-Hochberg and returns a :class:`WindowReport` ready for the store and alerting.
 """
 
 from __future__ import annotations
 
-import operator
-import zlib
 from dataclasses import dataclass, field
-from itertools import islice
+from functools import cached_property
 from typing import Mapping, Sequence
 
 import pyarrow as pa
 
 from alerting.records import FeatureOutcome, WindowReport
-from jobs.dead_letters import Rejected
 from schemas.config import ModelConfig, ThresholdConfig
 from jobs.columns import ARROW_TYPES, configured_values, feature_columns
 from schemas.events import FeatureKinds, utc_from_ms
 from sketches import DriftPolicy, FeatureVerdict, Reference, ReservoirSample, analyze_window, new_sketch
-from sketches.feature import FeatureSketch, deserialize_sketch
+from sketches.feature import FeatureSketch, copy_sketch, deserialize_sketch
+from sketches.hashing import event_keys, split_coordinates, window_seed
+from sketches.sample import EventSample
 from sketches.serialization import Reader, Writer
 
-#: Frame kind of a serialized WindowSummary (sketches/ uses 1-15 for its own kinds).
-KIND_WINDOW = 16
+#: Frame kind of a serialized WindowSummary (``sketches/FORMAT.md``).
+KIND_WINDOW = 17
+
+__all__ = ["KIND_WINDOW", "WindowSummary", "WindowRows", "analyze_summary", "drift_policy", "feature_outcome",
+           "merge_summaries", "summarize_window", "window_seed", "window_start"]
 
 
 @dataclass
 class WindowSummary:
-    """What one (model, window) keeps: counts, and a sketch and a sample per feature."""
+    """What one (model, window) keeps: counts, a sketch per configured feature, an event sample.
+
+    Treat it as immutable once built (``features`` is computed once); :func:`merge_summaries`
+    builds a new one.
+    """
 
     model: str
     window_start_ms: int
     window_end_ms: int
     events: int = 0
     unknown_features: int = 0
-    features: dict[str, tuple[FeatureSketch, ReservoirSample]] = field(default_factory=dict)
-    rejected: list[Rejected] = field(default_factory=list)  # records of the window that failed validation
+    sketches: dict[str, FeatureSketch] = field(default_factory=dict)
+    sample: EventSample = field(default_factory=lambda: EventSample(0, {}))
+
+    @cached_property
+    def features(self) -> dict[str, tuple[FeatureSketch, ReservoirSample]]:
+        """Each feature's sketch and deep-test sample (what :func:`sketches.analyze_window` takes)."""
+        return {name: (sketch, self.sample.feature(name)) for name, sketch in self.sketches.items()}
 
     def serialize(self) -> bytes:
-        """Versioned bytes (our framing around the sketches' own bytes); never pickled."""
+        """Versioned bytes (``sketches/FORMAT.md``, kind 17); never pickled."""
         w = Writer(KIND_WINDOW).text(self.model)
         w.pack("qqqqI", self.window_start_ms, self.window_end_ms, self.events, self.unknown_features,
-               len(self.features))
-        for name, (sketch, sample) in self.features.items():
-            w.text(name).blob(sketch.serialize()).blob(sample.serialize())
-        w.pack("I", len(self.rejected))
-        for r in self.rejected:
-            w.text(r.topic).pack("iq", r.partition, r.offset).text(r.reason).blob(r.payload)
-        return w.getvalue()
+               len(self.sketches))
+        for name, sketch in self.sketches.items():
+            w.text(name).blob(sketch.serialize())
+        return w.blob(self.sample.serialize()).getvalue()
 
     @classmethod
     def deserialize(cls, data: bytes) -> "WindowSummary":
-        """Decode bytes written by :meth:`serialize`."""
+        """Decode bytes written by :meth:`serialize` or by the Java aggregate."""
         r = Reader(data, (KIND_WINDOW,))
         model = r.text()
         start, end, events, unknown, count = r.unpack("qqqqI")
-        features = {}
+        sketches = {}
         for _ in range(count):
             name = r.text()
-            features[name] = (deserialize_sketch(r.blob()), ReservoirSample.deserialize(r.blob()))
-        (rejects,) = r.unpack("I")
-        rejected = [Rejected(r.text(), *r.unpack("iq"), r.text(), r.blob()) for _ in range(rejects)]
+            sketches[name] = deserialize_sketch(r.blob())
+        sample = EventSample.deserialize(r.blob())
         r.done()
-        return cls(model, start, end, events, unknown, features, rejected)
+        return cls(model, start, end, events, unknown, sketches, sample)
+
+
+def merge_summaries(summaries: Sequence[WindowSummary]) -> WindowSummary:
+    """One summary of several windows of one model (a longer horizon), without re-reading events.
+
+    Exact for counts and sketches; the sample is the bottom-k of the union of the samples.
+
+    >>> from schemas.config import ModelConfig
+    >>> config = ModelConfig(name="m", features={"x": "numeric"})
+    >>> days = [summarize_window("m", start, 1000, [{"x": float(start)}], config) for start in (0, 1000, 2000)]
+    >>> week = merge_summaries(days)
+    >>> (week.window_start_ms, week.window_end_ms, week.events, week.sketches["x"].n)
+    (0, 3000, 3, 3)
+    """
+    if not summaries:
+        raise ValueError("merge_summaries needs at least one summary")
+    models = {s.model for s in summaries}
+    if len(models) != 1:
+        raise ValueError(f"merge_summaries: summaries of several models {sorted(models)}")
+    first = summaries[0]
+    merged = WindowSummary(first.model, min(s.window_start_ms for s in summaries),
+                           max(s.window_end_ms for s in summaries),
+                           sketches={n: copy_sketch(sk) for n, sk in first.sketches.items()},
+                           sample=EventSample(first.sample.capacity, first.sample.kinds).merge(first.sample))
+    merged.events, merged.unknown_features = first.events, first.unknown_features
+    for other in summaries[1:]:
+        merged.events += other.events
+        merged.unknown_features += other.unknown_features
+        for name, sketch in other.sketches.items():
+            if name in merged.sketches:
+                merged.sketches[name].merge(sketch)
+            else:
+                merged.sketches[name] = copy_sketch(sketch)
+        merged.sample.merge(other.sample)
+    return merged
 
 
 def window_start(event_ms: int, window_ms: int) -> int:
@@ -81,27 +121,22 @@ def window_start(event_ms: int, window_ms: int) -> int:
     return event_ms - event_ms % window_ms
 
 
-def window_seed(model: str, start_ms: int) -> int:
-    """A stable seed per (model, window): reruns and replays draw the same sample."""
-    return zlib.crc32(f"{model}|{start_ms}".encode())
-
-
 class WindowRows:
-    """One (model, window)'s configured feature values, gathered as events come, sketched once.
+    """One (model, window)'s configured feature values, gathered as events come, summarized once.
 
-    Values come either event by event (:meth:`add`, the live job's aggregate: appended to two flat
-    lists straight from validation's parse) or as Arrow columns of a validated batch
-    (:meth:`add_columns`, replay's batch path). A value is parsed once, by validation, and never
-    again. When the window closes each feature becomes one Arrow column, put in the canonical
-    order of the events' coordinates (Kafka topic, partition, offset; or file and line), and goes
-    to its sketch and sample in one vectorised call.
+    Values come either event by event (:meth:`add`: straight from validation's parse) or as Arrow
+    columns of a validated batch (:meth:`add_columns`, replay's batch path), each with the
+    record's coordinates (Kafka topic, partition, offset; or file and line). A value is parsed
+    once, by validation, and never again. When the window closes each feature becomes one Arrow
+    column and goes to its sketch in one vectorised call; the coordinates give each event its
+    sample key. The order of the events does not matter.
 
     >>> from schemas.config import ModelConfig
     >>> rows = WindowRows(ModelConfig(name="m", features={"x": "numeric", "c": "categorical"}))
     >>> rows.add({"x": 2.5, "c": "b"}, ("t", 0, 7))
     >>> rows.add({"x": 1, "c": "a", "extra": 3}, ("t", 0, 6))
     >>> summary = rows.summarize("m", 0, 60_000)
-    >>> (summary.events, summary.unknown_features, summary.features["x"][1].values.tolist())
+    >>> (summary.events, summary.unknown_features, sorted(summary.features["x"][1].values.tolist()))
     (2, 1, [1.0, 2.5])
     """
 
@@ -141,22 +176,24 @@ class WindowRows:
         self.unknown_features += unknown_features
 
     def columns(self) -> dict[str, pa.Array]:
-        """Each configured feature's column over the whole window, in canonical order."""
+        """Each configured feature's column over the whole window, in the order the events came."""
         self._seal()
-        order = canonical_order(self.coordinates)
         columns = {}
         for name, kind in self.kinds.items():
             parts = [chunk[name] for chunk in self._chunks]
-            column = pa.concat_arrays(parts) if parts else pa.array([], ARROW_TYPES[kind])
-            columns[name] = column if order is None else column.take(order)
+            columns[name] = pa.concat_arrays(parts) if parts else pa.array([], ARROW_TYPES[kind])
         return columns
 
     def summarize(self, model: str, start_ms: int, window_ms: int) -> WindowSummary:
-        """The window's summary: counts, and a sketch and a sample per configured feature."""
-        summary = WindowSummary(model, start_ms, start_ms + window_ms, events=len(self),
-                                unknown_features=self.unknown_features)
-        _sketch_columns(summary, self.columns(), self.config)
-        return summary
+        """The window's summary: counts, a sketch per configured feature, the event sample."""
+        columns = self.columns()
+        topics, partitions, offsets = split_coordinates(self.coordinates)
+        keys = event_keys(window_seed(model, start_ms), topics, partitions, offsets)
+        return WindowSummary(model, start_ms, start_ms + window_ms, events=len(self),
+                             unknown_features=self.unknown_features,
+                             sketches={name: new_feature_sketch(kind, self.config, name).update(columns[name])
+                                       for name, kind in self.config.features.items()},
+                             sample=EventSample(self.config.sample_size, self.config.features).update(keys, columns))
 
     def _seal(self) -> None:
         """Turn the values added event by event so far into one columnar chunk."""
@@ -166,11 +203,9 @@ class WindowRows:
             self._in_chunks = len(self.coordinates)
 
 
-def canonical_order(coordinates: list[tuple]) -> pa.Array | None:
-    """Indices that sort ``coordinates``; None when they already are in order (the usual case)."""
-    if all(map(operator.le, coordinates, islice(coordinates, 1, None))):
-        return None
-    return pa.array(sorted(range(len(coordinates)), key=coordinates.__getitem__), type=pa.int64())
+def new_feature_sketch(kind: str, config: ModelConfig, name: str) -> FeatureSketch:
+    """An empty sketch for one configured feature, with the model's sketch settings."""
+    return new_sketch(kind, name=name, max_buckets=config.sketch_buckets)
 
 
 def summarize_window(
@@ -180,20 +215,11 @@ def summarize_window(
     feature_maps: Sequence[Mapping[str, object]],
     config: ModelConfig,
 ) -> WindowSummary:
-    """Sketch and sample every configured feature of one window's events (already in canonical order)."""
+    """Summarize one window's events given as feature maps (the i-th event has coordinates (i,))."""
     rows = WindowRows(config)
     for line, features in enumerate(feature_maps):
         rows.add(features, (line,))
     return rows.summarize(model, start_ms, window_ms)
-
-
-def _sketch_columns(summary: WindowSummary, columns: dict, config: ModelConfig) -> None:
-    seed = window_seed(summary.model, summary.window_start_ms)
-    for name, kind in config.features.items():
-        column = columns[name]
-        sketch = new_sketch(kind, k=config.sketch_k, name=name).update(column)
-        sample = ReservoirSample(config.sample_size, seed, name).update(column)
-        summary.features[name] = (sketch, sample)
 
 
 def drift_policy(thresholds: ThresholdConfig) -> DriftPolicy:

@@ -16,10 +16,10 @@ from sqlalchemy import Connection, select
 
 from driftwarden.errors import ConfigError, SerializationError
 from driftwarden.store import upsert
-from jobs.pipeline import WindowSummary
+from jobs.pipeline import WindowSummary, merge_summaries
 from schemas.config import MonitorConfig
 from schemas.tables import window_summaries
-from sketches import DriftPolicy, FeatureReference, Reference, ReservoirSample
+from sketches import DriftPolicy, Reference
 from sketches.reference import reference_from_window_sketches
 from sketches.serialization import Reader, Writer
 
@@ -77,22 +77,13 @@ def is_reference_file(path: str | PathLike) -> bool:
 def reference_from_summaries(summaries: Sequence[WindowSummary], kinds: dict[str, str],
                              policy: DriftPolicy) -> Reference:
     """Merge window summaries into a reference and calibrate its gate on the windows themselves."""
+    sample = merge_summaries(summaries).sample
     features = {}
     for name, kind in kinds.items():
-        sketches = [s.features[name][0] for s in summaries if name in s.features]
-        samples = [s.features[name][1] for s in summaries if name in s.features]
-        if not sketches:
-            continue
-        features[name] = _feature_reference(name, kind, sketches, samples, policy)
+        sketches = [s.sketches[name] for s in summaries if name in s.sketches]
+        if sketches:
+            features[name] = reference_from_window_sketches(name, kind, sketches, sample.feature(name), policy)
     return Reference(features)
-
-
-def _feature_reference(name: str, kind: str, sketches: list, samples: list[ReservoirSample],
-                       policy: DriftPolicy) -> FeatureReference:
-    sample = ReservoirSample(samples[0].capacity, samples[0].seed ^ 0x5EED, name)  # a seed of its own
-    for part in samples:
-        sample.merge(part)
-    return reference_from_window_sketches(name, kind, sketches, sample, policy)
 
 
 class StoredReferences:

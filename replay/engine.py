@@ -231,7 +231,7 @@ class Replayer:
             key = (report.model, outcome.name)
             if not outcome.drifted or key in self.outcome.first_drift:
                 continue
-            sketch = summary.features.get(outcome.name, (None,))[0]
+            sketch = summary.sketches.get(outcome.name)
             ref = reference.features.get(outcome.name)
             self.outcome.first_drift[key] = DriftDetail(report.model, outcome.name, outcome.kind,
                                                         summary.window_start_ms, sketch, ref.sketch if ref else None)

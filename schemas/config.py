@@ -173,7 +173,7 @@ class ModelConfig(_Strict):
     name: str = Field(min_length=1)
     features: dict[str, FeatureKind] = Field(min_length=1)
     sample_size: int = Field(default=2000, ge=10)
-    sketch_k: int = Field(default=200, ge=8, le=65535)
+    sketch_buckets: int = Field(default=1024, ge=16, le=65536)
 
 
 class MonitorConfig(_Strict):

@@ -1,8 +1,9 @@
 """Mergeable feature sketches, gate distances, deep tests and threshold calibration (no I/O).
 
 The statistical core of driftwarden, in plain Python on Apache DataSketches, numpy and scipy.
-Read the modules in this order: ``numeric`` / ``categorical`` / ``reservoir`` (what a window
-keeps), ``serialization`` (how it is stored), ``gate`` (cheap scores from sketches),
+Read the modules in this order: ``histogram`` / ``categorical`` / ``sample`` (what a window
+keeps, deterministic and exactly mergeable: ``FORMAT.md``; ``numeric`` and ``reservoir`` are the
+randomised KLL / reservoir alternatives for offline use), ``serialization`` (how it is stored), ``gate`` (cheap scores from sketches),
 ``calibration`` and ``reference`` (what "normal" is), ``deep`` and ``policy`` (exact tests and the
 verdict), ``analysis`` (one window, end to end).
 """
@@ -12,14 +13,16 @@ from sketches.calibration import calibrate_thresholds, leave_one_out_scores, sco
 from sketches.categorical import CategoricalSketch
 from sketches.deep import DeepResult, benjamini_hochberg, deep_test, missing_rate_pvalue
 from sketches.feature import FEATURE_KINDS, FeatureSketch, copy_sketch, deserialize_sketch, new_sketch
+from sketches.histogram import HistogramSketch
 from sketches.gate import SCORE_NAMES, GateScores, GateThresholds, gate_alarm, gate_scores
 from sketches.numeric import NumericSketch
 from sketches.policy import DriftPolicy, Verdict, verdict
 from sketches.reference import FeatureReference, Reference, build_feature_reference
 from sketches.reservoir import ReservoirSample
+from sketches.sample import EventSample
 
 __all__ = [
-    "CategoricalSketch", "DeepResult", "DriftPolicy", "FEATURE_KINDS", "FeatureReference", "FeatureSketch",
+    "CategoricalSketch", "DeepResult", "EventSample", "HistogramSketch", "DriftPolicy", "FEATURE_KINDS", "FeatureReference", "FeatureSketch",
     "FeatureVerdict", "GateScores", "GateThresholds", "NumericSketch", "Reference", "ReservoirSample",
     "SCORE_NAMES", "Verdict", "analyze_window", "benjamini_hochberg", "build_feature_reference",
     "calibrate_thresholds", "copy_sketch", "deep_test", "deserialize_sketch", "gate_alarm", "gate_scores",

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from driftwarden.errors import SketchError
 from sketches.deep import DeepResult, benjamini_hochberg, deep_test, missing_rate_pvalue
-from sketches.feature import FeatureSketch
+from sketches.feature import FeatureSketch, is_numeric
 from sketches.gate import GateScores, gate_alarm, gate_scores
 from sketches.numeric import NumericSketch
 from sketches.policy import DriftPolicy, verdict
@@ -112,4 +112,4 @@ def _finish(fv: FeatureVerdict, deep: DeepResult | None, p_adjusted: float | Non
 
 
 def _kind_of(sketch: FeatureSketch) -> str:
-    return "numeric" if isinstance(sketch, NumericSketch) else "categorical"
+    return "numeric" if is_numeric(sketch) else "categorical"

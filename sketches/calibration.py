@@ -27,9 +27,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from sketches.feature import FeatureSketch, copy_sketch
+from sketches.feature import FeatureSketch, copy_sketch, is_numeric
 from sketches.gate import SCORE_NAMES, GateThresholds, bin_edges, gate_scores, score_names
-from sketches.numeric import NumericSketch
 
 #: Scores that are the same test to second order share one slice of the rate: JS ~ chi2 / (8 ln 2).
 SCORE_FAMILY = {"js": "chi2"}
@@ -80,7 +79,7 @@ def calibrate_thresholds(null_scores: np.ndarray, kind: str, false_alarm_rate: f
 
 def score_dof(sketch: FeatureSketch, bins: int = 10) -> int:
     """Degrees of freedom of the chi-square-like scores for a reference: bins - 1, or categories - 1."""
-    if isinstance(sketch, NumericSketch):
+    if is_numeric(sketch):
         return max(len(bin_edges(sketch, bins)), 1)
     return max(len(sketch.frequencies()) - 1, 1)
 

@@ -1,8 +1,11 @@
-"""CategoricalSketch: a mergeable summary of one string feature over a window.
+"""CategoricalSketch: a deterministic, exactly mergeable summary of one string feature over a window.
 
-Counts are exact while the number of distinct values stays at or below ``max_exact``; past that,
-the sketch switches for good to a DataSketches ``frequent_strings_sketch`` (error-bounded
-heavy-hitter estimates, a map of at most ``2**lg_max_map_size`` entries).
+Counts are exact while at most ``max_exact`` distinct values are seen. Past that, the sketch keeps
+the ``max_exact`` values with the smallest value hash (``sketches.hashing.value_hash``) and their
+exact counts: a uniform sample of the distinct values, chosen by the values themselves, so the
+result depends only on the set of events, never on their order or on how partials were merged
+(``sketches/FORMAT.md``, kind 7; the Java aggregate writes the same bytes). The mass of the other
+values is known exactly in total (``n`` minus the kept counts).
 """
 
 from __future__ import annotations
@@ -10,21 +13,22 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-import datasketches as ds
-
-from driftwarden.errors import SketchError
+from driftwarden.errors import SerializationError, SketchError
 from sketches._values import count_strings
-from sketches.serialization import KIND_CATEGORICAL, Reader, Writer, wrap_native
+from sketches.hashing import value_hash
+from sketches.serialization import KIND_CATEGORICAL_CAPPED, Reader, Writer
 
-_NO_FALSE_NEGATIVES = ds.frequent_items_error_type.NO_FALSE_NEGATIVES
+#: ``threshold`` while nothing was dropped: every 63-bit value hash is below it.
+UNCAPPED = 2 ** 63 - 1
+#: Distinct values kept with exact counts by default.
+DEFAULT_MAX_EXACT = 1000
 
 
 class CategoricalSketch:
-    """Mergeable sketch of a categorical (string) feature: exact counts, then frequent items.
+    """Mergeable sketch of a categorical (string) feature: exact counts, capped by value hash.
 
     Args:
-        max_exact: distinct values kept exactly before switching to frequent-items estimates.
-        lg_max_map_size: log2 of the frequent-items map size (12 -> 4096 entries).
+        max_exact: most distinct values kept with their exact counts.
         name: optional feature name, quoted in error messages.
 
     Example:
@@ -38,19 +42,18 @@ class CategoricalSketch:
         True
     """
 
-    def __init__(self, max_exact: int = 1000, lg_max_map_size: int = 12, name: str | None = None) -> None:
-        if max_exact < 0:
-            raise ValueError(f"max_exact must be >= 0, got {max_exact}")
-        if not 3 <= lg_max_map_size <= 30:
-            raise ValueError(f"lg_max_map_size must be between 3 and 30, got {lg_max_map_size}")
-        self.max_exact, self.lg_max_map_size, self.name = int(max_exact), int(lg_max_map_size), name
+    def __init__(self, max_exact: int = DEFAULT_MAX_EXACT, name: str | None = None) -> None:
+        if max_exact < 1:
+            raise ValueError(f"max_exact must be >= 1, got {max_exact}")
+        self.max_exact, self.name = int(max_exact), name
         self._reset()
 
     def _reset(self) -> None:
-        self._exact: Counter | None = Counter()
-        self._fi: ds.frequent_strings_sketch | None = None
+        self._counts: Counter = Counter()
         self._n = 0
         self.nulls = 0
+        self.threshold = UNCAPPED  # values hashing at or above it are not kept
+        self._hashes: dict[str, int] = {}  # value -> hash, filled once capped
 
     # ---------------------------------------------------------------- update / merge
     def update(self, values: Any) -> CategoricalSketch:
@@ -67,35 +70,38 @@ class CategoricalSketch:
         self.nulls += int(count)
         return self
 
-    def _add_counts(self, counts: Counter) -> None:
+    def _add_counts(self, counts: Counter | dict, threshold: int = UNCAPPED) -> None:
         self._n += sum(counts.values())
-        if self._exact is not None:
-            self._exact.update(counts)
-            if len(self._exact) > self.max_exact:
-                self._to_frequent_items()
-            return
-        for item, weight in counts.items():
-            self._fi.update(item, weight)
+        if threshold < self.threshold:  # the other side dropped every value hashing at or above it
+            self.threshold = threshold
+            self._counts = Counter({v: c for v, c in self._counts.items() if self._hash(v) < threshold})
+        if self.threshold == UNCAPPED:
+            self._counts.update(counts)
+        else:
+            self._counts.update({v: c for v, c in counts.items() if self._hash(v) < self.threshold})
+        if len(self._counts) > self.max_exact:
+            self._cap()
 
-    def _to_frequent_items(self) -> None:
-        self._fi = ds.frequent_strings_sketch(self.lg_max_map_size)
-        for item, weight in self._exact.items():
-            self._fi.update(item, weight)
-        self._exact = None
+    def _hash(self, value: str) -> int:
+        h = self._hashes.get(value)
+        if h is None:
+            h = self._hashes[value] = value_hash(value)
+        return h
+
+    def _cap(self) -> None:
+        """Keep the ``max_exact`` values of smallest hash; the next hash up becomes the threshold."""
+        ranked = sorted(self._counts, key=self._hash)
+        self.threshold = self._hash(ranked[self.max_exact])
+        self._counts = Counter({v: self._counts[v] for v in ranked[: self.max_exact]})
+        self._hashes = {v: self._hashes[v] for v in self._counts}
 
     def merge(self, other: CategoricalSketch) -> CategoricalSketch:
-        """Fold ``other`` into this sketch (in place) and return self."""
-        if not isinstance(other, CategoricalSketch) or (
-                other.max_exact, other.lg_max_map_size) != (self.max_exact, self.lg_max_map_size):
+        """Fold ``other`` into this sketch (in place) and return self; exact and order-independent."""
+        if not isinstance(other, CategoricalSketch) or other.max_exact != self.max_exact:
             raise SketchError(f"cannot merge {type(other).__name__} into {self!r}: settings differ")
         self.nulls += other.nulls
-        if other._exact is not None:
-            self._add_counts(other._exact)
-            return self
-        if self._exact is not None:
-            self._to_frequent_items()
-        self._fi.merge(other._fi)
-        self._n += other._n
+        self._add_counts(other._counts, other.threshold)
+        self._n += other._n - sum(other._counts.values())  # the values other did not keep
         return self
 
     # ---------------------------------------------------------------- queries
@@ -121,55 +127,57 @@ class CategoricalSketch:
 
     @property
     def is_exact(self) -> bool:
-        """True while the counts are exact (distinct values <= ``max_exact``)."""
-        return self._exact is not None
+        """True while every distinct value is kept (at most ``max_exact`` seen)."""
+        return self.threshold == UNCAPPED
 
     def frequencies(self) -> dict[str, int]:
-        """Count per value: exact, or frequent-items estimates (no false negatives) once past ``max_exact``."""
-        if self._exact is not None:
-            return dict(self._exact)
-        rows = self._fi.get_frequent_items(_NO_FALSE_NEGATIVES)
-        return {item: int(estimate) for item, estimate, _lower, _upper in rows}
+        """Exact count per kept value (every value while :attr:`is_exact`)."""
+        return dict(self._counts)
 
     def estimate(self, item: str) -> int:
-        """Count (or estimate) of one value; 0 if never seen (or evicted from the frequent-items map)."""
-        if self._exact is not None:
-            return self._exact.get(item, 0)
-        return int(self._fi.get_estimate(item))
+        """Exact count of one value; 0 if never seen or not kept."""
+        return self._counts.get(item, 0)
+
+    def covers(self, item: str) -> bool:
+        """True when this sketch would have kept ``item`` had it been seen (its hash is below the cap)."""
+        return self.is_exact or self._hash(item) < self.threshold
 
     def new_category_share(self, reference: CategoricalSketch) -> float:
-        """Share of this sketch's non-null values whose category the reference never saw (NaN if none)."""
+        """Share of this sketch's non-null values whose category the reference never saw (NaN if none).
+
+        Once either side is capped, the share is measured on the values both sides would keep.
+        """
         if self._n == 0:
             return float("nan")
-        new = sum(c for item, c in self.frequencies().items() if reference.estimate(item) == 0)
-        return new / self._n
+        if self.is_exact and reference.is_exact:
+            return sum(c for item, c in self._counts.items() if item not in reference._counts) / self._n
+        judged = {item: c for item, c in self._counts.items() if reference.covers(item)}
+        total = sum(judged.values())
+        if total == 0:
+            return float("nan")
+        return sum(c for item, c in judged.items() if item not in reference._counts) / total
 
     # ---------------------------------------------------------------- serialization
     def serialize(self) -> bytes:
-        """Encode as versioned bytes (our frame around the frequent-items bytes when approximate)."""
-        w = Writer(KIND_CATEGORICAL).pack("QBQQ?", self.max_exact, self.lg_max_map_size,
-                                          self._n, self.nulls, self.is_exact)
-        if self._exact is None:
-            return w.blob(self._fi.serialize()).getvalue()
-        w.pack("Q", len(self._exact))
-        for item, c in self._exact.items():
-            w.text(item).pack("Q", c)
-        return w.getvalue()
+        """Encode as versioned bytes (``sketches/FORMAT.md``, kind 7)."""
+        items = sorted(self._counts, key=lambda v: v.encode("utf-8"))
+        w = Writer(KIND_CATEGORICAL_CAPPED).pack("IQQq", self.max_exact, self._n, self.nulls, self.threshold)
+        counts = b"".join(int(self._counts[v]).to_bytes(8, "little", signed=True) for v in items)
+        return w.texts(items).blob(counts).getvalue()
 
     @classmethod
     def deserialize(cls, data: bytes) -> CategoricalSketch:
-        """Decode bytes written by :meth:`serialize`."""
-        r = Reader(data, (KIND_CATEGORICAL,))
-        max_exact, lg, n, nulls, exact = r.unpack("QBQQ?")
-        sk = cls(max_exact, lg)
-        sk._n, sk.nulls = n, nulls
-        if exact:
-            (size,) = r.unpack("Q")
-            sk._exact = Counter({r.text(): r.unpack("Q")[0] for _ in range(size)})
-        else:
-            sk._exact = None
-            sk._fi = wrap_native("frequent_strings", ds.frequent_strings_sketch.deserialize, r.blob())
+        """Decode bytes written by :meth:`serialize` (or by the Java aggregate)."""
+        r = Reader(data, (KIND_CATEGORICAL_CAPPED,))
+        max_exact, n, nulls, threshold = r.unpack("IQQq")
+        sk = cls(max_exact)
+        sk._n, sk.nulls, sk.threshold = n, nulls, threshold
+        items, raw = r.texts(), r.blob()
         r.done()
+        if len(raw) != 8 * len(items):
+            raise SerializationError(f"corrupt category counts: {len(raw)} bytes for {len(items)} values")
+        counts = [int.from_bytes(raw[i:i + 8], "little", signed=True) for i in range(0, len(raw), 8)]
+        sk._counts = Counter(dict(zip(items, counts)))
         return sk
 
     def __repr__(self) -> str:

@@ -1,14 +1,23 @@
-"""FeatureSketch: the sketch of one feature, numeric or categorical, and bytes -> sketch dispatch."""
+"""FeatureSketch: the sketch of one feature, numeric or categorical, and bytes -> sketch dispatch.
+
+The pipeline's numeric sketch is :class:`HistogramSketch` (deterministic, exactly mergeable: what
+the live job's Java aggregate builds too); :class:`NumericSketch` (DataSketches KLL / t-digest)
+stays for offline use through the Python API, where a randomised sketch is acceptable.
+"""
 
 from __future__ import annotations
 
 from typing import Union
 
 from sketches.categorical import CategoricalSketch
+from sketches.histogram import HistogramSketch
 from sketches.numeric import NumericSketch
-from sketches.serialization import KIND_CATEGORICAL, KIND_NUMERIC_KLL, KIND_NUMERIC_TDIGEST, Reader
+from sketches.serialization import (KIND_CATEGORICAL_CAPPED, KIND_NUMERIC_HIST, KIND_NUMERIC_KLL, KIND_NUMERIC_TDIGEST,
+                                    Reader)
 
-FeatureSketch = Union[NumericSketch, CategoricalSketch]
+FeatureSketch = Union[HistogramSketch, NumericSketch, CategoricalSketch]
+#: The sketch classes of numeric features (the gate reads any of them through the same queries).
+NUMERIC_SKETCHES = (HistogramSketch, NumericSketch)
 
 #: The feature kinds a reference knows, and the sketch class of each.
 FEATURE_KINDS = ("numeric", "categorical")
@@ -17,22 +26,29 @@ FEATURE_KINDS = ("numeric", "categorical")
 def deserialize_sketch(data: bytes) -> FeatureSketch:
     """Decode any feature sketch from its bytes, dispatching on the frame's kind byte.
 
-    >>> deserialize_sketch(NumericSketch().update([1.0]).serialize())
-    NumericSketch(kind='kll', k=200, n=1, count=1)
+    >>> deserialize_sketch(HistogramSketch().update([1.0]).serialize())
+    HistogramSketch(precision=52, max_buckets=1024, n=1, count=1)
     """
-    kind = Reader(data, (KIND_NUMERIC_KLL, KIND_NUMERIC_TDIGEST, KIND_CATEGORICAL)).kind
-    if kind == KIND_CATEGORICAL:
+    kind = Reader(data, (KIND_NUMERIC_HIST, KIND_NUMERIC_KLL, KIND_NUMERIC_TDIGEST, KIND_CATEGORICAL_CAPPED)).kind
+    if kind == KIND_CATEGORICAL_CAPPED:
         return CategoricalSketch.deserialize(data)
+    if kind == KIND_NUMERIC_HIST:
+        return HistogramSketch.deserialize(data)
     return NumericSketch.deserialize(data)
 
 
-def new_sketch(kind: str, k: int = 200, max_exact: int = 1000, name: str | None = None) -> FeatureSketch:
-    """Return an empty sketch for a feature of ``kind`` ("numeric" or "categorical")."""
+def new_sketch(kind: str, name: str | None = None, max_buckets: int = 1024, max_exact: int = 1000) -> FeatureSketch:
+    """Return an empty pipeline sketch for a feature of ``kind`` ("numeric" or "categorical")."""
     if kind == "numeric":
-        return NumericSketch(k, name=name)
+        return HistogramSketch(max_buckets=max_buckets, name=name)
     if kind == "categorical":
         return CategoricalSketch(max_exact, name=name)
     raise ValueError(f"unknown feature kind {kind!r}; valid kinds are {FEATURE_KINDS}")
+
+
+def is_numeric(sketch: FeatureSketch) -> bool:
+    """True for the sketch of a numeric feature."""
+    return isinstance(sketch, NUMERIC_SKETCHES)
 
 
 def copy_sketch(sketch: FeatureSketch) -> FeatureSketch:

@@ -35,7 +35,7 @@ import numpy as np
 from driftwarden.errors import SketchError
 from sketches import distances
 from sketches.categorical import CategoricalSketch
-from sketches.feature import FeatureSketch
+from sketches.feature import FeatureSketch, is_numeric
 from sketches.numeric import NumericSketch
 
 #: Ranks at which the two quantile functions are compared for the EMD estimate.
@@ -100,7 +100,7 @@ class GateThresholds:
 def gate_scores(reference: FeatureSketch, window: FeatureSketch, bins: int = 10) -> GateScores:
     """Score ``window`` against ``reference`` from the two sketches alone."""
     missing = _missing_delta(reference, window)
-    if isinstance(reference, NumericSketch) and isinstance(window, NumericSketch):
+    if is_numeric(reference) and is_numeric(window):
         if reference.n == 0 or window.n == 0:
             return GateScores(missing_delta=missing)
         ks, bound = ks_estimate(reference, window)

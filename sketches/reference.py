@@ -15,7 +15,7 @@ import numpy as np
 
 from driftwarden.errors import SerializationError
 from sketches.calibration import calibrate_thresholds, leave_one_out_scores, score_dof
-from sketches.feature import FEATURE_KINDS, FeatureSketch, deserialize_sketch, new_sketch
+from sketches.feature import FEATURE_KINDS, FeatureSketch, copy_sketch, deserialize_sketch, new_sketch
 from sketches.gate import SCORE_NAMES, GateThresholds
 from sketches.policy import DriftPolicy
 from sketches.reservoir import ReservoirSample
@@ -88,14 +88,14 @@ class Reference:
 
 
 def build_feature_reference(name: str, kind: str, windows: list[Any], policy: DriftPolicy,
-                            k: int = 200, sample_capacity: int = 2000, seed: int = 0) -> FeatureReference:
+                            sample_capacity: int = 2000, seed: int = 0) -> FeatureReference:
     """Sketch, sample and calibrate one feature from its reference period cut into ``windows``.
 
     With fewer than ``policy.min_windows`` windows, thresholds are the fixed ones (source "fixed").
     """
     if kind not in FEATURE_KINDS:
         raise ValueError(f"unknown feature kind {kind!r}; valid kinds are {FEATURE_KINDS}")
-    sketches = [new_sketch(kind, k, policy.max_exact, name).update(w) for w in windows]
+    sketches = [new_sketch(kind, name, max_exact=policy.max_exact).update(w) for w in windows]
     sample = ReservoirSample(sample_capacity, seed, name)
     for values in windows:
         sample.update(values)
@@ -108,8 +108,8 @@ def reference_from_window_sketches(name: str, kind: str, sketches: list[FeatureS
 
     With fewer than ``policy.min_windows`` windows, thresholds are the fixed ones (source "fixed").
     """
-    merged = new_sketch(kind, getattr(sketches[0], "k", 200), policy.max_exact, name)
-    for sketch in sketches:
+    merged = copy_sketch(sketches[0])
+    for sketch in sketches[1:]:
         merged.merge(sketch)
     if len(sketches) < policy.min_windows:
         return FeatureReference(name, kind, merged, sample, GateThresholds.fixed())

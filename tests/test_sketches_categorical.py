@@ -1,4 +1,4 @@
-"""CategoricalSketch: exact counts, the switch to frequent items, merge and new-category share."""
+"""CategoricalSketch: exact counts, the deterministic cap by value hash, merge and new-category share."""
 
 from __future__ import annotations
 
@@ -23,13 +23,17 @@ def test_counts_are_exact_below_max_exact() -> None:
     assert (sk.n, sk.nulls, sk.count, sk.is_exact) == (5, 3, 8, True)
 
 
-def test_switches_to_frequent_items_past_max_exact_and_keeps_heavy_hitters() -> None:
+def test_past_max_exact_keeps_the_values_of_smallest_hash_with_exact_counts() -> None:
+    from sketches.hashing import value_hash
+
     rng = np.random.default_rng(0)
     values = [f"rare{i}" for i in range(3000)] + ["hot"] * 5000 + list(rng.choice(["x", "y"], 2000))
-    sk = CategoricalSketch(max_exact=100, lg_max_map_size=8).update(values)
+    sk = CategoricalSketch(max_exact=100).update(values)
     assert not sk.is_exact and sk.n == 10_000
-    freq = sk.frequencies()
-    assert abs(freq["hot"] - 5000) <= 10_000 * 3.5 / 2 ** 8 * 0.75 + 1
+    truth = Counter(values)
+    kept = sorted(truth, key=value_hash)[:100]
+    assert sk.frequencies() == {v: truth[v] for v in kept}  # exact counts, chosen by the values alone
+    assert sk.threshold == value_hash(sorted(truth, key=value_hash)[100])
 
 
 def test_new_category_share() -> None:
@@ -55,18 +59,27 @@ def test_arrow_columns_are_counted_without_python_loops() -> None:
 def test_merge_refuses_other_settings_or_kinds() -> None:
     with pytest.raises(SketchError):
         CategoricalSketch(max_exact=10).merge(CategoricalSketch(max_exact=20))
-    with pytest.raises(ValueError, match="lg_max_map_size"):
-        CategoricalSketch(lg_max_map_size=2)
+    with pytest.raises(ValueError, match="max_exact"):
+        CategoricalSketch(max_exact=0)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(words, words, words, st.sampled_from([3, 1000]))
-def test_merge_commutative_associative_and_like_one_sketch(x: list, y: list, z: list, max_exact: int) -> None:
+def test_merge_commutative_associative_and_byte_identical_to_one_sketch(x: list, y: list, z: list,
+                                                                        max_exact: int) -> None:
     def sk(values: list) -> CategoricalSketch:
-        return CategoricalSketch(max_exact=max_exact, lg_max_map_size=6).update(values)
+        return CategoricalSketch(max_exact=max_exact).update(values)
 
     whole = sk(x + y + z)
     for merged in (sk(x).merge(sk(y)).merge(sk(z)), sk(x).merge(sk(y).merge(sk(z))), sk(z).merge(sk(y)).merge(sk(x))):
-        assert (merged.n, merged.nulls, merged.is_exact) == (whole.n, whole.nulls, whole.is_exact)
-        assert merged.frequencies() == whole.frequencies()  # map never fills here: estimates are exact
-    assert whole.frequencies() == dict(Counter(v for v in x + y + z if v is not None))
+        assert merged.serialize() == whole.serialize()
+    if max_exact == 1000:
+        assert whole.frequencies() == dict(Counter(v for v in x + y + z if v is not None))
+
+
+def test_new_category_share_once_capped_is_judged_on_values_both_sides_keep() -> None:
+    ref_values = [f"id{i}" for i in range(5000)]
+    window = [f"id{i}" for i in range(0, 5000, 5)] * 19 + [f"new{i}" for i in range(1000)]  # 5% new
+    ref, win = CategoricalSketch(max_exact=500).update(ref_values), CategoricalSketch(max_exact=500).update(window)
+    assert not ref.is_exact and not win.is_exact
+    assert win.new_category_share(ref) == pytest.approx(0.05, abs=0.02)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from driftwarden.errors import SerializationError
 from sketches import CategoricalSketch, NumericSketch, ReservoirSample, deserialize_sketch
+from sketches.histogram import HistogramSketch
 from sketches.serialization import FORMAT_VERSION, MAGIC
 
 NUMERIC = np.random.default_rng(0).normal(size=3000)
@@ -21,7 +22,9 @@ KINDS = {
     "kll": (lambda: NumericSketch(), NUMERIC),
     "tdigest": (lambda: NumericSketch(kind="tdigest"), NUMERIC),
     "categorical-exact": (lambda: CategoricalSketch(), STRINGS),
-    "categorical-approx": (lambda: CategoricalSketch(max_exact=5, lg_max_map_size=5), STRINGS),
+    "categorical-capped": (lambda: CategoricalSketch(max_exact=5), STRINGS),
+    "histogram": (lambda: HistogramSketch(), NUMERIC),
+    "histogram-coarse": (lambda: HistogramSketch(max_buckets=16), NUMERIC),
     "reservoir-float": (lambda: ReservoirSample(capacity=100), NUMERIC),
     "reservoir-str": (lambda: ReservoirSample(capacity=100), STRINGS),
 }
@@ -33,6 +36,8 @@ def _state(sk) -> str:
         return repr((sk.n, sk.kind, sk.values.tolist()))
     if isinstance(sk, CategoricalSketch):
         return repr((sk.n, sk.nulls, sk.is_exact, sorted(sk.frequencies().items())))
+    if isinstance(sk, HistogramSketch):
+        return repr((sk.n, sk.count, sk.nulls, sk.min, sk.max, sk.buckets, sk.std, sk.quantiles([0.1, 0.5, 0.9]).tolist()))
     return repr((sk.n, sk.count, sk.nulls, sk.min, sk.max, sk.sum, sk.sum_sq, sk.std,
                  sk.quantiles([0.1, 0.5, 0.9]).tolist()))
 
@@ -101,9 +106,10 @@ def test_numeric_round_trip_any_floats(values: list, kind: str) -> None:
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.one_of(st.none(), st.text(max_size=8)), max_size=200), st.sampled_from([2, 1000]))
 def test_categorical_round_trip_any_text(values: list, max_exact: int) -> None:
-    sk = CategoricalSketch(max_exact=max_exact, lg_max_map_size=4).update(values)
+    sk = CategoricalSketch(max_exact=max_exact).update(values)
     again = CategoricalSketch.deserialize(sk.serialize())
     assert again.frequencies() == sk.frequencies() and again.count == sk.count
+    assert again.serialize() == sk.serialize()
 
 
 def test_reservoir_round_trip_keeps_the_random_stream() -> None:

@@ -1,0 +1,132 @@
+package dev.driftwarden.flink;
+
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CodingErrorAction;
+import java.nio.charset.StandardCharsets;
+
+/** Reads a DWSK frame back; every inconsistency raises {@link IllegalArgumentException} saying what was wrong. */
+public final class FrameReader {
+    private final ByteBuffer in;
+    public final int kind;
+
+    /** Checks magic, version and that the kind is {@code expectedKind}. */
+    public FrameReader(byte[] data, int expectedKind) {
+        in = ByteBuffer.wrap(data).order(ByteOrder.LITTLE_ENDIAN);
+        need(6);
+        for (byte b : FrameWriter.MAGIC) {
+            if (in.get() != b) {
+                throw new IllegalArgumentException("not a driftwarden sketch: bad magic");
+            }
+        }
+        int version = in.get() & 0xFF;
+        if (version != FrameWriter.VERSION) {
+            throw new IllegalArgumentException("unknown sketch format version " + version);
+        }
+        kind = in.get() & 0xFF;
+        if (kind != expectedKind) {
+            throw new IllegalArgumentException("unexpected sketch kind byte " + kind + ", want " + expectedKind);
+        }
+    }
+
+    /** The kind byte of a frame, without reading it. */
+    public static int kindOf(byte[] data) {
+        if (data.length < 6) {
+            throw new IllegalArgumentException("truncated sketch bytes: " + data.length + " bytes");
+        }
+        return data[5] & 0xFF;
+    }
+
+    private void need(long size) {
+        if (size > in.remaining()) {
+            throw new IllegalArgumentException("truncated sketch bytes: need " + size + " more bytes, have " + in.remaining());
+        }
+    }
+
+    public int u8() {
+        need(1);
+        return in.get() & 0xFF;
+    }
+
+    public long u32() {
+        need(4);
+        return in.getInt() & 0xFFFFFFFFL;
+    }
+
+    public long i64() {
+        need(8);
+        return in.getLong();
+    }
+
+    public double f64() {
+        need(8);
+        return in.getDouble();
+    }
+
+    public byte[] blob() {
+        long size = u32();
+        need(size);
+        byte[] out = new byte[(int) size];
+        in.get(out);
+        return out;
+    }
+
+    /** A blob of i64 values, checked to hold exactly {@code count} of them when count >= 0. */
+    public long[] longs(long count) {
+        byte[] raw = blob();
+        if (raw.length % 8 != 0 || (count >= 0 && raw.length != 8 * count)) {
+            throw new IllegalArgumentException("corrupt i64 array: " + raw.length + " bytes for " + count + " values");
+        }
+        long[] out = new long[raw.length / 8];
+        ByteBuffer.wrap(raw).order(ByteOrder.LITTLE_ENDIAN).asLongBuffer().get(out);
+        return out;
+    }
+
+    public String text() {
+        return decode(blob());
+    }
+
+    private static String decode(byte[] bytes) {
+        try {
+            return StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPORT)
+                    .onUnmappableCharacter(CodingErrorAction.REPORT).decode(ByteBuffer.wrap(bytes)).toString();
+        } catch (CharacterCodingException e) {
+            throw new IllegalArgumentException("corrupt text field: " + e.getMessage(), e);
+        }
+    }
+
+    /** Strings written by {@link FrameWriter#texts}. */
+    public String[] texts() {
+        long count = i64();
+        byte[] lengths = blob();
+        byte[] data = blob();
+        if (count < 0 || lengths.length != 4 * count) {
+            throw new IllegalArgumentException("corrupt text list: " + lengths.length + " length bytes for " + count + " strings");
+        }
+        ByteBuffer lens = ByteBuffer.wrap(lengths).order(ByteOrder.LITTLE_ENDIAN);
+        String[] out = new String[(int) count];
+        int pos = 0;
+        for (int i = 0; i < count; i++) {
+            long size = lens.getInt() & 0xFFFFFFFFL;
+            if (pos + size > data.length) {
+                throw new IllegalArgumentException("corrupt text list: lengths exceed the " + data.length + " data bytes");
+            }
+            byte[] one = new byte[(int) size];
+            System.arraycopy(data, pos, one, 0, one.length);
+            out[i] = decode(one);
+            pos += one.length;
+        }
+        if (pos != data.length) {
+            throw new IllegalArgumentException("corrupt text list: lengths add up to " + pos + ", data has " + data.length + " bytes");
+        }
+        return out;
+    }
+
+    /** Checks that every byte was read. */
+    public void done() {
+        if (in.remaining() != 0) {
+            throw new IllegalArgumentException(in.remaining() + " unexpected trailing bytes after sketch");
+        }
+    }
+}

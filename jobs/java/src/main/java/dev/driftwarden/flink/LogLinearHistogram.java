@@ -1,0 +1,242 @@
+package dev.driftwarden.flink;
+
+import java.util.Arrays;
+
+/**
+ * The numeric histogram of sketches/FORMAT.md (kind 6): counts in log-linear buckets of relative
+ * width 2^-P, uniformly coarsened (a shift {@code s}) while more than {@code M} buckets are used.
+ * Buckets live in a primitive open-addressing map (no boxing on the update path).
+ */
+public final class LogLinearHistogram {
+    public static final int KIND = 6;
+    private static final long EMPTY = Long.MIN_VALUE;  // never a key: keys lie in [~0x7FF0000000000000, 0x7FF0000000000000)
+
+    public final int precision;
+    public final int maxBuckets;
+    int shift;
+    long n;
+    long nulls;
+    long nans;
+    long posInf;
+    long negInf;
+    double min = Double.NaN;
+    double max = Double.NaN;
+
+    private long[] table;  // interleaved: key at 2i, its count at 2i + 1 (one cache line per probe)
+    private int size;
+
+    public LogLinearHistogram(int precision, int maxBuckets) {
+        if (precision < 0 || precision > 52) {
+            throw new IllegalArgumentException("histogram precision must be in 0..52, got " + precision);
+        }
+        if (maxBuckets < 16) {
+            throw new IllegalArgumentException("histogram max_buckets must be >= 16, got " + maxBuckets);
+        }
+        this.precision = precision;
+        this.maxBuckets = maxBuckets;
+        allocate(32);
+    }
+
+    private void allocate(int slots) {
+        table = new long[2 * slots];
+        for (int i = 0; i < table.length; i += 2) {
+            table[i] = EMPTY;
+        }
+        size = 0;
+    }
+
+    /** The base key (shift 0) of a finite value. */
+    public static long baseKey(double x, int precision) {
+        x = x + 0.0;  // -0.0 -> +0.0
+        long bits = Double.doubleToRawLongBits(x);
+        long pos = (bits & Long.MAX_VALUE) >>> (52 - precision);
+        return bits < 0 ? ~pos : pos;
+    }
+
+    /** Counts a null. */
+    public void updateNull() {
+        nulls++;
+    }
+
+    /** Counts one value: NaN and infinities are counted, finite values go into buckets. */
+    public void update(double x) {
+        if (x != x) {
+            nans++;
+        } else if (x == Double.POSITIVE_INFINITY) {
+            posInf++;
+        } else if (x == Double.NEGATIVE_INFINITY) {
+            negInf++;
+        } else {
+            x = x + 0.0;
+            if (n == 0) {
+                min = x;
+                max = x;
+            } else if (x < min) {
+                min = x;
+            } else if (x > max) {
+                max = x;
+            }
+            n++;
+            add(baseKey(x, precision) >> shift, 1);
+            if (size > maxBuckets) {
+                collapse(0);
+            }
+        }
+    }
+
+    /** The first slot (an even index into the table) to probe for {@code key}. */
+    private static int home(long key, int mask) {
+        return (int) ((key * 0x9E3779B97F4A7C15L) >>> 32) & mask;
+    }
+
+    private void add(long key, long count) {
+        int mask = table.length - 2;  // table.length is a power of two: even indices only
+        int i = home(key, mask);
+        while (true) {
+            long k = table[i];
+            if (k == key) {
+                table[i + 1] += count;
+                return;
+            }
+            if (k == EMPTY) {
+                table[i] = key;
+                table[i + 1] = count;
+                if (++size * 8 > table.length * 3) {  // load factor 3/4
+                    rehash(table.length, 0);
+                }
+                return;
+            }
+            i = (i + 2) & mask;
+        }
+    }
+
+    /** Rebuilds the table with {@code slots} slots, every key shifted right by {@code by}. */
+    private void rehash(int slots, int by) {
+        long[] old = table;
+        allocate(slots);
+        for (int i = 0; i < old.length; i += 2) {
+            if (old[i] != EMPTY) {
+                add(old[i] >> by, old[i + 1]);
+            }
+        }
+    }
+
+    /** Coarsens by {@code atLeast} steps, then one more step at a time while over M buckets. */
+    private void collapse(int atLeast) {
+        if (atLeast > 0) {
+            shift += atLeast;
+            rehash(table.length / 2, atLeast);
+        }
+        while (size > maxBuckets) {
+            shift += 1;
+            rehash(table.length / 2, 1);
+        }
+    }
+
+    /** Adds {@code other} into this one (same P and M). */
+    public void merge(LogLinearHistogram other) {
+        if (other.precision != precision || other.maxBuckets != maxBuckets) {
+            throw new IllegalArgumentException("cannot merge histograms with P/M " + precision + "/" + maxBuckets
+                    + " and " + other.precision + "/" + other.maxBuckets);
+        }
+        int target = Math.max(shift, other.shift);
+        if (target > shift) {
+            collapse(target - shift);
+        }
+        int by = target - other.shift;
+        for (int i = 0; i < other.table.length; i += 2) {
+            if (other.table[i] != EMPTY) {
+                add(other.table[i] >> by, other.table[i + 1]);
+            }
+        }
+        if (other.n > 0) {
+            min = n == 0 ? other.min : Math.min(min, other.min);
+            max = n == 0 ? other.max : Math.max(max, other.max);
+        }
+        n += other.n;
+        nulls += other.nulls;
+        nans += other.nans;
+        posInf += other.posInf;
+        negInf += other.negInf;
+        collapse(0);
+    }
+
+    /** The used keys, ascending. */
+    public long[] sortedKeys() {
+        long[] out = new long[size];
+        int j = 0;
+        for (int i = 0; i < table.length; i += 2) {
+            if (table[i] != EMPTY) {
+                out[j++] = table[i];
+            }
+        }
+        Arrays.sort(out);
+        return out;
+    }
+
+    /** The count of {@code key} (at the current shift). */
+    public long count(long key) {
+        int mask = table.length - 2;
+        for (int i = home(key, mask); table[i] != EMPTY; i = (i + 2) & mask) {
+            if (table[i] == key) {
+                return table[i + 1];
+            }
+        }
+        return 0;
+    }
+
+    public int shift() {
+        return shift;
+    }
+
+    /** The kind 6 frame. */
+    public byte[] toBytes() {
+        long[] sorted = sortedKeys();
+        long[] sortedCounts = new long[sorted.length];
+        for (int i = 0; i < sorted.length; i++) {
+            sortedCounts[i] = count(sorted[i]);
+        }
+        return new FrameWriter(KIND, 96 + 16 * sorted.length)
+                .u8(precision).u32(maxBuckets).u8(shift).i64(n)
+                .i64(nulls).i64(nans).i64(posInf).i64(negInf).f64(min).f64(max)
+                .longs(sorted, sorted.length).longs(sortedCounts, sortedCounts.length)
+                .toBytes();
+    }
+
+    /** Reads a kind 6 frame back. */
+    public static LogLinearHistogram fromBytes(byte[] data) {
+        FrameReader in = new FrameReader(data, KIND);
+        int precision = in.u8();
+        long maxBuckets = in.u32();
+        if (maxBuckets > Integer.MAX_VALUE) {
+            throw new IllegalArgumentException("histogram max_buckets too large: " + maxBuckets);
+        }
+        LogLinearHistogram h = new LogLinearHistogram(precision, (int) maxBuckets);
+        h.shift = in.u8();
+        h.n = in.i64();
+        h.nulls = in.i64();
+        h.nans = in.i64();
+        h.posInf = in.i64();
+        h.negInf = in.i64();
+        h.min = in.f64();
+        h.max = in.f64();
+        long[] keys = in.longs(-1);
+        long[] counts = in.longs(keys.length);
+        in.done();
+        if (keys.length > h.maxBuckets) {
+            throw new IllegalArgumentException("corrupt histogram: " + keys.length + " buckets, at most " + maxBuckets);
+        }
+        long total = 0;
+        for (int i = 0; i < keys.length; i++) {
+            if (i > 0 && keys[i] <= keys[i - 1]) {
+                throw new IllegalArgumentException("corrupt histogram: keys not strictly ascending");
+            }
+            h.add(keys[i], counts[i]);
+            total += counts[i];
+        }
+        if (total != h.n) {
+            throw new IllegalArgumentException("corrupt histogram: counts add up to " + total + ", n is " + h.n);
+        }
+        return h;
+    }
+}

@@ -1,0 +1,59 @@
+package dev.driftwarden.flink;
+
+/** The per-event update of a {@link WindowSummary}: the one rule both the Flink aggregate and the harness use. */
+public final class Summaries {
+    private Summaries() {}
+
+    /**
+     * Adds one event to {@code acc}: its model's configured features only (an unconfigured model
+     * counts events only). {@code values[i]} is column ci: a {@link Number} or null (numeric), a
+     * {@link String} or null (categorical).
+     */
+    public static void accumulate(WindowSummary acc, SummarySpec spec, String model, long eventMs, long topicCrc,
+                                  long partition, long offset, long unknown, Object[] values) {
+        long start = spec.windowStart(eventMs);
+        if (acc.isEmpty()) {
+            acc.begin(model, start, spec.windowMs, spec.models.get(model));
+        } else if (acc.start != start || !acc.model.equals(model)) {
+            throw new IllegalStateException("event of " + model + " at " + eventMs + " (window " + start
+                    + ") given to the summary of " + acc.model + "@" + acc.start);
+        } else if (!acc.boundChecked) {
+            acc.bind(spec);
+        }
+        acc.events++;
+        acc.unknownFeatures += unknown;
+        SummarySpec.Model config = acc.bound;
+        if (config == null) {
+            return;
+        }
+        if (values.length != spec.numericColumns.length) {
+            throw new IllegalArgumentException("window summary: " + values.length + " feature columns, the spec has "
+                    + spec.numericColumns.length);
+        }
+        int slot = acc.sample.offer(Hashing.eventKey(acc.seed, topicCrc, partition, offset));
+        int[] columns = config.columns;
+        for (int f = 0; f < columns.length; f++) {
+            Object v = values[columns[f]];
+            if (config.numeric[f]) {
+                if (v == null) {
+                    acc.histograms[f].updateNull();
+                    if (slot >= 0) {
+                        acc.sample.setNull(slot, f);
+                    }
+                } else {
+                    double d = ((Number) v).doubleValue();
+                    acc.histograms[f].update(d);
+                    if (slot >= 0) {
+                        acc.sample.setNumber(slot, f, d);
+                    }
+                }
+            } else {
+                String s = (String) v;
+                acc.counts[f].update(s);
+                if (slot >= 0) {
+                    acc.sample.setText(slot, f, s);
+                }
+            }
+        }
+    }
+}

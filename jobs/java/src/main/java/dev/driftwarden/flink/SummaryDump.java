@@ -1,0 +1,192 @@
+package dev.driftwarden.flink;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.TreeMap;
+
+import org.apache.flink.core.memory.DataInputDeserializer;
+import org.apache.flink.core.memory.DataOutputSerializer;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.JsonParser;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
+
+/**
+ * Command-line harness of {@link WindowSummaryAgg} for the cross-language tests and a micro-benchmark.
+ *
+ * <pre>
+ * SummaryDump SPEC_FILE [--partials N]   &lt; records.jsonl
+ * SummaryDump --bench EVENTS
+ * </pre>
+ *
+ * Each stdin line is {@code {"model", "event_ms", "topic", "partition", "offset", "unknown", "values": [c0..cN]}}
+ * (NaN/Infinity allowed, as Python's json writes them). Records are grouped by (model, window
+ * start); record i of a group goes to partial accumulator i mod N; each partial goes through the
+ * state serializer and back, then all are merged into an empty accumulator. Prints one line per
+ * window: {@code JSON-quoted model TAB start TAB base64(summary bytes)}.
+ */
+public final class SummaryDump {
+    private static final ObjectMapper MAPPER = new ObjectMapper().enable(JsonParser.Feature.ALLOW_NON_NUMERIC_NUMBERS);
+
+    private static final ThreadMXBean CPU = ManagementFactory.getThreadMXBean();
+
+    private SummaryDump() {}
+
+    public static void main(String[] args) throws IOException {
+        if (args.length == 2 && args[0].equals("--bench")) {
+            bench(Integer.parseInt(args[1]));
+            return;
+        }
+        int partials = 1;
+        String specPath = null;
+        for (int i = 0; i < args.length; i++) {
+            if (args[i].equals("--partials") && i + 1 < args.length) {
+                partials = Integer.parseInt(args[++i]);
+            } else if (specPath == null && !args[i].startsWith("--")) {
+                specPath = args[i];
+            } else {
+                usage("unexpected argument " + args[i]);
+            }
+        }
+        if (specPath == null || partials < 1) {
+            usage(specPath == null ? "missing SPEC_FILE" : "--partials must be >= 1");
+        }
+        String specJson = Files.readString(Path.of(specPath));
+        WindowSummaryAgg agg = new WindowSummaryAgg(specJson);
+        SummarySpec spec = SummarySpec.parse(specJson);
+        Map<String, TreeMap<Long, List<JsonNode>>> groups = new TreeMap<>();
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        int lineNo = 0;
+        for (String line; (line = in.readLine()) != null; ) {
+            lineNo++;
+            if (line.isBlank()) {
+                continue;
+            }
+            JsonNode r = MAPPER.readTree(line);
+            long start = spec.windowStart(field(r, "event_ms", lineNo).asLong());
+            groups.computeIfAbsent(field(r, "model", lineNo).asText(), m -> new TreeMap<>())
+                    .computeIfAbsent(start, s -> new ArrayList<>()).add(r);
+        }
+        PrintStream out = new PrintStream(System.out, false, StandardCharsets.UTF_8);
+        for (Map.Entry<String, TreeMap<Long, List<JsonNode>>> model : groups.entrySet()) {
+            for (Map.Entry<Long, List<JsonNode>> window : model.getValue().entrySet()) {
+                byte[] bytes = summarize(agg, spec, window.getValue(), partials);
+                out.println(MAPPER.writeValueAsString(model.getKey()) + "\t" + window.getKey() + "\t"
+                        + Base64.getEncoder().encodeToString(bytes));
+            }
+        }
+        out.flush();
+    }
+
+    private static void usage(String problem) {
+        System.err.println("SummaryDump: " + problem + "\nusage: SummaryDump SPEC_FILE [--partials N] < records.jsonl"
+                + "\n       SummaryDump --bench EVENTS");
+        System.exit(2);
+    }
+
+    private static JsonNode field(JsonNode record, String name, int lineNo) {
+        JsonNode v = record.get(name);
+        if (v == null || v.isNull()) {
+            throw new IllegalArgumentException("stdin line " + lineNo + ": missing " + name);
+        }
+        return v;
+    }
+
+    /** One window's records, spread over {@code partials} accumulators, through state and back, merged. */
+    private static byte[] summarize(WindowSummaryAgg agg, SummarySpec spec, List<JsonNode> records, int partials)
+            throws IOException {
+        List<WindowSummary> accs = new ArrayList<>();
+        for (int i = 0; i < partials; i++) {
+            accs.add(agg.createAccumulator());
+        }
+        for (int i = 0; i < records.size(); i++) {
+            JsonNode r = records.get(i);
+            int line = i + 1;
+            agg.accumulate(accs.get(i % partials), field(r, "model", line).asText(), field(r, "event_ms", line).asLong(),
+                    field(r, "topic", line).asText(), field(r, "partition", line).asInt(),
+                    field(r, "offset", line).asLong(), r.path("unknown").asInt(0), values(r, spec, line));
+        }
+        List<WindowSummary> restored = new ArrayList<>();
+        for (WindowSummary acc : accs) {
+            restored.add(throughState(acc));
+        }
+        WindowSummary merged = agg.createAccumulator();
+        agg.merge(merged, restored);
+        return agg.getValue(merged);
+    }
+
+    private static Object[] values(JsonNode record, SummarySpec spec, int line) {
+        JsonNode values = field(record, "values", line);
+        int columns = spec.numericColumns.length;
+        if (!values.isArray() || values.size() != columns) {
+            throw new IllegalArgumentException("record " + line + ": values must be a list of " + columns + " columns");
+        }
+        Object[] out = new Object[columns];
+        for (int c = 0; c < columns; c++) {
+            JsonNode v = values.get(c);
+            if (v.isNull()) {
+                continue;
+            }
+            if (spec.numericColumns[c] ? !v.isNumber() : !v.isTextual()) {
+                throw new IllegalArgumentException("record " + line + ": column c" + c + " must be "
+                        + (spec.numericColumns[c] ? "a number" : "a string") + ", got " + v);
+            }
+            out[c] = spec.numericColumns[c] ? (Object) v.asDouble() : v.asText();
+        }
+        return out;
+    }
+
+    /** The accumulator after a trip through its Flink state serializer. */
+    static WindowSummary throughState(WindowSummary acc) throws IOException {
+        DataOutputSerializer out = new DataOutputSerializer(4096);
+        WindowSummarySerializer.INSTANCE.serialize(acc, out);
+        return WindowSummarySerializer.INSTANCE.deserialize(new DataInputDeserializer(out.getCopyOfBuffer()));
+    }
+
+    /** ns/event of accumulate for 20 numeric + 5 categorical columns, one window, after a warm-up run. */
+    private static void bench(int events) throws IOException {
+        StringBuilder spec = new StringBuilder("{\"window_ms\": 3600000, \"columns\": [");
+        StringBuilder features = new StringBuilder();
+        for (int c = 0; c < 25; c++) {
+            spec.append(c > 0 ? ", " : "").append(c < 20 ? "\"numeric\"" : "\"categorical\"");
+            features.append(c > 0 ? ", " : "").append("[\"f").append(c).append("\", ").append(c).append(']');
+        }
+        spec.append("], \"models\": {\"m\": {\"features\": [").append(features).append("]}}}");
+        WindowSummaryAgg agg = new WindowSummaryAgg(spec.toString());
+        Random random = new Random(7);
+        Object[][] pool = new Object[4096][25];
+        for (Object[] row : pool) {
+            for (int c = 0; c < 25; c++) {
+                row[c] = c < 20 ? (Object) (random.nextGaussian() * (c + 1) + c) : "cat-" + random.nextInt(50);
+            }
+        }
+        for (int run = 0; run < 3; run++) {
+            WindowSummary acc = agg.createAccumulator();
+            long c0 = CPU.getCurrentThreadCpuTime();
+            long t0 = System.nanoTime();
+            for (int i = 0; i < events; i++) {
+                agg.accumulate(acc, "m", 1_000L + (i & 1023), "events", i & 3, (long) i, 0, pool[i & 4095]);
+            }
+            long t1 = System.nanoTime();
+            long c1 = CPU.getCurrentThreadCpuTime();
+            byte[] bytes = agg.getValue(acc);
+            WindowSummary back = throughState(acc);
+            long t2 = System.nanoTime();
+            System.out.printf("run %d: %d events, accumulate %.1f ns/event wall, %.1f ns/event CPU; getValue + state round trip %.2f ms;"
+                    + " summary %d bytes (%.0f per feature), state %d events%n", run, events,
+                    (t1 - t0) / (double) events, (c1 - c0) / (double) events, (t2 - t1) / 1e6, bytes.length, bytes.length / 25.0, back.events());
+        }
+    }
+}

@@ -1,0 +1,180 @@
+package dev.driftwarden.flink;
+
+import java.util.Arrays;
+
+/**
+ * The state of one (model, window) (sketches/FORMAT.md, kind 17): event and unknown-feature
+ * counts, one sketch per configured feature (a {@link LogLinearHistogram} or {@link CappedCounts})
+ * and the {@link EventSample}. Empty until its first event ({@link #model} null).
+ */
+public final class WindowSummary {
+    public static final int KIND = 17;
+    private static final String[] NONE = new String[0];
+
+    String model;
+    long start;
+    long end;
+    long seed;
+    long events;
+    long unknownFeatures;
+    String[] names = NONE;
+    LogLinearHistogram[] histograms = new LogLinearHistogram[0];  // per feature, null when categorical
+    CappedCounts[] counts = new CappedCounts[0];  // per feature, null when numeric
+    EventSample sample;
+    /** The spec's model bound to this state (null: not yet bound, or the model is not configured). */
+    transient SummarySpec.Model bound;
+    transient boolean boundChecked;
+
+    public boolean isEmpty() {
+        return model == null;
+    }
+
+    public String model() {
+        return model;
+    }
+
+    public long start() {
+        return start;
+    }
+
+    public long events() {
+        return events;
+    }
+
+    /** Starts the window of {@code model} at {@code start}, shaped by the spec's model (null when not configured). */
+    void begin(String model, long start, long windowMs, SummarySpec.Model config) {
+        this.model = model;
+        this.start = start;
+        this.end = start + windowMs;
+        this.seed = Hashing.windowSeed(model, start);
+        this.bound = config;
+        this.boundChecked = true;
+        if (config == null) {
+            sample = new EventSample(0, NONE, new boolean[0]);
+            return;
+        }
+        int f = config.features.length;
+        names = config.features.clone();
+        histograms = new LogLinearHistogram[f];
+        counts = new CappedCounts[f];
+        for (int i = 0; i < f; i++) {
+            if (config.numeric[i]) {
+                histograms[i] = new LogLinearHistogram(config.precision, config.maxBuckets);
+            } else {
+                counts[i] = new CappedCounts(config.maxExact);
+            }
+        }
+        sample = new EventSample(config.sampleSize, names, config.numeric);
+    }
+
+    /** Binds state read back from bytes to the spec's model, checking that it has the same shape. */
+    void bind(SummarySpec spec) {
+        SummarySpec.Model config = spec.models.get(model);
+        boolean same = config == null ? names.length == 0 && sample.k == 0
+                : Arrays.equals(config.features, names) && Arrays.equals(config.numeric, sample.numeric)
+                        && config.sampleSize == sample.k;
+        if (!same) {
+            throw new IllegalStateException("window state of model " + model + " does not match the spec's model "
+                    + "(features " + Arrays.toString(names) + "); was the spec changed under a running job?");
+        }
+        bound = config;
+        boundChecked = true;
+    }
+
+    /** Adds {@code other} (same model and window) into this one; an empty other changes nothing. */
+    public void merge(WindowSummary other) {
+        if (other.isEmpty()) {
+            return;
+        }
+        if (isEmpty()) {
+            copyFrom(fromBytes(other.toBytes()));
+            return;
+        }
+        if (!model.equals(other.model) || start != other.start || end != other.end
+                || !Arrays.equals(names, other.names)) {
+            throw new IllegalStateException("cannot merge window summaries of " + model + "@" + start + " and "
+                    + other.model + "@" + other.start);
+        }
+        events += other.events;
+        unknownFeatures += other.unknownFeatures;
+        for (int i = 0; i < names.length; i++) {
+            if (histograms[i] != null) {
+                histograms[i].merge(other.histograms[i]);
+            } else {
+                counts[i].merge(other.counts[i]);
+            }
+        }
+        sample.merge(other.sample);
+    }
+
+    private void copyFrom(WindowSummary s) {
+        model = s.model;
+        start = s.start;
+        end = s.end;
+        seed = s.seed;
+        events = s.events;
+        unknownFeatures = s.unknownFeatures;
+        names = s.names;
+        histograms = s.histograms;
+        counts = s.counts;
+        sample = s.sample;
+        bound = null;
+        boundChecked = false;
+    }
+
+    /** A deep copy. */
+    public WindowSummary copy() {
+        return isEmpty() ? new WindowSummary() : fromBytes(toBytes());
+    }
+
+    /** The kind 17 frame (only for a non-empty summary). */
+    public byte[] toBytes() {
+        if (isEmpty()) {
+            throw new IllegalStateException("an empty window summary has no bytes");
+        }
+        FrameWriter out = new FrameWriter(KIND, 4096);
+        out.text(model).i64(start).i64(end).i64(events).i64(unknownFeatures).u32(names.length);
+        for (int i = 0; i < names.length; i++) {
+            out.text(names[i]).blob(histograms[i] != null ? histograms[i].toBytes() : counts[i].toBytes());
+        }
+        return out.blob(sample.toBytes()).toBytes();
+    }
+
+    /** Reads a kind 17 frame back (unbound: the next accumulate binds it to the spec). */
+    public static WindowSummary fromBytes(byte[] data) {
+        FrameReader in = new FrameReader(data, KIND);
+        WindowSummary s = new WindowSummary();
+        s.model = in.text();
+        s.start = in.i64();
+        s.end = in.i64();
+        s.events = in.i64();
+        s.unknownFeatures = in.i64();
+        long f = in.u32();
+        if (f > 1_000_000) {
+            throw new IllegalArgumentException("corrupt window summary: " + f + " features");
+        }
+        s.names = new String[(int) f];
+        s.histograms = new LogLinearHistogram[(int) f];
+        s.counts = new CappedCounts[(int) f];
+        for (int i = 0; i < f; i++) {
+            s.names[i] = in.text();
+            byte[] sketch = in.blob();
+            int kind = FrameReader.kindOf(sketch);
+            if (kind == LogLinearHistogram.KIND) {
+                s.histograms[i] = LogLinearHistogram.fromBytes(sketch);
+            } else if (kind == CappedCounts.KIND) {
+                s.counts[i] = CappedCounts.fromBytes(sketch);
+            } else {
+                throw new IllegalArgumentException("corrupt window summary: feature " + s.names[i] + " has sketch kind " + kind);
+            }
+        }
+        s.sample = EventSample.fromBytes(in.blob());
+        in.done();
+        if (!Arrays.equals(s.sample.names, s.names)) {
+            throw new IllegalArgumentException("corrupt window summary: sample features " + Arrays.toString(s.sample.names)
+                    + " are not the features " + Arrays.toString(s.names));
+        }
+        s.seed = Hashing.windowSeed(s.model, s.start);
+        return s;
+    }
+}

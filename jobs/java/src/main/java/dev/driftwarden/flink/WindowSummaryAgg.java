@@ -1,0 +1,93 @@
+package dev.driftwarden.flink;
+
+import java.util.ArrayList;
+import java.util.List;
+
+import org.apache.flink.table.api.DataTypes;
+import org.apache.flink.table.catalog.DataTypeFactory;
+import org.apache.flink.table.functions.AggregateFunction;
+import org.apache.flink.table.types.DataType;
+import org.apache.flink.table.types.inference.TypeInference;
+import org.apache.flink.table.types.inference.TypeStrategies;
+
+/**
+ * The window summary aggregate (sketches/FORMAT.md, kind 17), one event at a time in the JVM.
+ *
+ * <p>Built with the spec JSON (see {@link SummarySpec}); arguments per row: {@code (model STRING,
+ * event_ms BIGINT, topic STRING, partition INT, offset BIGINT, unknown INT, c0, ..., cN)}, column
+ * {@code ci} DOUBLE (numeric) or STRING (categorical), nullable. The result is the window
+ * summary's bytes. {@link #merge} makes it usable in Flink's local-global (two-phase) window
+ * aggregation; the accumulator is a RAW type with its own {@link WindowSummarySerializer}.
+ */
+public class WindowSummaryAgg extends AggregateFunction<byte[], WindowSummary> {
+    private static final long serialVersionUID = 1L;
+
+    private final String specText;
+    private transient SummarySpec spec;
+    private transient String lastTopic;
+    private transient long lastTopicCrc;
+
+    /** An aggregate for {@code specJson}; a bad spec fails here, naming what was wrong. */
+    public WindowSummaryAgg(String specJson) {
+        this.specText = specJson;
+        this.spec = SummarySpec.parse(specJson);
+    }
+
+    private SummarySpec spec() {
+        if (spec == null) {
+            spec = SummarySpec.parse(specText);
+        }
+        return spec;
+    }
+
+    @Override
+    public WindowSummary createAccumulator() {
+        return new WindowSummary();
+    }
+
+    /** Adds one valid event of {@code model} to its window's summary. */
+    public void accumulate(WindowSummary acc, String model, Long eventMs, String topic, Integer partition, Long offset,
+                           Integer unknown, Object... values) {
+        if (model == null || eventMs == null || topic == null || partition == null || offset == null) {
+            throw new IllegalArgumentException("window summary: model, event_ms, topic, partition and offset must not"
+                    + " be null (got " + model + ", " + eventMs + ", " + topic + ", " + partition + ", " + offset + ")");
+        }
+        Summaries.accumulate(acc, spec(), model, eventMs, topicCrc(topic), partition, offset,
+                unknown == null ? 0 : unknown, values);
+    }
+
+    private long topicCrc(String topic) {
+        if (!topic.equals(lastTopic)) {
+            lastTopicCrc = Hashing.crc32(topic);
+            lastTopic = topic;
+        }
+        return lastTopicCrc;
+    }
+
+    /** Adds partial summaries of the same window into {@code acc}. */
+    public void merge(WindowSummary acc, Iterable<WindowSummary> others) {
+        for (WindowSummary other : others) {
+            acc.merge(other);
+        }
+    }
+
+    @Override
+    public byte[] getValue(WindowSummary acc) {
+        return acc.isEmpty() ? null : acc.toBytes();
+    }
+
+    @Override
+    public TypeInference getTypeInference(DataTypeFactory typeFactory) {
+        List<DataType> arguments = new ArrayList<>(List.of(DataTypes.STRING(), DataTypes.BIGINT(), DataTypes.STRING(),
+                DataTypes.INT(), DataTypes.BIGINT(), DataTypes.INT()));
+        for (boolean numeric : spec().numericColumns) {
+            arguments.add(numeric ? DataTypes.DOUBLE() : DataTypes.STRING());
+        }
+        return TypeInference.newBuilder()
+                .typedArguments(arguments)
+                .accumulatorTypeStrategy(TypeStrategies.explicit(
+                        DataTypes.RAW(WindowSummary.class, WindowSummarySerializer.INSTANCE)))
+                .outputTypeStrategy(TypeStrategies.explicit(DataTypes.BYTES()))
+                .build();
+    }
+}

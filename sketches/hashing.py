@@ -1,0 +1,86 @@
+"""The hash functions of the window summary, identical in Python and Java (see ``sketches/FORMAT.md``).
+
+Everything here is 64-bit wrapping arithmetic on numpy ``uint64`` (vectorised for the per-event
+keys); the Java twins live in ``jobs/java`` and a test compares the two on random input.
+
+>>> int(mix64(np.array([1], dtype=np.uint64))[0])
+6238072747940578789
+>>> window_seed("m", 0) == zlib.crc32(b"m|0")
+True
+>>> value_hash("a") < 2 ** 63
+True
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Sequence
+
+import numpy as np
+
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_FNV_OFFSET = 0xCBF29CE484222325
+_FNV_PRIME = 0x100000001B3
+_MASK64 = (1 << 64) - 1
+
+
+def mix64(z: np.ndarray) -> np.ndarray:
+    """SplitMix64's finalizer on a ``uint64`` array (wrapping)."""
+    z = (z ^ (z >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
+
+
+def _mix64_int(z: int) -> int:
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
+
+
+def crc32(text: str) -> int:
+    """CRC-32 of the UTF-8 bytes, unsigned (``java.util.zip.CRC32``)."""
+    return zlib.crc32(text.encode("utf-8"))
+
+
+def window_seed(model: str, start_ms: int) -> int:
+    """The seed of one (model, window): every draw of its sample derives from it."""
+    return crc32(f"{model}|{start_ms}")
+
+
+def event_keys(seed: int, topics: Sequence[str] | str, partitions: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Each record's 63-bit sample key (int64) from its coordinates: topic, partition, offset."""
+    with np.errstate(over="ignore"):
+        if isinstance(topics, str):
+            topic_hash = np.uint64(crc32(topics))
+        else:
+            unique = {t: crc32(t) for t in set(topics)}
+            topic_hash = np.fromiter((unique[t] for t in topics), dtype=np.uint64, count=len(topics))
+        z = mix64(np.uint64(seed) * _GOLDEN + topic_hash)
+        z = mix64(z + np.asarray(partitions, dtype=np.int64).astype(np.uint64))
+        z = mix64(z + np.asarray(offsets, dtype=np.int64).astype(np.uint64))
+    return np.atleast_1d(z >> np.uint64(1)).astype(np.int64)
+
+
+def value_hash(value: str) -> int:
+    """63-bit hash of a category value: FNV-1a over its UTF-8 bytes, then mixed."""
+    h = _FNV_OFFSET
+    for byte in value.encode("utf-8"):
+        h = ((h ^ byte) * _FNV_PRIME) & _MASK64
+    return _mix64_int(h) >> 1
+
+
+def split_coordinates(coordinates: Sequence[tuple]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Topics, partitions and offsets of record coordinates: (topic, partition, offset), (path, line) or (line,)."""
+    if not coordinates:
+        return [], np.empty(0, np.int64), np.empty(0, np.int64)
+    width = len(coordinates[0])
+    if width == 3:
+        topics, partitions, offsets = zip(*coordinates)
+    elif width == 2:
+        topics, offsets = zip(*coordinates)
+        partitions = (0,) * len(coordinates)
+    else:
+        topics, partitions, offsets = ("",) * len(coordinates), (0,) * len(coordinates), [c[0] for c in coordinates]
+    return list(topics), np.asarray(partitions, dtype=np.int64), np.asarray(offsets, dtype=np.int64)

@@ -1,0 +1,167 @@
+"""EventSample: a deterministic, mergeable sample of a window's events for the deep tests.
+
+Bottom-k sampling: every event gets a 63-bit key hashed from its coordinates and the window's seed
+(``sketches.hashing.event_keys``), and the sample is the ``capacity`` events of smallest key with
+the value of every configured feature. The keys are a pseudo-random permutation, so the sample
+is uniform; they are a function of the event, so the sample is the same whatever the order of
+the events, however they were split into partials, in Python and in the Java aggregate
+(``sketches/FORMAT.md``, kind 8). Merging two samples keeps the bottom ``capacity`` of the union,
+which is also how windows merge into longer horizons.
+
+Example:
+    >>> import numpy as np
+    >>> kinds = {"x": "numeric", "c": "categorical"}
+    >>> whole = EventSample(3, kinds).update(np.arange(6), {"x": np.arange(6.0), "c": list("abcdef")})
+    >>> parts = [EventSample(3, kinds).update(np.arange(i, 6, 2), {"x": np.arange(i, 6, 2.0),
+    ...                                                            "c": list("abcdef")[i::2]}) for i in (0, 1)]
+    >>> merged = parts[0].merge(parts[1])
+    >>> merged.serialize() == whole.serialize(), merged.feature("x").values.tolist()
+    (True, [0.0, 1.0, 2.0])
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+import pyarrow as pa
+
+from driftwarden.errors import SerializationError, SketchError
+from sketches.reservoir import ReservoirSample
+from sketches.serialization import KIND_EVENT_SAMPLE, Reader, Writer
+
+_KIND_CODES = {"numeric": 1, "categorical": 2}
+
+
+class EventSample:
+    """The ``capacity`` events of smallest key, with each configured feature's value.
+
+    Args:
+        capacity: most events kept (the model's ``sample_size``).
+        kinds: feature name -> "numeric" | "categorical", in configured order.
+    """
+
+    def __init__(self, capacity: int, kinds: Mapping[str, str]) -> None:
+        if capacity < 0:
+            raise ValueError(f"capacity must be >= 0, got {capacity}")
+        unknown = {k for k in kinds.values() if k not in _KIND_CODES}
+        if unknown:
+            raise ValueError(f"unknown feature kinds {sorted(unknown)}; valid kinds are {tuple(_KIND_CODES)}")
+        self.capacity, self.kinds = int(capacity), dict(kinds)
+        self.keys = np.empty(0, np.int64)
+        self.columns: dict[str, np.ndarray] = {name: _empty(kind) for name, kind in self.kinds.items()}
+
+    def update(self, keys: np.ndarray, columns: Mapping[str, Any]) -> EventSample:
+        """Offer events: their keys and one column (numpy, Arrow or list) per configured feature."""
+        keys = np.asarray(keys, dtype=np.int64)
+        missing = [name for name in self.kinds if name not in columns]
+        if missing:
+            raise SketchError(f"event sample: no column for features {missing}")
+        if keys.size:
+            self._keep(keys, {name: _as_column(columns[name], kind, keys.size, name)
+                              for name, kind in self.kinds.items()})
+        return self
+
+    def merge(self, other: EventSample) -> EventSample:
+        """Fold ``other`` in (same capacity and features): the bottom ``capacity`` of the union."""
+        if not isinstance(other, EventSample) or (other.capacity, other.kinds) != (self.capacity, self.kinds):
+            raise SketchError(f"cannot merge {other!r} into {self!r}: settings differ")
+        if other.keys.size:
+            self._keep(other.keys, other.columns)
+        return self
+
+    def _keep(self, keys: np.ndarray, columns: Mapping[str, np.ndarray]) -> None:
+        all_keys = np.concatenate([self.keys, keys])
+        order = np.argsort(all_keys, kind="stable")[: self.capacity]
+        self.keys = all_keys[order]
+        self.columns = {name: np.concatenate([self.columns[name], columns[name]])[order] for name in self.kinds}
+
+    @property
+    def size(self) -> int:
+        """Events kept."""
+        return int(self.keys.size)
+
+    def feature(self, name: str) -> ReservoirSample:
+        """One feature's sample for the deep tests: its finite / non-null values, in key order."""
+        column = self.columns[name]
+        if self.kinds[name] == "numeric":
+            values: Any = column[np.isfinite(column)]
+        else:
+            values = [v for v in column.tolist() if v is not None]
+        return ReservoirSample(max(len(values), 1), 0, name).update(values)
+
+    # ---------------------------------------------------------------- serialization
+    def serialize(self) -> bytes:
+        """Encode as versioned bytes (``sketches/FORMAT.md``, kind 8)."""
+        w = Writer(KIND_EVENT_SAMPLE).pack("II", self.capacity, self.size).blob(self.keys.astype("<i8").tobytes())
+        w.pack("I", len(self.kinds))
+        for name, kind in self.kinds.items():
+            w.text(name).pack("B", _KIND_CODES[kind])
+            column = self.columns[name]
+            if kind == "numeric":
+                w.blob(column.astype("<f8").tobytes())
+            else:
+                present = np.array([v is not None for v in column.tolist()], dtype=np.uint8)
+                w.blob(present.tobytes()).texts([v for v in column.tolist() if v is not None])
+        return w.getvalue()
+
+    @classmethod
+    def deserialize(cls, data: bytes) -> EventSample:
+        """Decode bytes written by :meth:`serialize` (or by the Java aggregate)."""
+        r = Reader(data, (KIND_EVENT_SAMPLE,))
+        capacity, size = r.unpack("II")
+        keys = np.frombuffer(r.blob(), dtype="<i8").astype(np.int64)
+        (count,) = r.unpack("I")
+        kinds, columns = {}, {}
+        codes = {v: k for k, v in _KIND_CODES.items()}
+        for _ in range(count):
+            name, (code,) = r.text(), r.unpack("B")
+            if code not in codes:
+                raise SerializationError(f"event sample: unknown feature kind code {code} for {name!r}")
+            kinds[name] = codes[code]
+            columns[name] = _read_column(r, codes[code], size)
+        r.done()
+        if keys.size != size:
+            raise SerializationError(f"event sample: {keys.size} keys for {size} events")
+        sample = cls(capacity, kinds)
+        sample.keys, sample.columns = keys, columns
+        return sample
+
+    def __repr__(self) -> str:
+        return f"EventSample(capacity={self.capacity}, size={self.size}, features={list(self.kinds)})"
+
+
+def _empty(kind: str) -> np.ndarray:
+    return np.empty(0, np.float64 if kind == "numeric" else object)
+
+
+def _as_column(values: Any, kind: str, size: int, name: str) -> np.ndarray:
+    """A feature column as float64 (null -> NaN) or object (null -> None), checked for length."""
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        values = values.to_numpy(zero_copy_only=False)
+    column = np.asarray(values, dtype=np.float64) if kind == "numeric" else _objects(values)
+    if column.size != size:
+        raise SketchError(f"event sample: feature {name!r} has {column.size} values for {size} keys")
+    return column
+
+
+def _objects(values: Any) -> np.ndarray:
+    items = values.tolist() if isinstance(values, np.ndarray) else list(values)
+    column = np.empty(len(items), dtype=object)
+    column[:] = [v if isinstance(v, str) else None for v in items]
+    return column
+
+
+def _read_column(r: Reader, kind: str, size: int) -> np.ndarray:
+    if kind == "numeric":
+        column = np.frombuffer(r.blob(), dtype="<f8").astype(np.float64)
+        if column.size != size:
+            raise SerializationError(f"event sample: {column.size} numeric values for {size} events")
+        return column
+    present = np.frombuffer(r.blob(), dtype=np.uint8).astype(bool)
+    texts = r.texts()
+    if present.size != size or int(present.sum()) != len(texts):
+        raise SerializationError(f"event sample: {len(texts)} strings for {present.size} events")
+    column = np.full(size, None, dtype=object)
+    column[present] = texts
+    return column
