@@ -3,9 +3,10 @@
     .venv/bin/python bench/run_all.py [--only sketches,replay] [--full]
 
 Each benchmark runs in its own process and prints its figures beside the baseline it measures
-in the same run. The short defaults keep the whole set to a few minutes on a 2-core machine;
-``--full`` runs each with its own defaults (the sizes quoted in the README), which takes much
-longer. The job and replay benchmarks read a real Kafka topic (``make bench`` starts the services).
+in the same run. The short defaults are the smallest sizes that still give each benchmark's
+figures (measured 2026-12-01 on the 2-core machine while four other people ran tests: sketches,
+alerting, replay and job together about 25 minutes, most of it the job's start-ups; latency about
+4 minutes). ``--full`` runs each with its own defaults (the sizes quoted in the README). The job and replay benchmarks read a real Kafka topic (``make bench`` starts the services).
 Exit code: 0 when every benchmark ran, 1 when one failed (its name and exit code are printed).
 """
 
