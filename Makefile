@@ -7,6 +7,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
 
 .PHONY: setup services stop test demo smoke bench clean
 
@@ -31,7 +32,7 @@ smoke: setup
 	$(PY) -m jobs.smoke_job --topic smoke-$$(date +%s) --produce 10000 --store-url sqlite:///$(CURDIR)/.run/smoke.db
 
 bench: services
-	$(PY) bench/run_all.py
+	$(PY) bench/run_all.py $(BENCH_ARGS)
 
 clean: stop
 	rm -rf .run

@@ -2,6 +2,8 @@
 
 Each concern owns its commands in its own folder (``jobs/cli.py``, ``replay/cli.py`` ...);
 this module only assembles them and turns :class:`DriftwardenError` into a red line and exit 1.
+Names in messages and tables come from events and configs: they are printed literally
+(``rich.markup.escape`` or ``rich.text.Text``), never read as console markup.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import sys
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from driftwarden.errors import DriftwardenError
 
@@ -43,7 +46,8 @@ def main() -> None:
     try:
         app()
     except DriftwardenError as exc:
-        Console(stderr=True).print(f"[bold red]{type(exc).__name__}[/]: {exc}", highlight=False)
+        Console(stderr=True).print(f"[bold red]{type(exc).__name__}[/]: {escape(str(exc))}", highlight=False,
+                                   soft_wrap=True)
         sys.exit(1)
 
 

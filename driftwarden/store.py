@@ -31,7 +31,7 @@ def make_engine(url: str | None = None, create: bool = True) -> Engine:
     try:
         engine = create_engine(resolved, pool_pre_ping=True)
     except (SQLAlchemyError, ValueError, ImportError) as exc:
-        raise ConfigError(f"store URL {_redact(resolved)!r} is not usable: {exc}") from exc
+        raise ConfigError(f"store URL {redact_url(resolved)!r} is not usable: {exc}") from exc
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
     if create:
@@ -54,11 +54,11 @@ def create_schema(engine: Engine) -> None:
             insert_ignore(conn, schema_info, [{"id": 1, "version": SCHEMA_VERSION}], ("id",))
             version = conn.execute(select(schema_info.c.version)).scalar_one()
             if version != SCHEMA_VERSION:
-                raise ConfigError(f"the store at {_redact(str(engine.url))} has table schema version {version}; "
+                raise ConfigError(f"the store at {redact_url(_url_string(engine))} has table schema version {version}; "
                                   f"this driftwarden writes version {SCHEMA_VERSION}: use a new store (or database "
                                   "schema) for it - automatic migrations are not written yet")
     except SQLAlchemyError as exc:
-        raise ServiceError(f"cannot reach the store at {_redact(str(engine.url))}: {exc.__class__.__name__}: {exc}") from exc
+        raise ServiceError(f"cannot reach the store at {redact_url(_url_string(engine))}: {exc.__class__.__name__}: {exc}") from exc
 
 
 def _create_tables(engine: Engine, attempts: int = 8) -> None:
@@ -104,11 +104,16 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cursor.close()
 
 
-def _redact(url: str) -> str:
-    """Hide a password in a database URL so that it never reaches a log."""
+def redact_url(url: str) -> str:
+    """The database URL without its password (``user:***@``, no ``?password=``), for logs and messages."""
     from sqlalchemy.engine import make_url
 
     try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - a URL we cannot parse is shown without its user part
-        return url.split("@")[-1]
+        parsed = make_url(url)
+    except Exception:  # noqa: BLE001 - a URL we cannot parse is shown without its user part and query
+        return url.split("@")[-1].split("?")[0]
+    return parsed.difference_update_query(["password"]).render_as_string(hide_password=True)
+
+
+def _url_string(engine: Engine) -> str:
+    return engine.url.render_as_string(hide_password=False)  # redact_url hides what it must

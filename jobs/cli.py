@@ -30,8 +30,9 @@ def _check_jobmanager(value: Optional[str]) -> Optional[str]:
 
 def run_command(
     config: Path = typer.Option(..., "--config", "-c", exists=True, dir_okay=False, help="Monitor config (YAML)."),
-    store_url: Optional[str] = typer.Option(None, help="Results store URL [default: $DRIFTWARDEN_STORE_URL, "
-                                            "else config store_url, else sqlite:///driftwarden.db]"),
+    store_url: Optional[str] = typer.Option(None, help="Results store URL [default: the config's store_url, else "
+                                            "$DRIFTWARDEN_STORE_URL, else sqlite:///driftwarden.db]; a PostgreSQL "
+                                            "password in it (user:pass@ or ?password=) moves to .run/pgpass"),
     reference: Optional[Path] = typer.Option(None, exists=True, dir_okay=False,
                                              help="Reference file from `driftwarden reference build` "
                                                   "(needed when the config's reference mode is 'file')."),
@@ -46,13 +47,13 @@ def run_command(
     metrics_port: int = typer.Option(0, help="Serve Prometheus /metrics on this port (0: off)."),
 ) -> None:
     """Run the streaming drift job: Kafka in, sketches per window, gate, deep check, results out."""
-    from driftwarden.store import make_engine, store_url as resolve_store_url
+    from driftwarden.store import make_engine, redact_url
     from jobs.flink_env import latest_checkpoint
     from schemas.config import load_config
 
     cfg = load_config(config)
     _scrub_environment(cfg)
-    url = _password_to_pgpass(_absolute_sqlite(resolve_store_url(store_url or cfg.store_url)))
+    url = job_store_url(store_url or cfg.store_url)
     ref = str(reference.resolve()) if reference else (cfg.reference.path if cfg.reference.mode == "file" else None)
     if cfg.reference.mode == "file" and not ref:
         raise ConfigError(f"{config}: reference mode 'file' needs --reference or reference.path")
@@ -68,7 +69,7 @@ def run_command(
     args += ["--bounded"] if bounded else []
     args += ["--resume-from", resume_from] if resume_from else []
     console.print(f"driftwarden: job on {'cluster ' + jobmanager if jobmanager else 'embedded MiniCluster'}; "
-                  f"results -> {_redacted(url)}")
+                  f"results -> {redact_url(url)}")
     if jobmanager:
         _submit_to_cluster(jobmanager, args)
     else:
@@ -121,8 +122,23 @@ def _submit_to_cluster(jobmanager: str, args: list[str]) -> None:
                            f"see the output above and the cluster logs in {RUN_DIR / 'flink' / 'log'}")
 
 
-def _password_to_pgpass(url: str) -> str:
-    """Move a PostgreSQL password out of the URL into a private PGPASSFILE.
+def job_store_url(url: Optional[str]) -> str:
+    """The store URL to hand to a job: resolved, SQLite made absolute, no password anywhere.
+
+    A PostgreSQL password moves to a private PGPASSFILE (:func:`password_to_pgpass`), and a
+    ``$DRIFTWARDEN_STORE_URL`` holding one leaves this process's environment: Flink logs the
+    command line and the environment of its Python workers.
+    """
+    from driftwarden.store import STORE_URL_ENV, store_url
+
+    private = password_to_pgpass(_absolute_sqlite(store_url(url)))
+    if _password_of(os.environ.get(STORE_URL_ENV, "")):
+        os.environ.pop(STORE_URL_ENV)  # the job gets its URL explicitly, without the password
+    return private
+
+
+def password_to_pgpass(url: str) -> str:
+    """Move a PostgreSQL password (``user:pass@`` or ``?password=``) into a private PGPASSFILE.
 
     The URL travels on the job's command line and Flink logs it; libpq (psycopg) reads the
     password from the file instead. Returns the URL without its password.
@@ -130,18 +146,36 @@ def _password_to_pgpass(url: str) -> str:
     from sqlalchemy.engine import make_url
 
     parsed = make_url(url)
-    if not parsed.get_backend_name().startswith("postgresql") or not parsed.password:
+    password = _password_of(url)
+    if not parsed.get_backend_name().startswith("postgresql") or not password:
         return url
     RUN_DIR.mkdir(parents=True, exist_ok=True)
     pgpass = RUN_DIR / "pgpass"
+    user = parsed.username or parsed.query.get("user") or "*"
     line = ":".join(_pgpass_escape(str(v)) for v in (parsed.host or "localhost", parsed.port or 5432,
-                                                     parsed.database or "*", parsed.username or "*",
-                                                     parsed.password))
+                                                     parsed.database or "*", user, password))
     pgpass.touch(mode=0o600)
     pgpass.chmod(0o600)
     pgpass.write_text(line + "\n")
     os.environ["PGPASSFILE"] = str(pgpass)
-    return parsed._replace(password=None).render_as_string(hide_password=False)
+    return parsed._replace(password=None).difference_update_query(["password"]).render_as_string(hide_password=False)
+
+
+def _password_of(url: str) -> str | None:
+    """The password a database URL carries (``user:pass@`` or ``?password=``), or None."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url) if url else None
+    except ArgumentError:
+        return None
+    if parsed is None:
+        return None
+    query = parsed.query.get("password")
+    if isinstance(query, tuple):
+        raise ConfigError("the store URL gives ?password= more than once; give it once (or use PGPASSFILE)")
+    return parsed.password or query or None
 
 
 def _pgpass_escape(value: str) -> str:
@@ -154,12 +188,6 @@ def _absolute_sqlite(url: str) -> str:
     if url.startswith(prefix) and not url.startswith(prefix + "/"):
         return prefix + str(Path(url[len(prefix):]).resolve())
     return url
-
-
-def _redacted(url: str) -> str:
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)
 
 
 @reference_app.command("build")

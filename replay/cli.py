@@ -11,7 +11,9 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from driftwarden.errors import ConfigError, DriftwardenError
 
@@ -42,7 +44,7 @@ def replay_command(
         _replay(console, topic, start, end, input_file, reference, config, model, features, bootstrap,
                 report_json, report_html, to_topic, pace, store, workers, progress)
     except DriftwardenError as exc:
-        console.print(f"[bold red]{type(exc).__name__}[/]: {exc}", highlight=False, soft_wrap=True)
+        console.print(f"[bold red]{type(exc).__name__}[/]: {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
 
 
@@ -62,7 +64,7 @@ def _replay(console, topic, start, end, input_file, reference, config, model, fe
         outcome, source = _run(topic, range_ms, input_file, bootstrap, setup, bar, sink, workers)
     if sink is not None:
         sink.close()
-        console.print(f"re-published {sink.sent} records to {to_topic}")
+        console.print(f"re-published {sink.sent} records to {escape(to_topic)}")
     _outputs(console, outcome, setup, source, report_json, report_html, store)
 
 
@@ -102,12 +104,12 @@ def _outputs(console, outcome, setup, source, report_json, report_html, store) -
     doc = build_report(outcome, setup, source)
     if report_json is not None:
         write_report(doc, report_json)
-        console.print(f"JSON report: {report_json}")
+        console.print(f"JSON report: {escape(str(report_json))}")
     if report_html is not None:
         from replay.report_html import write_html
 
         write_html(doc, outcome, report_html)
-        console.print(f"HTML report: {report_html}")
+        console.print(f"HTML report: {escape(str(report_html))}")
     if store is not None:
         from replay.store import store_outcome
 
@@ -123,6 +125,6 @@ def _summary(console: Console, doc: dict) -> None:
         return
     table = Table("model", "feature", "first drifted window", "severity", "drifted windows", title="drift")
     for entry in doc["first_drift"]:
-        table.add_row(entry["model"], entry["feature"], entry["window_start"], entry["severity"],
-                      str(entry["drifted_windows"]))
+        table.add_row(Text(entry["model"]), Text(entry["feature"]), entry["window_start"], entry["severity"],
+                      str(entry["drifted_windows"]))  # names are data: Text, never markup
     console.print(table)

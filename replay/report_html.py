@@ -4,6 +4,9 @@ Per drifted feature: reference vs window CDF overlay (numeric, from the sketches
 category shares (categorical), the PSI contribution of each bin or category, and the drift score
 timeline with gate alarms and drifted windows marked; then a table of all features ranked by
 effect size, with the first window where each drifted.
+
+Model, feature and category names come from events: HTML-escaped in the page, and drawn with
+matplotlib's math text off (``$\\alpha$`` is a category like any other, not a formula).
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ from __future__ import annotations
 import base64
 import html
 import io
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -42,8 +47,8 @@ def render_html(doc: dict, outcome: ReplayOutcome) -> str:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>driftwarden replay</title>"
              f"<style>{_STYLE}</style></head><body>", _header(doc), _ranking_table(doc)]
     details = sorted(outcome.first_drift.values(), key=lambda d: (d.window_start_ms, d.model, d.feature))
-    for detail in details[:MAX_PLOTTED]:
-        parts.append(_feature_section(doc, detail))
+    with _literal_text():
+        parts.extend(_feature_section(doc, detail) for detail in details[:MAX_PLOTTED])
     if len(details) > MAX_PLOTTED:
         parts.append(f"<p>{len(details) - MAX_PLOTTED} more drifted features are listed in the table only.</p>")
     parts.append("</body></html>")
@@ -143,6 +148,15 @@ def _timeline_png(doc: dict, detail: DriftDetail) -> str | None:
     ax.set_title("drift score per window (UTC)")
     ax.legend()
     return _png(fig)
+
+
+@contextmanager
+def _literal_text() -> Iterator[None]:
+    """Matplotlib draws every label as plain text (no math text) inside this block."""
+    import matplotlib
+
+    with matplotlib.rc_context({"text.parse_math": False}):
+        yield
 
 
 def _figure(wide: bool = False):

@@ -18,6 +18,7 @@ Validated once, before any job starts; an error names the file, the line and the
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping
@@ -33,21 +34,35 @@ FeatureKind = Literal["numeric", "categorical"]
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, None: 1000}
 
+#: A monitor config nested deeper than this is refused (the real one is four levels deep).
+MAX_DEPTH = 64
+
 
 def parse_duration_ms(value: Any) -> int:
-    """Milliseconds of a duration written as ``250ms``, ``5s``, ``10m``, ``1h`` or plain seconds."""
+    """Milliseconds of a duration written as ``250ms``, ``5s``, ``10m``, ``1h`` or plain seconds.
+
+    >>> parse_duration_ms("250ms"), parse_duration_ms("1.5m"), parse_duration_ms(2)
+    (250, 90000, 2000)
+    """
     if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a duration")
+        raise ValueError(f"{value!r} is not a duration (YAML reads yes/no/on/off as true/false); "
+                         "write one like 60s, 5m, 250ms")
+    if not isinstance(value, (str, int, float)):
+        raise ValueError(f"{value!r} is not a duration like 60s, 5m, 250ms")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{value!r} is not a finite duration")
     if isinstance(value, (int, float)):
+        if value < 0:
+            raise ValueError(f"{value!r} is a negative duration")
         return int(value * 1000)
-    match = _DURATION.match(str(value))
+    match = _DURATION.match(value)
     if not match:
         raise ValueError(f"{value!r} is not a duration like 60s, 5m, 250ms")
     return int(float(match.group(1)) * _UNIT_MS[match.group(2)])
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class SourceConfig(_Strict):
@@ -83,17 +98,24 @@ class SourceConfig(_Strict):
 class WindowConfig(_Strict):
     """Event-time tumbling windows and watermarks."""
 
-    size: str | int = "60s"
-    out_of_orderness: str | int = "5s"
-    idleness: str | int = "30s"
+    size: str | int | float = "60s"
+    out_of_orderness: str | int | float = "5s"
+    idleness: str | int | float = "30s"
     # "on-periodic": the watermark advances every 200 ms (cheapest); "on-event": after every event
     # (exact lateness on a backlog, used by tests that count late events)
     watermark_emit: Literal["on-periodic", "on-event"] = "on-periodic"
 
-    @field_validator("size", "out_of_orderness", "idleness")
+    @field_validator("size", "out_of_orderness", "idleness", mode="before")
     @classmethod
-    def _check_duration(cls, value: str | int) -> str | int:
-        parse_duration_ms(value)
+    def _check_duration(cls, value: Any) -> Any:
+        parse_duration_ms(value)  # before pydantic's coercion: YAML's `yes` must not become 1 s
+        return value
+
+    @field_validator("size", mode="after")
+    @classmethod
+    def _positive_size(cls, value: str | int | float) -> str | int | float:
+        if parse_duration_ms(value) < 1:
+            raise ValueError(f"{value!r}: a window must last at least 1 ms")
         return value
 
     @property
@@ -137,7 +159,12 @@ class ThresholdConfig(_Strict):
     false_alarm_rate: float = Field(default=0.01, gt=0, lt=1)
     bins: int = Field(default=10, ge=2, le=100)
     min_count: int = Field(default=30, ge=1)
-    fixed: bool = False  # true: use the fixed gate thresholds, never the calibrated ones
+
+    @model_validator(mode="after")
+    def _minor_below_major(self) -> "ThresholdConfig":
+        if self.psi_minor >= self.psi_major:
+            raise ValueError(f"psi_minor ({self.psi_minor:g}) must be below psi_major ({self.psi_major:g})")
+        return self
 
 
 class ModelConfig(_Strict):
@@ -183,30 +210,107 @@ def feature_kinds_lookup(config: MonitorConfig) -> Callable[[str], Mapping[str, 
 def load_config(path: str | Path) -> MonitorConfig:
     """Read and validate a monitor config file; ConfigError names file, line and field."""
     path = Path(path)
+    root = _compose(path, _read_text(path))
+    if root is None:
+        raise ConfigError(f"{path}:1: the config is empty; it needs at least a models section")
+    if not isinstance(root, yaml.MappingNode):
+        raise ConfigError(f"{path}:{root.start_mark.line + 1}: the config must be a mapping (key: value) "
+                          "at the top level")
+    _refuse_duplicate_keys(path, root, [])
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
-    try:
-        data = yaml.safe_load(text)
-        root = yaml.compose(text)
+        data = yaml.SafeLoader("").construct_document(root)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the config must be a mapping at the top level")
+        raise ConfigError(_yaml_error(path, exc)) from exc
     try:
         return MonitorConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_describe(path, root, exc)) from exc
 
 
+def _read_text(path: Path) -> str:
+    """The file's text; ConfigError for a missing, unreadable or non-UTF-8 file."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the config: {exc.strerror or exc}") from exc
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+                          "save the config as UTF-8") from exc
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that refuses nesting deeper than MAX_DEPTH (instead of a RecursionError)."""
+
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        """Compose one node, counting how deep it sits."""
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels",
+                                                  self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _compose(path: Path, text: str) -> yaml.Node | None:
+    """The YAML node tree of ``text`` (no objects built yet); ConfigError on a YAML error."""
+    try:
+        loader = _BoundedLoader(text)  # the reader already refuses characters YAML does not allow
+        try:
+            return loader.get_single_node()
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as exc:
+        raise ConfigError(_yaml_error(path, exc, text)) from exc
+
+
+def _yaml_error(path: Path, exc: yaml.YAMLError, text: str = "") -> str:
+    """One line for a YAML error: file, line and what is wrong."""
+    mark = getattr(exc, "problem_mark", None)
+    if mark is not None:
+        what = " ".join(p for p in (getattr(exc, "context", None), getattr(exc, "problem", None)) if p)
+        return f"{path}:{mark.line + 1}: not valid YAML: {what or exc}"
+    position = getattr(exc, "position", None)  # a ReaderError: a character YAML does not allow
+    line = text[:position].count("\n") + 1 if isinstance(position, int) else 1
+    character = getattr(exc, "character", None)
+    reason = f"character #x{character:04x} is not allowed" if isinstance(character, int) else str(exc).splitlines()[0]
+    return f"{path}:{line}: not valid YAML: {reason}"
+
+
+def _refuse_duplicate_keys(path: Path, node: yaml.Node, where: list[str]) -> None:
+    """ConfigError for a key given twice in one mapping (YAML would silently keep the last)."""
+    if isinstance(node, yaml.SequenceNode):
+        for index, child in enumerate(node.value):
+            _refuse_duplicate_keys(path, child, [*where, str(index)])
+    if not isinstance(node, yaml.MappingNode):
+        return
+    first_line: dict[tuple[str, str], int] = {}
+    for key, value in node.value:
+        if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+            continue
+        field = ".".join([*where, key.value])
+        if (key.tag, key.value) in first_line:
+            raise ConfigError(f"{path}:{key.start_mark.line + 1}: {field}: given twice "
+                              f"(first on line {first_line[key.tag, key.value]}); keep one")
+        first_line[key.tag, key.value] = key.start_mark.line + 1
+        _refuse_duplicate_keys(path, value, [*where, key.value])
+
+
 def _describe(path: Path, root: yaml.Node | None, exc: ValidationError) -> str:
+    """One line per validation error: ``file:line: field: message``."""
     lines = []
     for error in exc.errors():
         loc = [p for p in error["loc"] if not isinstance(p, str) or not p.startswith("function-")]
         field = ".".join(str(p) for p in loc) or "(top level)"
-        lines.append(f"{path}:{_line_of(root, loc)}: {field}: {error['msg']}")
-    return "invalid monitor config\n" + "\n".join(lines)
+        message = error["msg"].removeprefix("Value error, ")
+        lines.append(f"{path}:{_line_of(root, loc)}: {field}: {message}")
+    return "\n".join(lines)
 
 
 def _line_of(node: yaml.Node | None, loc: list[Any]) -> int:

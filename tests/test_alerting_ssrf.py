@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ipaddress
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from alerting.ssrf import UnsafeURLError, check_url
 
@@ -82,8 +86,35 @@ def test_bad_url_is_refused(url: str) -> None:
         check_url(url, resolver=DNS)
 
 
-def test_the_table_is_large_enough() -> None:
-    assert len(BAD_URLS) >= 20
+@settings(max_examples=400, deadline=None)
+@given(st.ip_addresses(v=4))
+def test_any_ipv4_address_is_refused_exactly_when_it_is_not_global_unicast(ip: ipaddress.IPv4Address) -> None:
+    """Across the whole IPv4 space (not just the table's points): the guard agrees with the stdlib."""
+    url = f"http://{ip}/hook"
+    if ip.is_global and not ip.is_multicast:
+        assert check_url(url, resolver=DNS).ip == str(ip)
+    else:
+        with pytest.raises(UnsafeURLError):
+            check_url(url, resolver=DNS)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["::1/128", "fe80::/10", "fc00::/7", "ff00::/8", "::/128"]).flatmap(
+    lambda net: st.ip_addresses(network=net)))
+def test_any_non_global_ipv6_address_is_refused(ip: ipaddress.IPv6Address) -> None:
+    with pytest.raises(UnsafeURLError):
+        check_url(f"http://[{ip}]/hook", resolver=DNS)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.ip_addresses(v=4).filter(lambda ip: not ip.is_global))
+def test_ipv6_forms_embedding_a_private_ipv4_address_are_refused(ip: ipaddress.IPv4Address) -> None:
+    """IPv4-mapped, NAT64 and 6to4 forms of any non-global IPv4 address."""
+    packed = int(ip)
+    for v6 in (ipaddress.IPv6Address((0xFFFF << 32) | packed), ipaddress.IPv6Address((0x64FF9B << 96) | packed),
+               ipaddress.IPv6Address((0x2002 << 112) | (packed << 80))):
+        with pytest.raises(UnsafeURLError):
+            check_url(f"http://[{v6}]/hook", resolver=DNS)
 
 
 def test_public_url_is_pinned_to_the_checked_address() -> None:

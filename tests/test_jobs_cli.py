@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import stat
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
 from driftwarden.cli import app
-from jobs.cli import _password_to_pgpass, _scrub_environment
+from jobs.cli import _scrub_environment, job_store_url, password_to_pgpass
+from driftwarden.errors import ConfigError
 from schemas.config import MonitorConfig
 
 runner = CliRunner()
@@ -48,13 +50,39 @@ def test_invalid_config_names_file_line_and_field(tmp_path):
 
 def test_postgres_password_goes_to_a_private_pgpass_file(tmp_path, monkeypatch):
     monkeypatch.setattr("jobs.cli.RUN_DIR", tmp_path)
-    url = _password_to_pgpass("postgresql://user:pa:ss@db.example:5433/drift")
+    url = password_to_pgpass("postgresql://user:pa:ss@db.example:5433/drift")
     assert "pa:ss" not in url and url == "postgresql://user@db.example:5433/drift"
     pgpass = tmp_path / "pgpass"
     assert pgpass.read_text() == "db.example:5433:drift:user:pa\\:ss\n"
     assert stat.S_IMODE(pgpass.stat().st_mode) == 0o600
     assert os.environ["PGPASSFILE"] == str(pgpass)
-    assert _password_to_pgpass("sqlite:////tmp/x.db") == "sqlite:////tmp/x.db"
+    assert password_to_pgpass("sqlite:////tmp/x.db") == "sqlite:////tmp/x.db"
+
+
+def test_a_password_in_the_query_goes_to_pgpass_too(tmp_path, monkeypatch):
+    monkeypatch.setattr("jobs.cli.RUN_DIR", tmp_path)
+    url = password_to_pgpass("postgresql+psycopg://db.example/drift?user=u&password=s3cr%3At&sslmode=require")
+    assert url == "postgresql+psycopg://db.example/drift?sslmode=require&user=u"
+    assert (tmp_path / "pgpass").read_text() == "db.example:5432:drift:u:s3cr\\:t\n"
+    with pytest.raises(ConfigError, match="more than once"):
+        password_to_pgpass("postgresql://db.example/drift?password=a&password=b")
+
+
+def test_a_password_in_the_environment_variable_leaves_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setattr("jobs.cli.RUN_DIR", tmp_path)
+    monkeypatch.setenv("DRIFTWARDEN_STORE_URL", "postgresql://u:hunter2@db.example/drift")
+    assert job_store_url(None) == "postgresql://u@db.example/drift"
+    assert "DRIFTWARDEN_STORE_URL" not in os.environ and "hunter2" in (tmp_path / "pgpass").read_text()
+    monkeypatch.setenv("DRIFTWARDEN_STORE_URL", "postgresql://u@db.example/drift")  # nothing secret: kept
+    assert job_store_url("sqlite:///x.db").startswith("sqlite:////")
+    assert os.environ["DRIFTWARDEN_STORE_URL"] == "postgresql://u@db.example/drift"
+
+
+def test_redacted_urls_hide_both_password_forms():
+    from driftwarden.store import redact_url
+
+    assert redact_url("postgresql://u:pw1@h/db?password=pw2&sslmode=require") == "postgresql://u:***@h/db?sslmode=require"
+    assert redact_url("not a url:pw@h?password=pw2") == "h"
 
 
 def test_webhook_secrets_leave_the_job_environment(monkeypatch):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+import torch  # a declared dependency (the bench extra, installed by make setup): fail, never skip
 import typer
 from sqlalchemy import create_engine, text
 from typer.testing import CliRunner
@@ -18,7 +19,6 @@ from replay.latency.errors import AdapterError, BenchOptionError, ModelFormatErr
 from replay.latency.models import TORCH_EXPORT, load_model
 from replay.latency.telemetry import Telemetry
 
-torch = pytest.importorskip("torch")
 
 QUICK = ["--min-duration", "0.2", "--batch-sizes", "1,8", "--threads", "1", "--memory-iterations", "40", "--no-progress"]
 
@@ -105,10 +105,17 @@ def test_torch_export_archives_are_benchmarked(tmp_path: Path, files: dict[str, 
     result = invoke("--baseline", tmp_path / "m.pt2", "--candidate", tmp_path / "m.pt2",
                     "--reference-input", files["ref"], "--adapter", files["adapter"], *QUICK,
                     "--report-json", tmp_path / "r.json")
-    # benchmarked to the end: 0, or 3 when this shared machine's noise made a p99 differ between
-    # two runs of the same model (the verdict is tested elsewhere); 1 would be an error
-    assert result.exit_code in (0, 3), result.output + repr(result.exception)
-    assert orjson.loads((tmp_path / "r.json").read_bytes())["models"]["baseline"]["format"] == TORCH_EXPORT
+    # What this test is about: a torch.export archive is loaded and benchmarked to the end. Not the
+    # verdict: two runs of one model may differ by this shared machine's noise (the verdict has its
+    # own tests in test_latency_verdict.py). So the exit code must be the report's own, never an error.
+    report = orjson.loads((tmp_path / "r.json").read_bytes())
+    assert result.exit_code == report["exit_code"], result.output + repr(result.exception)
+    assert reports.validate_report(report) == []
+    assert {m["format"] for m in report["models"].values()} == {TORCH_EXPORT}
+    assert [c["batch_size"] for c in report["cells"]] == [1, 8]
+    for cell in report["cells"]:
+        assert cell["status"] == "ok", cell
+        assert all(arm["latency_ms"]["p50"] > 0 for arm in cell["arms"]), cell
     static = invoke("--baseline", tmp_path / "static.pt2", "--candidate", tmp_path / "m.pt2",
                     "--reference-input", files["ref"], "--adapter", files["adapter"], *QUICK)
     assert isinstance(static.exception, AdapterError) and "dynamic_shapes" in str(static.exception)

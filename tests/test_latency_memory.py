@@ -6,13 +6,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch  # a declared dependency (the bench extra, installed by make setup): fail, never skip
 
 from replay.latency import memory, samples
 from replay.latency.adapter import load_adapter
 from replay.latency.inputs import build_pool, read_events
 from replay.latency.models import load_model
-
-torch = pytest.importorskip("torch")
 
 
 @pytest.fixture(scope="module")

@@ -7,14 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch  # a declared dependency (the bench extra, installed by make setup): fail, never skip
 
 from replay.latency import samples
 from replay.latency.adapter import AdapterConfig, InputSpec, bucket_for, build_batch, parse_sequence
 from replay.latency.inputs import build_pool, read_events
 from replay.latency.errors import BenchInputError
 from replay.latency.timing import CpuTimer, run_chunk, summarise
-
-torch = pytest.importorskip("torch")
 
 
 @pytest.fixture(scope="module")

@@ -196,8 +196,12 @@ def _report_with_config(files, tmp_path, head: str) -> dict:
 def test_warmup_config_without_reference_judges_after_the_first_windows(files, tmp_path):
     doc = _report_with_config(files, tmp_path, "window: {size: 60s}\nreference: {mode: warmup, warmup_windows: 3}\n")
     warm = [f for w in doc["windows"][:3] for f in w["features"]]
-    assert warm == [] or not any(f["gate"]["alarm"] for f in warm)  # judged against nothing
-    assert all(f["gate"]["psi"] is None for f in warm if f["kind"] == "numeric")
+    assert sorted(f["name"] for f in warm) == sorted(["x0", "x1", "c0"] * 3)  # counted ...
+    assert all(f["count"] == 150 for f in warm)
+    for f in warm:  # ... and judged against nothing
+        assert set(f["gate"].values()) <= {None, False} and f["deep"] is None and not f["drifted"], f
+    judged = doc["windows"][3]["features"]  # the first window after the warm-up has a reference
+    assert all(f["gate"]["psi"] is not None for f in judged if f["kind"] == "numeric")
     drifted = {w["window_start"] for w in doc["windows"] for f in w["features"] if f["drifted"]}
     assert drifted and min(drifted) == doc["windows"][5]["window_start"]
 

@@ -79,7 +79,7 @@ def test_reference_save_load_round_trip(tmp_path) -> None:
         got = loaded.features[name]
         assert (got.name, got.kind, got.thresholds) == (fr.name, fr.kind, fr.thresholds)
         np.testing.assert_array_equal(got.null_scores, fr.null_scores)
-        assert got.sketch.serialize() == fr.sketch.serialize() or got.sketch.frequencies() == fr.sketch.frequencies()
+        assert got.sketch.serialize() == fr.sketch.serialize()
         assert got.sample.values.tolist() == fr.sample.values.tolist()
 
 

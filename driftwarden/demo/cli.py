@@ -9,6 +9,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from driftwarden.demo import RUN_DIR
 from driftwarden.errors import ConfigError
@@ -25,7 +26,8 @@ app = typer.Typer(invoke_without_command=True, no_args_is_help=False,
 def demo(
     ctx: typer.Context,
     bootstrap: str = typer.Option(DEFAULT_BOOTSTRAP, help="Kafka bootstrap servers.", show_default=True),
-    store_url: Optional[str] = typer.Option(None, help="Results store URL, e.g. postgresql://user@host/db.",
+    store_url: Optional[str] = typer.Option(None, help="Results store URL, e.g. postgresql://user@host/db "
+                                            "(a password in it moves to .run/pgpass).",
                                             show_default="SQLite in the run folder"),
     duration: float = typer.Option(120.0, min=1, help="Seconds of producing (wall clock).", show_default=True),
     speed: float = typer.Option(5.0, min=0.1, help="Event-time clock speed: event seconds per wall second.",
@@ -133,9 +135,9 @@ def receiver(
         raise ConfigError(f"set {secret_env} to the webhook signing secret the alert worker uses")
     console = Console()
     server = DemoReceiver(secrets, host, port, fail_for_s=fail_for, record=record,
-                          on_webhook=lambda w: console.print(f"[green]verified[/] {w.webhook_id}\n{w.describe()}",
+                          on_webhook=lambda w: console.print("[green]verified[/] " + escape(f"{w.webhook_id}\n{w.describe()}"),
                                                              highlight=False),
-                          on_reject=lambda why: console.print(f"[red]rejected[/]: {why}"))
+                          on_reject=lambda why: console.print(f"[red]rejected[/]: {escape(why)}"))
     console.print(f"listening on {server.url}")
     try:
         server.serve_forever()

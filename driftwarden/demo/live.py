@@ -63,9 +63,9 @@ def render(snap: Snapshot, schedule: Schedule) -> Group:
         injected = f"{change.kind} @w{change.start_window}" if change else ""
         sev = v.severity if v else "-"
         label = name if kind == "numeric" else f"{name}*"
-        table.add_row(label, _num(v.gate_psi if v else None), _num(v.gate_ks if v else None),
+        table.add_row(Text(label), _num(v.gate_psi if v else None), _num(v.gate_ks if v else None),
                       "ALARM" if v and v.alarm else "", _num(v.deep_psi if v else None),
-                      Text(sev, style=_STYLE.get(sev, "")), injected)
+                      Text(sev, style=_STYLE.get(sev, "")), Text(injected))
     alerts = Text("\n".join(snap.recent_alerts[-4:]) or "no alert yet", style="green")
     return Group(head, table, Panel(alerts, title="webhooks received (verified)", expand=False))
 
@@ -78,7 +78,8 @@ def schedule_table(schedule: Schedule, base_label: str, window_s: float, speed: 
         table.add_column(col)
     table.add_row("0", "0 s", f"no drift ({schedule.clean_windows} windows)", "-")
     for c in schedule.changes:
-        table.add_row(str(c.start_window), f"{c.start_window * window_s / speed:.0f} s", c.description, c.feature)
+        table.add_row(str(c.start_window), f"{c.start_window * window_s / speed:.0f} s", Text(c.description),
+                      Text(c.feature))
     return table
 
 

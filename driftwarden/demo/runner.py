@@ -32,6 +32,7 @@ from driftwarden.demo.scenario import Schedule, StreamGenerator, make_schedule
 from driftwarden.demo.stack import (JobProcess, build_reference, check_kafka, create_topic, free_port, monitor_config,
                                     register_scrape_target, write_config)
 from driftwarden.errors import ConfigError, ServiceError
+from jobs.cli import password_to_pgpass
 
 SECRET_ENV = "DRIFTWARDEN_WEBHOOK_SECRET"
 MODEL = "credit-risk"
@@ -95,7 +96,8 @@ class DemoRun:
         # several runs in one shared store must never mix their windows or alert states
         model = MODEL if opts.store_url is None else f"{MODEL}-{self.run_id}"
         self.schedule, self.gen = plan(opts, int(time.time() * 1000), model)
-        self.store_url = opts.store_url or f"sqlite:///{self.dir / 'results.db'}"
+        # a password moves to the private .run/pgpass: the job's command line and summary.json never carry it
+        self.store_url = password_to_pgpass(opts.store_url) if opts.store_url else f"sqlite:///{self.dir / 'results.db'}"
         self.topic = f"driftwarden-demo-{self.run_id}"
         self.route = f"demo-{self.run_id}"
         self.config_path = self.dir / "monitor.yaml"

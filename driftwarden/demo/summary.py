@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from driftwarden.demo.outcome import MAX_CATCH_OFFSET, DemoOutcome
 
@@ -29,11 +31,11 @@ def print_summary(console: Console, outcome: DemoOutcome) -> None:
         table.add_column(col, no_wrap=True)
     for c in outcome.catches:
         where = "-" if c.offset is None else f"w{c.start_window + c.offset} (+{c.offset})"
-        table.add_row(c.kind, c.feature, f"w{c.start_window}", where, c.severity,
+        table.add_row(c.kind, Text(c.feature), f"w{c.start_window}", where, c.severity,
                       "[green]yes[/]" if c.in_time else "[red]no[/]")
     console.print(table)
     alarms = ", ".join(f"{v.feature} {v.severity} (window {v.window})" for v in outcome.false_alarms) or "none"
-    console.print(f"false alarms: {alarms}; minor verdicts on undrifted features: {outcome.minor_elsewhere}")
+    console.print(f"false alarms: {escape(alarms)}; minor verdicts on undrifted features: {outcome.minor_elsewhere}")
     console.print(f"alerts during the drift-free period: {len(outcome.early_alerts) or 'none'}")
     console.print(f"webhooks: {outcome.webhooks} delivered, {outcome.verified} POSTs signature-verified, "
                   f"{outcome.rejected} rejected (of {outcome.received} received)")
@@ -44,7 +46,7 @@ def print_summary(console: Console, outcome: DemoOutcome) -> None:
     elif outcome.passed:
         console.print("[bold green]demo check passed[/]: every change caught in time, no false alarm")
     else:
-        console.print("[bold red]demo check failed[/]:\n  " + "\n  ".join(outcome.problems))
+        console.print("[bold red]demo check failed[/]:\n  " + escape("\n  ".join(outcome.problems)))
 
 
 def replay_report(console: Console, args: list[str], html: Path) -> Path | None:
@@ -52,7 +54,7 @@ def replay_report(console: Console, args: list[str], html: Path) -> Path | None:
     try:
         from replay.cli import replay_command
     except ImportError as exc:
-        console.print(f"[yellow]replay report unavailable ({exc}); run the command below once replay/ is installed[/]")
+        console.print(f"[yellow]replay report unavailable ({escape(str(exc))}); run the command below once replay/ is installed[/]")
         return None
     import typer
 
@@ -70,8 +72,8 @@ def replay_report(console: Console, args: list[str], html: Path) -> Path | None:
 
 def print_replay(console: Console, report: Path | None, args: list[str]) -> None:
     """Where the incident report is, and the command that replays the incident."""
-    console.print(f"incident replay report: {report or 'unavailable'}")
-    console.print(f"replay the incident: [bold]{shlex.join(args)}[/]", highlight=False, soft_wrap=True)
+    console.print(f"incident replay report: {escape(str(report or 'unavailable'))}")
+    console.print(f"replay the incident: [bold]{escape(shlex.join(args))}[/]", highlight=False, soft_wrap=True)
 
 
 def write_summary(run: "DemoRun", outcome: DemoOutcome, report: Path | None) -> Path:

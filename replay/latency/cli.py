@@ -13,6 +13,7 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from replay.latency.errors import BenchOptionError
 
@@ -129,11 +130,12 @@ def print_summary(report: dict, console: Console) -> None:
         table.add_column(col)
     for cell in report["cells"]:
         if cell["status"] != "ok":
-            table.add_row(str(cell["batch_size"]), cell["dtype"], "-", "-", "-", "unsupported", cell["reason"][:60])
+            table.add_row(str(cell["batch_size"]), cell["dtype"], "-", "-", "-", "unsupported", Text(cell["reason"][:60]))
             continue
         eff, inp = cell["model_effect"], cell["input_effect"]
-        table.add_row(str(cell["batch_size"]), cell["dtype"], _ci(eff["p50"]), _ci(eff["p99"]),
-                      _ci(inp["p50"]) if inp else "-", cell["verdict"], cell["attribution"])
+        cells = (str(cell["batch_size"]), cell["dtype"], _ci(eff["p50"]), _ci(eff["p99"]),
+                 _ci(inp["p50"]) if inp else "-", cell["verdict"], cell["attribution"])
+        table.add_row(*map(Text, cells))  # literal: "[no CI: ...]" would otherwise be read as a style tag
     console.print(table)
     mem = ", ".join(f"{k}: {v['status']}" for k, v in report["memory"].items())
     console.print(f"memory: {mem}; telemetry: {report['telemetry']['status']}")
