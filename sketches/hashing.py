@@ -24,6 +24,8 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _FNV_OFFSET = 0xCBF29CE484222325
 _FNV_PRIME = 0x100000001B3
 _MASK64 = (1 << 64) - 1
+#: Longest value (UTF-8 bytes) hashed in the vectorised path; longer ones are hashed one by one.
+_VECTOR_WIDTH = 64
 
 
 def mix64(z: np.ndarray) -> np.ndarray:
@@ -69,6 +71,29 @@ def value_hash(value: str) -> int:
     for byte in value.encode("utf-8"):
         h = ((h ^ byte) * _FNV_PRIME) & _MASK64
     return _mix64_int(h) >> 1
+
+
+def value_hashes(values: Sequence[str]) -> np.ndarray:
+    """:func:`value_hash` of many values at once, as a ``uint64`` array (vectorised over byte positions)."""
+    encoded = [v.encode("utf-8") for v in values]
+    lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    out = np.empty(len(encoded), dtype=np.uint64)
+    short = lengths <= _VECTOR_WIDTH  # a few long values must not blow up the padded matrix
+    for i in np.flatnonzero(~short):
+        out[i] = value_hash(values[i])
+    rows = np.flatnonzero(short)
+    rows = rows[np.argsort(-lengths[rows], kind="stable")]  # longest first: the values still going are a prefix
+    if rows.size:
+        width = max(int(lengths[rows[0]]), 1)
+        padded = np.array([encoded[i] for i in rows], dtype=f"S{width}").view(np.uint8).reshape(-1, width)
+        live = np.searchsorted(-lengths[rows], -np.arange(width), side="left")  # values longer than j
+        h, prime = np.full(rows.size, _FNV_OFFSET, dtype=np.uint64), np.uint64(_FNV_PRIME)
+        with np.errstate(over="ignore"):
+            for j in range(width):
+                end = int(live[j])
+                h[:end] = (h[:end] ^ padded[:end, j].astype(np.uint64)) * prime
+            out[rows] = mix64(h) >> np.uint64(1)
+    return out
 
 
 def split_coordinates(coordinates: Sequence[tuple]) -> tuple[list[str], np.ndarray, np.ndarray]:
