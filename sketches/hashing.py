@@ -17,6 +17,7 @@ import zlib
 from typing import Sequence
 
 import numpy as np
+import pyarrow as pa
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -24,8 +25,6 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _FNV_OFFSET = 0xCBF29CE484222325
 _FNV_PRIME = 0x100000001B3
 _MASK64 = (1 << 64) - 1
-#: Longest value (UTF-8 bytes) hashed in the vectorised path; longer ones are hashed one by one.
-_VECTOR_WIDTH = 64
 
 
 def mix64(z: np.ndarray) -> np.ndarray:
@@ -73,26 +72,29 @@ def value_hash(value: str) -> int:
     return _mix64_int(h) >> 1
 
 
-def value_hashes(values: Sequence[str]) -> np.ndarray:
-    """:func:`value_hash` of many values at once, as a ``uint64`` array (vectorised over byte positions)."""
-    encoded = [v.encode("utf-8") for v in values]
-    lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-    out = np.empty(len(encoded), dtype=np.uint64)
-    short = lengths <= _VECTOR_WIDTH  # a few long values must not blow up the padded matrix
-    for i in np.flatnonzero(~short):
-        out[i] = value_hash(values[i])
-    rows = np.flatnonzero(short)
-    rows = rows[np.argsort(-lengths[rows], kind="stable")]  # longest first: the values still going are a prefix
-    if rows.size:
-        width = max(int(lengths[rows[0]]), 1)
-        padded = np.array([encoded[i] for i in rows], dtype=f"S{width}").view(np.uint8).reshape(-1, width)
-        live = np.searchsorted(-lengths[rows], -np.arange(width), side="left")  # values longer than j
-        h, prime = np.full(rows.size, _FNV_OFFSET, dtype=np.uint64), np.uint64(_FNV_PRIME)
-        with np.errstate(over="ignore"):
-            for j in range(width):
-                end = int(live[j])
-                h[:end] = (h[:end] ^ padded[:end, j].astype(np.uint64)) * prime
-            out[rows] = mix64(h) >> np.uint64(1)
+def value_hashes(values: Sequence[str] | pa.Array) -> np.ndarray:
+    """:func:`value_hash` of many values at once (a list of str or an Arrow string array) as ``uint64``.
+
+    Vectorised over byte positions on the Arrow buffers: no Python string is touched.
+    """
+    arr = values if isinstance(values, pa.Array) else pa.array(values, pa.large_string())
+    if len(arr) == 0:
+        return np.empty(0, dtype=np.uint64)
+    arr = arr.cast(pa.large_string())
+    buffers = arr.buffers()
+    offsets = np.frombuffer(buffers[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
+    data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else np.empty(0, np.uint8)
+    lengths = np.diff(offsets)
+    order = np.argsort(-lengths, kind="stable")  # longest first: the values still going are a prefix
+    starts, longest = offsets[:-1][order], int(lengths[order[0]])
+    live = np.searchsorted(-lengths[order], -np.arange(longest), side="left")  # values longer than j
+    h, prime = np.full(len(arr), _FNV_OFFSET, dtype=np.uint64), np.uint64(_FNV_PRIME)
+    with np.errstate(over="ignore"):
+        for j in range(longest):
+            end = int(live[j])
+            h[:end] = (h[:end] ^ data[starts[:end] + j].astype(np.uint64)) * prime
+        out = np.empty(len(arr), dtype=np.uint64)
+        out[order] = mix64(h) >> np.uint64(1)
     return out
 
 
