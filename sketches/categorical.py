@@ -96,13 +96,22 @@ class CategoricalSketch:
         hashes = value_hashes(present).astype(np.int64)
         below = np.flatnonzero(hashes < self.threshold)
         if below.size:
-            distinct = np.unique(hashes[below])
-            below = below[hashes[below] <= distinct[min(self.max_exact, distinct.size - 1)]]
+            below = below[hashes[below] <= self._cut(hashes[below])]
         counted = pc.value_counts(present.take(pa.array(below))) if below.size else None
         chosen = dict(zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist())) if counted else {}
         self._n += len(present) - below.size
         self._add_counts(chosen)
         return self
+
+    def _cut(self, hashes: np.ndarray) -> int:
+        """The (max_exact + 1)-th smallest distinct hash (the largest one when there are fewer)."""
+        smallest = 4 * (self.max_exact + 1)
+        if hashes.size > smallest:  # the smallest few thousand hold it unless values repeat a lot
+            distinct = np.unique(np.partition(hashes, smallest - 1)[:smallest])
+            if distinct.size > self.max_exact:
+                return int(distinct[self.max_exact])
+        distinct = np.unique(hashes)
+        return int(distinct[min(self.max_exact, distinct.size - 1)])
 
     def update_nulls(self, count: int) -> CategoricalSketch:
         """Count ``count`` nulls without values."""

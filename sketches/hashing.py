@@ -80,21 +80,22 @@ def value_hashes(values: Sequence[str] | pa.Array) -> np.ndarray:
     arr = values if isinstance(values, pa.Array) else pa.array(values, pa.large_string())
     if len(arr) == 0:
         return np.empty(0, dtype=np.uint64)
-    arr = arr.cast(pa.large_string())
+    if not pa.types.is_string(arr.type):
+        arr = arr.cast(pa.large_string())
     buffers = arr.buffers()
-    offsets = np.frombuffer(buffers[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
-    data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else np.empty(0, np.uint8)
-    lengths = np.diff(offsets)
-    order = np.argsort(-lengths, kind="stable")  # longest first: the values still going are a prefix
-    starts, longest = offsets[:-1][order], int(lengths[order[0]])
-    live = np.searchsorted(-lengths[order], -np.arange(longest), side="left")  # values longer than j
-    h, prime = np.full(len(arr), _FNV_OFFSET, dtype=np.uint64), np.uint64(_FNV_PRIME)
+    width = np.int32 if pa.types.is_string(arr.type) else np.int64
+    offsets = np.frombuffer(buffers[1], dtype=width)[arr.offset:arr.offset + len(arr) + 1].astype(np.int64)
+    data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else np.zeros(1, np.uint8)
+    starts, lengths = offsets[:-1], np.diff(offsets)
+    h, prime, last = np.full(len(arr), _FNV_OFFSET, dtype=np.uint64), np.uint64(_FNV_PRIME), max(data.size - 1, 0)
     with np.errstate(over="ignore"):
-        for j in range(longest):
-            end = int(live[j])
-            h[:end] = (h[:end] ^ data[starts[:end] + j].astype(np.uint64)) * prime
-        out = np.empty(len(arr), dtype=np.uint64)
-        out[order] = mix64(h) >> np.uint64(1)
+        for j in range(int(lengths.max())):
+            live = lengths > j
+            if live.all():
+                h = (h ^ data[starts + j]) * prime
+            else:
+                h = np.where(live, (h ^ data[np.minimum(starts + j, last)]) * prime, h)
+        out = mix64(h) >> np.uint64(1)
     return out
 
 
