@@ -133,6 +133,10 @@ class CategoricalProfile:
             return float("nan")
         return float(weights[judged & ~self.contains(values)].sum() / total)
 
+    def head_labels(self, window: CategoricalSketch) -> list[str]:
+        """The head values the window's sketch covers (its counts of them are exact), in head order."""
+        return [v for v in self.head if window.covers(v)]
+
     def head_probs(self, window: CategoricalSketch) -> tuple[np.ndarray, np.ndarray]:
         """Aligned shares of the head values the window covers, plus one "other" bucket, on both sides."""
         judged = [i for i, v in enumerate(self.head) if window.covers(v)]
