@@ -154,3 +154,13 @@ def test_arrow_fast_path_gives_the_same_bytes_as_counting_every_value(ids: int) 
     assert CategoricalSketch().update(column).serialize() == plain
     halves = CategoricalSketch().update(column.slice(0, 7000)).merge(CategoricalSketch().update(column.slice(7000)))
     assert halves.serialize() == plain
+
+
+def test_reference_written_before_profiles_still_reads() -> None:
+    """A kind-5 reference (no profile field) reads with no profile; an unknown kind is named."""
+    events = [Event("m", w * WINDOW_MS + i, {"merchant": "abc"[i % 3]}) for w in range(6) for i in range(300)]
+    data = build_reference_set(events, CONFIG, POLICY).models["m"].serialize()
+    old = data[:5] + bytes([5]) + data[6:-4]  # kind 5, without the trailing empty profile blob
+    assert Reference.deserialize(old).features["merchant"].profile is None
+    with pytest.raises(SerializationError, match="unexpected sketch kind byte 11"):
+        Reference.deserialize(data[:5] + bytes([11]) + data[6:])
