@@ -87,16 +87,34 @@ def value_hashes(values: Sequence[str] | pa.Array) -> np.ndarray:
     offsets = np.frombuffer(buffers[1], dtype=width)[arr.offset:arr.offset + len(arr) + 1].astype(np.int64)
     data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else np.zeros(1, np.uint8)
     starts, lengths = offsets[:-1], np.diff(offsets)
-    h, prime, last = np.full(len(arr), _FNV_OFFSET, dtype=np.uint64), np.uint64(_FNV_PRIME), max(data.size - 1, 0)
+    out = np.empty(len(arr), dtype=np.uint64)
+    longest = int(lengths.max())
+    sizes = np.flatnonzero(np.bincount(lengths)) if longest < 4096 else np.unique(lengths)
+    if sizes.size <= 16:  # ids: a few lengths; hash each length's values together, no masking
+        for size in sizes.tolist():
+            rows = np.flatnonzero(lengths == size)
+            out[rows] = _fnv_columns(data, starts[rows], size, np.ones(rows.size, dtype=bool))
+    else:
+        out[:] = _fnv_columns(data, starts, int(sizes[-1]), lengths)
     with np.errstate(over="ignore"):
-        for j in range(int(lengths.max())):
-            live = lengths > j
-            if live.all():
-                h = (h ^ data[starts + j]) * prime
-            else:
-                h = np.where(live, (h ^ data[np.minimum(starts + j, last)]) * prime, h)
-        out = mix64(h) >> np.uint64(1)
+        out = mix64(out) >> np.uint64(1)
     return out
+
+
+def _fnv_columns(data: np.ndarray, starts: np.ndarray, width: int, lengths: np.ndarray) -> np.ndarray:
+    """FNV-1a of the byte strings data[start:start+length], byte position by byte position."""
+    h, prime, last = np.full(starts.size, _FNV_OFFSET, dtype=np.uint64), np.uint64(_FNV_PRIME), max(data.size - 1, 0)
+    index = starts.copy()
+    with np.errstate(over="ignore"):
+        for j in range(width):
+            live = lengths > j if lengths.dtype != bool else None
+            if live is None or live.all():
+                np.bitwise_xor(h, data[index], out=h)
+                np.multiply(h, prime, out=h)
+            else:
+                h = np.where(live, (h ^ data[np.minimum(index, last)]) * prime, h)
+            index += 1
+    return h
 
 
 def split_coordinates(coordinates: Sequence[tuple]) -> tuple[list[str], np.ndarray, np.ndarray]:
