@@ -152,6 +152,7 @@ def test_arrow_fast_path_gives_the_same_bytes_as_counting_every_value(ids: int) 
     plain = CategoricalSketch().update(values).serialize()
     assert CategoricalSketch()._update_arrow(column).serialize() == plain
     assert CategoricalSketch().update(column).serialize() == plain
+    assert CategoricalSketch().update(pa.chunked_array([column.slice(0, 9), column.slice(9)])).serialize() == plain
     halves = CategoricalSketch().update(column.slice(0, 7000)).merge(CategoricalSketch().update(column.slice(7000)))
     assert halves.serialize() == plain
 
