@@ -8,6 +8,10 @@ Run: ``python bench/bench_sketches.py`` (about a minute on one core). Figures:
    datasketches bytes inside it.
 3. Merging 1,000 numeric sketches: our ``merge`` against raw KLL merges of the same sketches.
 4. Gate scoring of one window for 100 features against the deep tests on the full raw data.
+5. A categorical feature of 10^6 distinct values: the window sketch's update rate against a
+   5-value feature of the same length (target: within 2x), its serialized state per window, and
+   the reference's size with its membership filter (``sketches/profile.py``).
+   ``python bench/bench_sketches.py --cardinality`` runs only this one.
 """
 
 from __future__ import annotations
@@ -21,7 +25,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sketches import NumericSketch, ReservoirSample, deep_test, gate_scores  # noqa: E402
+import pyarrow as pa  # noqa: E402
+
+from replay.synthetic import zipf_ids  # noqa: E402
+from sketches import CategoricalSketch, DriftPolicy, NumericSketch, ReservoirSample, deep_test, gate_scores  # noqa: E402
+from sketches.reference import Reference, reference_from_window_sketches, value_counts  # noqa: E402
 
 
 def best_of(repeats: int, fn) -> float:
@@ -90,14 +98,40 @@ def bench_gate_vs_deep(rng: np.random.Generator, features: int = 100) -> None:
           f"   ratio deep/gate {deep / gate:.1f}x")
 
 
+def bench_cardinality(rng: np.random.Generator, events: int = 200_000, ids: int = 1_000_000,
+                      windows: int = 10) -> None:
+    high = pa.array(zipf_ids(rng, events, ids=ids, exponent=0.5))
+    low = pa.array(np.array(["a", "b", "c", "d", "e"])[rng.integers(0, 5, events)].tolist())
+    t_low, t_high = interleaved(5, lambda: CategoricalSketch().update(low), lambda: CategoricalSketch().update(high))
+    sketch = CategoricalSketch().update(high)
+    print(f"categ.  update 5 values: {events / t_low / 1e6:.2f} M values/s; {len(set(high.to_pylist())):,} distinct "
+          f"of 10^6: {events / t_high / 1e6:.2f} M values/s   ratio {t_high / t_low:.2f} (target <= 2.0)")
+    print(f"categ.  state per window: {len(sketch.serialize()):,} B at 10^6 cardinality "
+          f"({len(CategoricalSketch().update(low).serialize())} B at 5 values)")
+    columns = [zipf_ids(rng, events, ids=ids, exponent=0.5) for _ in range(windows)]
+    start = time.perf_counter()
+    sketches = [CategoricalSketch(name="id").update(pa.array(c)) for c in columns]
+    ref = reference_from_window_sketches("id", "categorical", sketches, ReservoirSample(2000).update(columns[0]),
+                                         DriftPolicy(), [value_counts(c) for c in columns])
+    built = time.perf_counter() - start
+    size = len(Reference({"id": ref}).serialize())
+    print(f"categ.  reference of {windows} x {events:,} events, {ref.profile.n:,} values: {size:,} B on disk, "
+          f"filter {ref.profile.bits:,} bits / {ref.profile.probes} probes, profile {ref.profile.nbytes:,} B in memory, "
+          f"built and calibrated in {built:.1f} s")
+
+
 def main() -> None:
     """Run every benchmark and print its figures."""
     rng = np.random.default_rng(0)
+    if "--cardinality" in sys.argv[1:]:
+        bench_cardinality(rng)
+        return
     values = rng.normal(size=10_000_000)
     bench_update(values)
     bench_size(values)
     bench_merge(rng)
     bench_gate_vs_deep(rng)
+    bench_cardinality(rng)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ Each model's events are cut into the configured event-time windows and summarize
 same :func:`jobs.pipeline.summarize_window` as the streaming job; the gate is calibrated on
 those windows (leave one out). A snapshot spanning fewer windows than the policy needs for
 calibration is cut into ``min_windows * 2`` equal slices in file order instead (documented
-fallback, slices interleaved in file order: a training set often has no time axis).
+fallback, slices interleaved in file order: a training set often has no time axis). A categorical
+feature with more distinct values than a window summary keeps gets a membership filter of every
+value in the raw events (``sketches/profile.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from jobs.references import ReferenceSet, reference_from_summaries
 from schemas.config import ModelConfig, MonitorConfig
 from schemas.events import Event
 from sketches import DriftPolicy
+from sketches.reference import value_counts
 
 
 def infer_feature_kinds(events: Iterable[Event]) -> dict[str, dict[str, str]]:
@@ -40,17 +43,26 @@ def build_reference_set(events: list[Event], config: MonitorConfig, policy: Drif
     for name, model_events in by_model.items():
         model_config = config.model(name)
         if model_config is not None:
-            summaries = _window_summaries(model_events, model_config, config.window.size_ms, policy)
-            models[name] = reference_from_summaries(summaries, dict(model_config.features), policy)
+            groups = _window_groups(model_events, config.window.size_ms, policy)
+            summaries = [summarize_window(name, start, config.window.size_ms, [e.features for e in group],
+                                          model_config) for start, group in groups]
+            models[name] = reference_from_summaries(summaries, dict(model_config.features), policy,
+                                                    _value_counts(groups, model_config))
     return ReferenceSet(models)
 
 
-def _window_summaries(events: list[Event], model: ModelConfig, window_ms: int, policy: DriftPolicy) -> list:
+def _window_groups(events: list[Event], window_ms: int, policy: DriftPolicy) -> list[tuple[int, list[Event]]]:
     groups: Mapping[int, list[Event]] = defaultdict(list)
     for event in events:
         groups[window_start(event.event_ms, window_ms)].append(event)
     if len(groups) < policy.min_windows:
         slices = policy.min_windows * 2
         groups = {i: events[i::slices] for i in range(slices) if events[i::slices]}
-    return [summarize_window(model.name, start, window_ms, [e.features for e in group], model)
-            for start, group in sorted(groups.items())]
+    return sorted(groups.items())
+
+
+def _value_counts(groups: list[tuple[int, list[Event]]], model: ModelConfig) -> dict[str, list[dict[str, int]]]:
+    """Per categorical feature, each window's count of every value: the raw events see them all."""
+    names = [n for n, kind in model.features.items() if kind == "categorical"]
+    return {name: [value_counts([e.features.get(name) for e in group if isinstance(e.features.get(name), str)])
+                   for _, group in groups] for name in names}

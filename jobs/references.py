@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from os import PathLike
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from sqlalchemy import Connection, select
 
@@ -74,15 +74,22 @@ def is_reference_file(path: str | PathLike) -> bool:
         return handle.read(4) == REFERENCE_MAGIC
 
 
-def reference_from_summaries(summaries: Sequence[WindowSummary], kinds: dict[str, str],
-                             policy: DriftPolicy) -> Reference:
-    """Merge window summaries into a reference and calibrate its gate on the windows themselves."""
+def reference_from_summaries(summaries: Sequence[WindowSummary], kinds: dict[str, str], policy: DriftPolicy,
+                             value_counts: Mapping[str, list[dict[str, int]]] | None = None) -> Reference:
+    """Merge window summaries into a reference and calibrate its gate on the windows themselves.
+
+    ``value_counts``: per categorical feature, every value's count in each summary's window, from
+    the raw events (``reference build``); without it a high-cardinality feature's membership is
+    the union of the values the window summaries kept (see ``sketches/profile.py``).
+    """
     sample = merge_summaries(summaries).sample
     features = {}
     for name, kind in kinds.items():
         sketches = [s.sketches[name] for s in summaries if name in s.sketches]
         if sketches:
-            features[name] = reference_from_window_sketches(name, kind, sketches, sample.feature(name), policy)
+            counts = (value_counts or {}).get(name)
+            features[name] = reference_from_window_sketches(name, kind, sketches, sample.feature(name), policy,
+                                                            counts)
     return Reference(features)
 
 

@@ -51,6 +51,7 @@ class DriftDetail:
     window_start_ms: int
     window_sketch: object
     reference_sketch: object
+    reference: object = None  # the FeatureReference (its profile, thresholds and null scores)
 
 
 @dataclass
@@ -234,7 +235,8 @@ class Replayer:
             sketch = summary.sketches.get(outcome.name)
             ref = reference.features.get(outcome.name)
             self.outcome.first_drift[key] = DriftDetail(report.model, outcome.name, outcome.kind,
-                                                        summary.window_start_ms, sketch, ref.sketch if ref else None)
+                                                        summary.window_start_ms, sketch, ref.sketch if ref else None,
+                                                        ref)
 
 
 def _add_batch_rows(window: OpenWindow, chosen: list[int], records: Sequence[RawRecord],

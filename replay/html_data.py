@@ -22,12 +22,45 @@ def psi_contributions(detail, bins: int = 10) -> tuple[list[str], list[float]] |
         w = distances.probs_from_cdf(win.cdf(edges))
         bounds = ["-inf"] + [f"{e:.3g}" for e in edges] + ["inf"]
         labels = [f"({a}, {b}]" for a, b in zip(bounds, bounds[1:])]
+    elif profile_of(detail) is not None:  # high cardinality: the head the gate compares, not every value
+        r, w = profile_of(detail).head_probs(win)
+        labels = [str(c)[:12] for c in profile_of(detail).head_labels(win)] + ["(other)"]
     else:
         r, w = category_probs(ref, win)
         cats = sorted(set(ref.frequencies()) | set(win.frequencies()))
         labels = [str(c)[:12] for c in cats] + ["(other)"]
     r, w = distances.smooth(np.asarray(r)), distances.smooth(np.asarray(w))
     return labels, ((w - r) * np.log(w / r)).tolist()
+
+
+def profile_of(detail):
+    """The reference's CategoricalProfile behind a drifted feature (high cardinality), or None."""
+    return getattr(detail.reference, "profile", None) if detail.reference is not None else None
+
+
+def moved_values(detail, top: int = 10) -> list[dict]:
+    """The head values whose share moved most, ``{"value", "reference", "window"}``, largest move first."""
+    profile, win = profile_of(detail), detail.window_sketch
+    if profile is None or win is None or win.n == 0:
+        return []
+    r, w = profile.head_probs(win)
+    rows = [{"value": v, "reference": float(a), "window": float(b)}
+            for v, a, b in zip(profile.head_labels(win) + ["(other)"], r, w)]
+    return sorted(rows, key=lambda row: -abs(row["window"] - row["reference"]))[:top]
+
+
+def unseen_summary(detail, doc: dict) -> dict | None:
+    """Unseen-value share of the first drifted window against the reference's baseline and threshold."""
+    if profile_of(detail) is None:
+        return None
+    from sketches.reference import baseline_unseen_share
+
+    ref = detail.reference
+    return {"window": profile_of(detail).unseen_share(detail.window_sketch) if detail.window_sketch else None,
+            "baseline": baseline_unseen_share(ref), "threshold": float(ref.thresholds.new_share),
+            "timeline": [{"time": datetime.fromisoformat(w["window_start"]), "share": f["gate"].get("new_share")}
+                         for w in doc["windows"] if w["model"] == detail.model
+                         for f in w["features"] if f["name"] == detail.feature]}
 
 
 def feature_timeline(doc: dict, model: str, feature: str) -> list[dict]:

@@ -67,7 +67,8 @@ def feature_entry(f: FeatureOutcome) -> dict:
                 "emd": _num(f.emd), "p_adjusted": _num(f.p_adjusted)}
     return {
         "name": f.name, "kind": f.kind, "count": f.count, "missing": f.missing,
-        "gate": {"ks": _num(f.gate_ks), "psi": _num(f.gate_psi), "emd": _num(f.gate_emd), "alarm": f.alarm},
+        "gate": {"ks": _num(f.gate_ks), "psi": _num(f.gate_psi), "emd": _num(f.gate_emd),
+                 "new_share": _num(f.gate_new_share), "alarm": f.alarm},
         "deep": deep, "drifted": f.drifted, "severity": f.severity,
     }
 

@@ -2,7 +2,9 @@
 
 Per drifted feature: reference vs window CDF overlay (numeric, from the sketches' quantiles) or
 category shares (categorical), the PSI contribution of each bin or category, and the drift score
-timeline with gate alarms and drifted windows marked; then a table of all features ranked by
+timeline with gate alarms and drifted windows marked. A high-cardinality categorical feature (its
+reference has a ``CategoricalProfile``) shows instead its unseen-value share against the reference
+baseline (text and per-window plot) and the head values whose share moved most (table and bars); then a table of all features ranked by
 effect size, with the first window where each drifted.
 
 Model, feature and category names come from events: HTML-escaped in the page, and drawn with
@@ -22,7 +24,7 @@ import numpy as np
 
 from driftwarden.errors import ReplayError
 from replay.engine import DriftDetail, ReplayOutcome
-from replay.html_data import effect_ranking, feature_timeline, psi_contributions
+from replay.html_data import effect_ranking, feature_timeline, moved_values, profile_of, psi_contributions, unseen_summary
 from schemas.events import rfc3339
 
 #: At most this many drifted features get plots (the table lists them all).
@@ -83,8 +85,59 @@ def _feature_section(doc: dict, detail: DriftDetail) -> str:
     title = (f"<div class='feature'><h2>{_e(detail.model)} / {_e(detail.feature)} ({detail.kind})</h2>"
              f"<p>first drifted in the window starting {rfc3339(detail.window_start_ms)}</p>")
     bins = doc["settings"].get("bins", 10)
-    images = [_distribution_png(detail), _contribution_png(detail, bins), _timeline_png(doc, detail)]
+    if profile_of(detail) is not None:  # high cardinality: unseen share and the head, not one bar per value
+        images = [_moved_png(detail), _contribution_png(detail, bins), _unseen_png(doc, detail)]
+        title += _unseen_text(doc, detail) + _moved_table(detail)
+    else:
+        images = [_distribution_png(detail), _contribution_png(detail, bins), _timeline_png(doc, detail)]
     return title + "".join(f"<img src='data:image/png;base64,{img}'>" for img in images if img) + "</div>"
+
+
+def _unseen_text(doc: dict, detail: DriftDetail) -> str:
+    unseen = unseen_summary(detail, doc)
+    return (f"<p>values the reference never saw: {_pct(unseen['window'])} of this window's events "
+            f"(reference baseline {_pct(unseen['baseline'])}, gate threshold {_pct(unseen['threshold'])})</p>")
+
+
+def _moved_table(detail: DriftDetail) -> str:
+    rows = "".join(f"<tr><td>{_e(r['value'])}</td><td>{_pct(r['reference'])}</td><td>{_pct(r['window'])}</td>"
+                   f"<td>{(r['window'] - r['reference']) * 100:+.2f} pts</td></tr>" for r in moved_values(detail))
+    return ("<table><tr><th>top value that moved</th><th>reference share</th><th>window share</th><th>change</th></tr>"
+            f"{rows}</table>") if rows else ""
+
+
+def _moved_png(detail: DriftDetail) -> str | None:
+    rows = moved_values(detail)
+    if not rows:
+        return None
+    fig, ax = _figure()
+    x = np.arange(len(rows))
+    ax.bar(x - 0.2, [r["reference"] for r in rows], 0.4, label="reference")
+    ax.bar(x + 0.2, [r["window"] for r in rows], 0.4, label="first drifted window")
+    ax.set_xticks(x, [str(r["value"])[:12] for r in rows], rotation=45, ha="right")
+    ax.set_ylabel("share")
+    ax.set_title("head values that moved most (of the reference's top values)")
+    ax.legend()
+    return _png(fig)
+
+
+def _unseen_png(doc: dict, detail: DriftDetail) -> str | None:
+    unseen = unseen_summary(detail, doc)
+    points = [p for p in unseen["timeline"] if p["share"] is not None]
+    if not points:
+        return None
+    import matplotlib.dates as mdates
+
+    fig, ax = _figure(wide=True)
+    ax.plot([p["time"] for p in points], [p["share"] for p in points], marker=".", color="#357",
+            label="unseen-value share (gate)")
+    ax.axhline(unseen["baseline"], color="#888", linestyle="--", label="reference baseline")
+    ax.axhline(unseen["threshold"], color="#d60", linestyle=":", label="gate threshold")
+    ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M"))
+    ax.set_ylabel("share of events")
+    ax.set_title("values the reference never saw, per window (UTC)")
+    ax.legend()
+    return _png(fig)
 
 
 def _distribution_png(detail: DriftDetail) -> str | None:
@@ -180,6 +233,10 @@ def _png(fig) -> str:
 
 def _e(text: str) -> str:
     return html.escape(str(text))
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None or value != value else f"{value * 100:.2f}%"
 
 
 def _f(value: float | None) -> str:

@@ -44,3 +44,21 @@ def _columns(rng: np.random.Generator, size: int, drifted: np.ndarray, numeric: 
             normal = np.where(drifted, rng.choice(CATEGORIES, size, p=DRIFTED_SHARES), normal)
         columns[f"c{i}"] = normal.tolist()
     return columns
+
+
+def zipf_ids(rng: np.random.Generator, size: int, ids: int = 100_000, exponent: float = 1.0, new_share: float = 0.0,
+             new_ids: int = 2000, reverse_head: int = 0) -> list[str]:
+    """``size`` ids ``m<k>`` drawn from a Zipf-like law over ``ids`` values (rank r has weight r^-exponent).
+
+    ``new_share`` of the draws move to ``new_ids`` ids ``new<j>`` never drawn otherwise (a new partner);
+    ``reverse_head`` > 0 reverses the shares of the top ``reverse_head`` ranks (a shift among the head).
+    Rank r is id ``m<(r * 7919) % ids>``, so names carry no rank order.
+    """
+    weights = 1.0 / np.arange(1, ids + 1) ** exponent
+    if reverse_head:
+        weights[:reverse_head] = weights[:reverse_head][::-1].copy()
+    ranks = rng.choice(ids, size=size, p=weights / weights.sum())
+    names = np.char.add("m", ((ranks * 7919) % ids).astype(str)).astype(object)
+    moved = rng.random(size) < new_share
+    names[moved] = np.char.add("new", rng.integers(0, new_ids, int(moved.sum())).astype(str))
+    return names.tolist()

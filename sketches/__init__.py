@@ -4,7 +4,8 @@ The statistical core of driftwarden, in plain Python on Apache DataSketches, num
 Read the modules in this order: ``histogram`` / ``categorical`` / ``sample`` (what a window
 keeps, deterministic and exactly mergeable: ``FORMAT.md``; ``numeric`` and ``reservoir`` are the
 randomised KLL / reservoir alternatives for offline use), ``serialization`` (how it is stored), ``gate`` (cheap scores from sketches),
-``calibration`` and ``reference`` (what "normal" is), ``deep`` and ``policy`` (exact tests and the
+``calibration``, ``reference`` and ``profile`` (what "normal" is; ``profile``: membership and
+head of a high-cardinality categorical reference), ``deep`` and ``policy`` (exact tests and the
 verdict), ``analysis`` (one window, end to end).
 """
 

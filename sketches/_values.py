@@ -63,9 +63,14 @@ def count_strings(values: Any, name: str | None = None) -> tuple[Counter, int]:
     return counts, nulls
 
 
-def _count_arrow_strings(arr: pa.Array | pa.ChunkedArray, name: str | None) -> tuple[Counter, int]:
+def check_string_column(arr: pa.Array | pa.ChunkedArray, name: str | None = None) -> None:
+    """Raise SketchError unless ``arr`` is an Arrow string (or all-null) column."""
     if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type) or pa.types.is_null(arr.type)):
         raise SketchError(f"{_where(name)}categorical feature got an Arrow column of type {arr.type}")
+
+
+def _count_arrow_strings(arr: pa.Array | pa.ChunkedArray, name: str | None) -> tuple[Counter, int]:
+    check_string_column(arr, name)
     counted = pc.value_counts(arr.drop_null()) if len(arr) else pa.array([], pa.struct([]))
     if not len(counted):
         return Counter(), arr.null_count

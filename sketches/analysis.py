@@ -19,11 +19,11 @@ import dataclasses
 from dataclasses import dataclass
 
 from driftwarden.errors import SketchError
-from sketches.deep import DeepResult, benjamini_hochberg, deep_test, missing_rate_pvalue
+from sketches.deep import DeepResult, benjamini_hochberg, deep_test, missing_rate_pvalue, profile_test
 from sketches.feature import FeatureSketch, is_numeric
 from sketches.gate import GateScores, gate_alarm, gate_scores
 from sketches.policy import DriftPolicy, verdict
-from sketches.reference import FeatureReference, Reference
+from sketches.reference import FeatureReference, Reference, baseline_unseen_share
 from sketches.reservoir import ReservoirSample
 
 
@@ -75,7 +75,7 @@ def _stage(name: str, pair: tuple[FeatureSketch, ReservoirSample] | None, ref: F
         return FeatureVerdict(name, kind, count, missing, GateScores(), False, None, None, False, "none"), None
     sketch, sample = pair
     try:
-        scores = gate_scores(ref.sketch, sketch, policy.bins)
+        scores = gate_scores(ref.sketch, sketch, policy.bins, ref.profile)
     except SketchError as exc:
         raise SketchError(f"feature {name!r}: {exc}") from exc
     if sketch.n < policy.min_count:
@@ -91,7 +91,10 @@ def _deep(ref: FeatureReference, sketch: FeatureSketch, sample: ReservoirSample,
     pvalues = []
     result = DeepResult(None, None, None, None, None, None, pvalue=1.0)
     if sketch.n >= policy.min_count and not sample.is_empty and not ref.sample.is_empty:
-        result = deep_test(ref.sample, sample, ref.kind, policy.bins)
+        if ref.profile is not None:
+            result = profile_test(ref.profile, baseline_unseen_share(ref), ref.sample, sample)
+        else:
+            result = deep_test(ref.sample, sample, ref.kind, policy.bins)
         pvalues.append(result.pvalue)
     missing_p = None
     if abs(scores.missing_delta) > ref.thresholds.missing_delta:

@@ -28,6 +28,7 @@ import numpy as np
 from scipy import stats
 
 from sketches.feature import FeatureSketch, copy_sketch, is_numeric
+from sketches.profile import CategoricalProfile
 from sketches.gate import SCORE_NAMES, GateThresholds, bin_edges, gate_scores, score_names
 
 #: Scores that are the same test to second order share one slice of the rate: JS ~ chi2 / (8 ln 2).
@@ -37,28 +38,40 @@ THRESHOLD_FLOORS = {"ks": 0.005, "psi": 0.001, "emd": 0.005, "chi2": 0.001, "js"
                     "new_share": 0.001, "missing_delta": 0.001}
 
 
-def leave_one_out_scores(windows: list[FeatureSketch], bins: int = 10) -> np.ndarray:
+def leave_one_out_scores(windows: list[FeatureSketch], bins: int = 10,
+                         profiles: list[CategoricalProfile] | None = None) -> np.ndarray:
     """Score each window against the merge of the others: a (windows, len(SCORE_NAMES)) matrix.
 
     Uses prefix and suffix merges, so it costs O(windows) merges rather than O(windows^2).
+    ``profiles`` (one per window, from ``sketches.profile.window_profiles``) are left out the same way.
     """
-    count = len(windows)
+    others = _leave_one_out(windows, _merged)
+    other_profiles = _leave_one_out(profiles, _merged_profile) if profiles else [None] * len(windows)
+    rows = [gate_scores(o, w, bins, p).as_array() for o, w, p in zip(others, windows, other_profiles)]
+    return np.array(rows).reshape(len(windows), len(SCORE_NAMES))
+
+
+def _leave_one_out(items: list, merge) -> list:
+    """For each position, the merge of every other item (prefix and suffix merges)."""
+    count = len(items)
     prefix, suffix = [None] * count, [None] * count
     for i in range(1, count):
-        prefix[i] = _merged(prefix[i - 1], windows[i - 1])
+        prefix[i] = merge(prefix[i - 1], items[i - 1])
         j = count - 1 - i
-        suffix[j] = _merged(suffix[j + 1], windows[j + 1])
-    rows = []
-    for i in range(count):
-        others = _merged(prefix[i], suffix[i]) if prefix[i] is not None else suffix[i]
-        rows.append(gate_scores(others, windows[i], bins).as_array())
-    return np.array(rows).reshape(count, len(SCORE_NAMES))
+        suffix[j] = merge(suffix[j + 1], items[j + 1])
+    return [merge(prefix[i], suffix[i]) if prefix[i] is not None else suffix[i] for i in range(count)]
 
 
 def _merged(base: FeatureSketch | None, extra: FeatureSketch | None) -> FeatureSketch | None:
     if base is None:
         return None if extra is None else copy_sketch(extra)
     return copy_sketch(base) if extra is None else copy_sketch(base).merge(extra)
+
+
+def _merged_profile(base: CategoricalProfile | None, extra: CategoricalProfile | None) -> CategoricalProfile | None:
+    if base is None:
+        return None if extra is None else extra.copy()
+    return base.copy() if extra is None else base.copy().merge(extra)
 
 
 def calibrate_thresholds(null_scores: np.ndarray, kind: str, false_alarm_rate: float,
@@ -77,10 +90,12 @@ def calibrate_thresholds(null_scores: np.ndarray, kind: str, false_alarm_rate: f
     return GateThresholds(**values, source="calibrated")
 
 
-def score_dof(sketch: FeatureSketch, bins: int = 10) -> int:
-    """Degrees of freedom of the chi-square-like scores for a reference: bins - 1, or categories - 1."""
+def score_dof(sketch: FeatureSketch, bins: int = 10, profile: CategoricalProfile | None = None) -> int:
+    """Degrees of freedom of the chi-square-like scores: bins - 1, categories - 1, or head values (+ other - 1)."""
     if is_numeric(sketch):
         return max(len(bin_edges(sketch, bins)), 1)
+    if profile is not None:
+        return max(len(profile.head), 1)
     return max(len(sketch.frequencies()) - 1, 1)
 
 

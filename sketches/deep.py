@@ -5,7 +5,8 @@ p-value when both samples have at most 10,000 values, asymptotic above), PSI on 
 sample's quantile bins, Wasserstein-1 (scipy ``wasserstein_distance``) divided by the reference
 sample's spread. Categorical: chi-square test of homogeneity (``chi2_contingency``) and PSI over
 categories. ``pvalue`` is the one Benjamini-Hochberg adjusts: KS for numeric, chi-square for
-categorical; 1.0 when either sample is empty (nothing to test).
+categorical; 1.0 when either sample is empty (nothing to test). A high-cardinality categorical
+feature (a reference with a ``CategoricalProfile``) is tested by :func:`profile_test` instead.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 from scipy import stats
 
 from sketches import distances
+from sketches.profile import CategoricalProfile
 from sketches.reservoir import ReservoirSample
 
 
@@ -66,6 +68,35 @@ def _categorical(ref: np.ndarray, win: np.ndarray) -> DeepResult:
         return DeepResult(None, None, psi, None, 0.0, 1.0, pvalue=1.0)
     chi2 = stats.chi2_contingency(table, correction=False)
     return DeepResult(None, None, psi, None, float(chi2.statistic), float(chi2.pvalue), pvalue=float(chi2.pvalue))
+
+
+def profile_test(profile: CategoricalProfile, baseline: float, reference: ReservoirSample,
+                 window: ReservoirSample) -> DeepResult:
+    """Exact tests of a high-cardinality window sample against the reference's profile.
+
+    Unseen values: one-sided binomial test of the window sample's unseen count (values the
+    profile judges) against ``baseline``, the reference's own unseen share (the mean null score).
+    Head: chi-square test of homogeneity of the two samples over the profile's head values plus
+    "other". ``pvalue`` is their Bonferroni combination.
+    """
+    win, ref = window.values.tolist(), reference.values.tolist()
+    judged = profile.judged(win)
+    unseen, total = int((judged & ~profile.contains(win)).sum()), int(judged.sum())
+    p0 = float(np.clip(baseline, 1e-6, 1 - 1e-6))
+    unseen_p = float(stats.binomtest(unseen, total, p0, alternative="greater").pvalue) if total else 1.0
+    head = {v: i for i, v in enumerate(profile.head)}
+    table = np.zeros((2, len(head) + 1))
+    for row, values in enumerate((ref, win)):
+        for value in values:
+            table[row, head.get(value, len(head))] += 1
+    if not table[0].sum() or not table[1].sum():
+        return DeepResult(None, None, None, None, None, None, pvalue=min(1.0, 2 * unseen_p))
+    table = table[:, table.sum(axis=0) > 0]
+    psi = distances.psi(table[0] / table[0].sum(), table[1] / table[1].sum())
+    chi2 = stats.chi2_contingency(table, correction=False) if table.shape[1] > 1 else None
+    head_p = float(chi2.pvalue) if chi2 is not None else 1.0
+    return DeepResult(None, None, psi, None, float(chi2.statistic) if chi2 is not None else 0.0, head_p,
+                      pvalue=min(1.0, 2 * min(unseen_p, head_p)))
 
 
 def missing_rate_pvalue(ref_missing: int, ref_count: int, win_missing: int, win_count: int) -> float:

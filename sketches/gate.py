@@ -18,7 +18,10 @@ Numeric features (``NumericSketch``):
 Categorical features (``CategoricalSketch``), over the union of categories (plus one bucket for
 mass a frequent-items sketch no longer attributes): ``chi2`` (Pearson chi-square per window value,
 i.e. phi^2, so one threshold fits any window size), ``js`` (Jensen-Shannon divergence, bits) and
-``new_share`` (share of window values in categories the reference never saw).
+``new_share`` (share of window values in categories the reference never saw). A reference that
+saw more distinct values than a window sketch keeps carries a ``CategoricalProfile``
+(``sketches/profile.py``): chi2 and JS then compare only its head (top values + "other") and
+``new_share`` is read against its Bloom membership of every value it saw.
 
 Both: ``missing_delta`` = window missing rate - reference missing rate (missing = null, NaN or
 +-inf for numeric features, null for categorical ones; 0.0 when either side saw nothing at all),
@@ -37,6 +40,7 @@ from sketches import distances
 from sketches.categorical import CategoricalSketch
 from sketches.feature import FeatureSketch, is_numeric
 from sketches.numeric import NumericSketch
+from sketches.profile import CategoricalProfile
 
 #: Ranks at which the two quantile functions are compared for the EMD estimate.
 EMD_GRID = 512
@@ -97,8 +101,13 @@ class GateThresholds:
         return np.array([getattr(self, n) for n in SCORE_NAMES], dtype=np.float64)
 
 
-def gate_scores(reference: FeatureSketch, window: FeatureSketch, bins: int = 10) -> GateScores:
-    """Score ``window`` against ``reference`` from the two sketches alone."""
+def gate_scores(reference: FeatureSketch, window: FeatureSketch, bins: int = 10,
+                profile: CategoricalProfile | None = None) -> GateScores:
+    """Score ``window`` against ``reference`` from the two sketches alone (and the reference's profile).
+
+    With a categorical ``profile`` (a high-cardinality reference), chi2 and JS compare the head
+    (``profile.head_probs``) and ``new_share`` is the profile's unseen share.
+    """
     missing = _missing_delta(reference, window)
     if is_numeric(reference) and is_numeric(window):
         if reference.n == 0 or window.n == 0:
@@ -109,9 +118,12 @@ def gate_scores(reference: FeatureSketch, window: FeatureSketch, bins: int = 10)
     if isinstance(reference, CategoricalSketch) and isinstance(window, CategoricalSketch):
         if reference.n == 0 or window.n == 0:
             return GateScores(missing_delta=missing)
-        r, w = category_probs(reference, window)
+        if profile is not None:
+            (r, w), new_share = profile.head_probs(window), profile.unseen_share(window)
+        else:
+            (r, w), new_share = category_probs(reference, window), window.new_category_share(reference)
         return GateScores(chi2=distances.chi2_per_value(r, w), js=distances.js_divergence(r, w),
-                          new_share=window.new_category_share(reference), missing_delta=missing)
+                          new_share=new_share, missing_delta=missing)
     raise SketchError(f"cannot compare a {type(window).__name__} window with a "
                       f"{type(reference).__name__} reference (feature kind changed?)")
 

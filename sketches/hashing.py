@@ -17,6 +17,7 @@ import zlib
 from typing import Sequence
 
 import numpy as np
+import pyarrow as pa
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -69,6 +70,51 @@ def value_hash(value: str) -> int:
     for byte in value.encode("utf-8"):
         h = ((h ^ byte) * _FNV_PRIME) & _MASK64
     return _mix64_int(h) >> 1
+
+
+def value_hashes(values: Sequence[str] | pa.Array) -> np.ndarray:
+    """:func:`value_hash` of many values at once (a list of str or an Arrow string array) as ``uint64``.
+
+    Vectorised over byte positions on the Arrow buffers: no Python string is touched.
+    """
+    arr = values if isinstance(values, pa.Array) else pa.array(values, pa.large_string())
+    if len(arr) == 0:
+        return np.empty(0, dtype=np.uint64)
+    if not pa.types.is_string(arr.type):
+        arr = arr.cast(pa.large_string())
+    buffers = arr.buffers()
+    width = np.int32 if pa.types.is_string(arr.type) else np.int64
+    offsets = np.frombuffer(buffers[1], dtype=width)[arr.offset:arr.offset + len(arr) + 1].astype(np.int64)
+    data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else np.zeros(1, np.uint8)
+    starts, lengths = offsets[:-1], np.diff(offsets)
+    out = np.empty(len(arr), dtype=np.uint64)
+    longest = int(lengths.max())
+    sizes = np.flatnonzero(np.bincount(lengths)) if longest < 4096 else np.unique(lengths)
+    if sizes.size <= 16:  # ids: a few lengths; hash each length's values together, no masking
+        for size in sizes.tolist():
+            rows = np.flatnonzero(lengths == size)
+            out[rows] = _fnv_columns(data, starts[rows], size, np.ones(rows.size, dtype=bool))
+    else:
+        out[:] = _fnv_columns(data, starts, int(sizes[-1]), lengths)
+    with np.errstate(over="ignore"):
+        out = mix64(out) >> np.uint64(1)
+    return out
+
+
+def _fnv_columns(data: np.ndarray, starts: np.ndarray, width: int, lengths: np.ndarray) -> np.ndarray:
+    """FNV-1a of the byte strings data[start:start+length], byte position by byte position."""
+    h, prime, last = np.full(starts.size, _FNV_OFFSET, dtype=np.uint64), np.uint64(_FNV_PRIME), max(data.size - 1, 0)
+    index = starts.copy()
+    with np.errstate(over="ignore"):
+        for j in range(width):
+            live = lengths > j if lengths.dtype != bool else None
+            if live is None or live.all():
+                np.bitwise_xor(h, data[index], out=h)
+                np.multiply(h, prime, out=h)
+            else:
+                h = np.where(live, (h ^ data[np.minimum(index, last)]) * prime, h)
+            index += 1
+    return h
 
 
 def split_coordinates(coordinates: Sequence[tuple]) -> tuple[list[str], np.ndarray, np.ndarray]:

@@ -24,6 +24,8 @@ class DriftPolicy:
     scores need at least this many finite/non-null values (the missing-rate gate still applies).
     ``false_alarm_rate``: target probability, per feature and window, that the calibrated gate fires
     on a window without drift. ``min_windows``: fewer reference windows -> fixed thresholds.
+    ``head_size`` and ``membership_fpr``: the head values the gate compares and the Bloom filter's
+    false-positive rate of a high-cardinality categorical reference (``sketches/profile.py``).
     """
 
     alpha: float = 0.05
@@ -40,12 +42,17 @@ class DriftPolicy:
     min_count: int = 100
     min_windows: int = 5
     max_exact: int = 1000
+    head_size: int = 20
+    membership_fpr: float = 0.01
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1 or not 0 < self.false_alarm_rate < 1:
             raise ValueError("alpha and false_alarm_rate must lie strictly between 0 and 1")
         if self.bins < 2:
             raise ValueError(f"bins must be >= 2, got {self.bins}")
+        if self.head_size < 1 or not 0 < self.membership_fpr < 1:
+            raise ValueError(f"head_size must be >= 1 and membership_fpr strictly between 0 and 1, "
+                             f"got {self.head_size} and {self.membership_fpr}")
 
 
 @dataclass(frozen=True)

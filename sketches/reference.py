@@ -17,9 +17,11 @@ from driftwarden.errors import SerializationError
 from sketches.calibration import calibrate_thresholds, leave_one_out_scores, score_dof
 from sketches.feature import FEATURE_KINDS, FeatureSketch, copy_sketch, deserialize_sketch, new_sketch
 from sketches.gate import SCORE_NAMES, GateThresholds
+from sketches._values import count_strings
 from sketches.policy import DriftPolicy
 from sketches.reservoir import ReservoirSample
-from sketches.serialization import KIND_REFERENCE, Reader, Writer
+from sketches.profile import CategoricalProfile, merged_profile, window_profiles
+from sketches.serialization import KIND_REFERENCE, KIND_REFERENCE_PROFILED, Reader, Writer
 
 
 @dataclass
@@ -32,6 +34,7 @@ class FeatureReference:
     sample: ReservoirSample
     thresholds: GateThresholds
     null_scores: np.ndarray = field(default_factory=lambda: np.empty((0, len(SCORE_NAMES))))
+    profile: CategoricalProfile | None = None
 
 
 class Reference:
@@ -53,17 +56,18 @@ class Reference:
 
     def serialize(self) -> bytes:
         """Encode every feature reference as versioned bytes."""
-        w = Writer(KIND_REFERENCE).pack("I", len(self.features))
+        w = Writer(KIND_REFERENCE_PROFILED).pack("I", len(self.features))
         for ref in self.features.values():
             w.text(ref.name).text(ref.kind).blob(ref.sketch.serialize()).blob(ref.sample.serialize())
             w.pack(f"{len(SCORE_NAMES)}d", *ref.thresholds.as_array()).text(ref.thresholds.source)
             w.array(ref.null_scores)
+            w.blob(ref.profile.serialize() if ref.profile is not None else b"")
         return w.getvalue()
 
     @classmethod
     def deserialize(cls, data: bytes) -> Reference:
-        """Decode bytes written by :meth:`serialize`."""
-        r = Reader(data, (KIND_REFERENCE,))
+        """Decode bytes written by :meth:`serialize` (or by a build before profiles: kind 5, none)."""
+        r = Reader(data, (KIND_REFERENCE, KIND_REFERENCE_PROFILED))
         (count,) = r.unpack("I")
         features = {}
         for _ in range(count):
@@ -73,7 +77,10 @@ class Reference:
             sketch, sample = deserialize_sketch(r.blob()), ReservoirSample.deserialize(r.blob())
             values = dict(zip(SCORE_NAMES, r.unpack(f"{len(SCORE_NAMES)}d")))
             thresholds = GateThresholds(**values, source=r.text())
-            features[name] = FeatureReference(name, kind, sketch, sample, thresholds, r.array())
+            null_scores = r.array()
+            profile = r.blob() if r.kind == KIND_REFERENCE_PROFILED else b""
+            features[name] = FeatureReference(name, kind, sketch, sample, thresholds, null_scores,
+                                              CategoricalProfile.deserialize(profile) if profile else None)
         r.done()
         return cls(features)
 
@@ -99,20 +106,51 @@ def build_feature_reference(name: str, kind: str, windows: list[Any], policy: Dr
     sample = ReservoirSample(sample_capacity, seed, name)
     for values in windows:
         sample.update(values)
-    return reference_from_window_sketches(name, kind, sketches, sample, policy)
+    counts = [value_counts(w) for w in windows] if kind == "categorical" else None
+    return reference_from_window_sketches(name, kind, sketches, sample, policy, counts)
+
+
+def value_counts(values: Any) -> dict[str, int]:
+    """Count of each non-null value of a categorical column (what a profile is built from)."""
+    return dict(count_strings(values)[0])
 
 
 def reference_from_window_sketches(name: str, kind: str, sketches: list[FeatureSketch], sample: ReservoirSample,
-                                   policy: DriftPolicy) -> FeatureReference:
+                                   policy: DriftPolicy,
+                                   window_counts: list[dict[str, int]] | None = None) -> FeatureReference:
     """Merge per-window sketches into a reference and calibrate the gate on those windows.
 
+    A categorical reference whose merged sketch is capped (more distinct values than
+    ``policy.max_exact``) gets a :class:`CategoricalProfile`: from ``window_counts`` (every value of
+    each window, counted from the raw events) when given, else from each window sketch's kept
+    values (complete only below the smallest window threshold: see ``sketches/profile.py``).
     With fewer than ``policy.min_windows`` windows, thresholds are the fixed ones (source "fixed").
     """
     merged = copy_sketch(sketches[0])
     for sketch in sketches[1:]:
         merged.merge(sketch)
+    profiles = _profiles(kind, merged, sketches, policy, window_counts)
+    profile = merged_profile(profiles) if profiles else None
     if len(sketches) < policy.min_windows:
-        return FeatureReference(name, kind, merged, sample, GateThresholds.fixed())
-    null_scores = leave_one_out_scores(sketches, policy.bins)
-    thresholds = calibrate_thresholds(null_scores, kind, policy.false_alarm_rate, score_dof(merged, policy.bins))
-    return FeatureReference(name, kind, merged, sample, thresholds, null_scores)
+        return FeatureReference(name, kind, merged, sample, GateThresholds.fixed(), profile=profile)
+    null_scores = leave_one_out_scores(sketches, policy.bins, profiles)
+    thresholds = calibrate_thresholds(null_scores, kind, policy.false_alarm_rate,
+                                      score_dof(merged, policy.bins, profile))
+    return FeatureReference(name, kind, merged, sample, thresholds, null_scores, profile)
+
+
+def _profiles(kind: str, merged: FeatureSketch, sketches: list[FeatureSketch], policy: DriftPolicy,
+              window_counts: list[dict[str, int]] | None) -> list[CategoricalProfile] | None:
+    if kind != "categorical" or merged.is_exact:
+        return None
+    if window_counts is not None:
+        return window_profiles(window_counts, policy.head_size, policy.membership_fpr)
+    limit = min(sketch.threshold for sketch in sketches)
+    return window_profiles([s.frequencies() for s in sketches], policy.head_size, policy.membership_fpr, limit)
+
+
+def baseline_unseen_share(ref: FeatureReference) -> float:
+    """The reference's own unseen share: mean of its windows' leave-one-out ``new_share`` (0.0 if none)."""
+    column = ref.null_scores[:, SCORE_NAMES.index("new_share")] if ref.null_scores.size else np.empty(0)
+    column = column[np.isfinite(column)]
+    return float(np.mean(column)) if column.size else 0.0

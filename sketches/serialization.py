@@ -30,6 +30,9 @@ KIND_REFERENCE = 5
 KIND_NUMERIC_HIST = 6
 KIND_CATEGORICAL_CAPPED = 7
 KIND_EVENT_SAMPLE = 8
+KIND_CATEGORICAL_PROFILE = 9
+#: A reference whose features may carry a categorical profile (kind 5 references have none).
+KIND_REFERENCE_PROFILED = 10
 
 
 class Writer:
