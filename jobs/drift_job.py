@@ -4,6 +4,8 @@ Job graph (one Flink job, three INSERTs sharing one source)::
 
     Kafka (raw JSON, per-partition watermarks on event time; event time and model read in Java)
       ├─ no readable event time or model ─────► dead letters (store + <topic>.dlq), exact reason
+      ├─ event time too far ahead of the record's Kafka timestamp ─► dead letters, reason "future"
+      │    (it never moved the watermark: see jobs/source.py)
       ├─ late (its window already fired) ─────► dead letters, reason "late"
       └─ on time ─► TUMBLE(model, event time) ─► validate + summarize (one pandas UDAF call; the
                                                   features of records Java vouches for come as
@@ -23,6 +25,7 @@ import sys
 from pathlib import Path
 
 from driftwarden.store import make_engine
+from jobs.dead_letters import REASON_SEPARATOR
 from jobs.feature_spec import FeatureColumnSpec
 from jobs.flink_env import make_table_env
 from jobs.source import kafka_source_ddl
@@ -35,7 +38,7 @@ EVENT_MS = "COALESCE(DW_EVENT_MILLIS(`value`), 0)"
 def register(t_env, config: MonitorConfig, store_url: str, reference_path: str | None, bounded: bool) -> None:
     """Create the source, the sink table, the UDFs and the views of the job."""
     t_env.execute_sql(kafka_source_ddl("events", config.source, config.window.out_of_orderness_ms, bounded,
-                                       config.window.watermark_emit))
+                                       config.window.watermark_emit, config.window.max_future_skew_ms))
     t_env.execute_sql("CREATE TEMPORARY TABLE done (n INT) WITH ('connector' = 'blackhole')")
     t_env.create_temporary_function("dw_summarize", summarize_udaf(config))
     t_env.create_temporary_function("dw_analyze", analyze_window_udf(config, store_url, reference_path))
@@ -46,7 +49,7 @@ def register(t_env, config: MonitorConfig, store_url: str, reference_path: str |
     # and the features of records Java vouches for arrive as typed columns (jobs/feature_spec.py)
     spec = FeatureColumnSpec.from_config(config).to_json().replace("'", "''")
     t_env.execute_sql(f"""CREATE TEMPORARY VIEW checked AS
-SELECT `value`, `topic`, `partition`, `offset`, et, {EVENT_MS} AS event_ms, DW_MODEL(`value`) AS model,
+SELECT `value`, `topic`, `partition`, `offset`, et, `future`, {EVENT_MS} AS event_ms, DW_MODEL(`value`) AS model,
        DW_EVENT_MILLIS(`value`) IS NULL OR COALESCE(DW_MODEL(`value`), '') = '' AS envelope_bad,
        DW_FEATURES(`value`, '{spec}') AS f
 FROM events""")
@@ -61,15 +64,17 @@ def statements(config: MonitorConfig) -> list[str]:
     """The three INSERT statements of the job."""
     seconds = config.window.size_ms / 1000
     columns = "".join(f", f.`{name}`" for name in FeatureColumnSpec.from_config(config).names)
+    future = f"future{REASON_SEPARATOR}event time more than {config.window.max_future_skew} ahead of its Kafka record's timestamp"
     return [
         """INSERT INTO done SELECT dw_dead_letter(`topic`, `partition`, `offset`, CAST(NULL AS STRING), model,
              CAST(NULL AS BIGINT), `value`) FROM classified WHERE envelope_bad""",
-        """INSERT INTO done SELECT dw_dead_letter(`topic`, `partition`, `offset`, 'late', model, event_ms, `value`)
-             FROM classified WHERE NOT envelope_bad AND late""",
+        f"""INSERT INTO done SELECT dw_dead_letter(`topic`, `partition`, `offset`,
+             CASE WHEN `future` THEN '{future.replace("'", "''")}' ELSE 'late' END, model, event_ms, `value`)
+             FROM classified WHERE NOT envelope_bad AND (`future` OR late)""",
         f"""INSERT INTO done SELECT dw_analyze(summary) FROM (
               SELECT dw_summarize(CASE WHEN f.`ok` THEN CAST(NULL AS BYTES) ELSE `value` END, model, event_ms,
                                   `topic`, `partition`, `offset`, f.`ok`{columns}) AS summary
-              FROM classified WHERE NOT envelope_bad AND NOT late
+              FROM classified WHERE NOT envelope_bad AND NOT `future` AND NOT late
               GROUP BY model, TUMBLE(et, INTERVAL '{seconds:g}' SECOND))""",
     ]
 

@@ -1,0 +1,62 @@
+"""Retries of the sinks' store writes: while the store is unreachable the job waits, then catches up.
+
+A window's transaction (results, counts, alerts, its dead letters) is retried whole after an error
+of the store's availability (connection refused or lost, server shutting down: SQLAlchemy's
+``OperationalError`` and ``InterfaceError``); every write is idempotent, so a retry after a commit
+whose answer was lost stores nothing twice. Errors of a row's content are not retried here (see
+``jobs.dead_letters.store_dead_letters``). The wait is bounded (:data:`RETRY_FOR_S`); after it the
+error reaches Flink, whose restart strategy then ends the job with the error.
+
+Each retry is logged and counted in ``driftwarden_store_write_retries_total{sink}``, and
+``driftwarden_store_waiting{sink}`` is 1 while a sink waits. The Flink Python workers are other
+processes than the one serving /metrics: when ``PROMETHEUS_MULTIPROC_DIR`` is set (``driftwarden run
+--metrics-port`` sets it for the job), prometheus_client keeps these values in files there and
+``driftwarden run``'s /metrics reads them back (prometheus_client's multiprocess mode).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, TypeVar
+
+from prometheus_client import Counter, Gauge
+from sqlalchemy.exc import InterfaceError, OperationalError
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: Longest a sink waits for the store before its error fails the task (seconds).
+RETRY_FOR_S = 600.0
+#: Waits between attempts grow from this to :data:`MAX_WAIT_S` (seconds).
+FIRST_WAIT_S = 0.5
+MAX_WAIT_S = 5.0
+RETRYABLE = (OperationalError, InterfaceError)
+
+# registry=None: in multiprocess mode the values live in files; otherwise nothing global is touched
+RETRIES = Counter("driftwarden_store_write_retries", "Store writes of the job retried after a store error",
+                  ["sink"], registry=None)
+WAITING = Gauge("driftwarden_store_waiting", "1 while a sink of the job waits for the store", ["sink"],
+                registry=None, multiprocess_mode="livemax")
+
+
+def with_store_retries(sink: str, write: Callable[[], T], retry_for_s: float = RETRY_FOR_S,
+                       sleep: Callable[[float], None] | None = None) -> T:
+    """Run ``write`` (one whole transaction), retrying it while the store is unavailable."""
+    kwargs = {"sleep": sleep} if sleep is not None else {}
+    retrying = Retrying(retry=retry_if_exception_type(RETRYABLE), stop=stop_after_delay(retry_for_s),
+                        wait=wait_exponential(multiplier=FIRST_WAIT_S, max=MAX_WAIT_S), reraise=True,
+                        before_sleep=lambda state: _note_retry(sink, state, retry_for_s), **kwargs)
+    try:
+        return retrying(write)
+    finally:
+        WAITING.labels(sink).set(0)
+
+
+def _note_retry(sink: str, state: RetryCallState, retry_for_s: float) -> None:
+    """Log and count one failed attempt."""
+    RETRIES.labels(sink).inc()
+    WAITING.labels(sink).set(1)
+    error = state.outcome.exception() if state.outcome else None
+    log.warning("%s: the store is unavailable (%s), attempt %d failed; retrying for up to %.0f s in all",
+                sink, type(error).__name__, state.attempt_number, retry_for_s)
