@@ -122,6 +122,8 @@ def parse_event_time(value: Any) -> int:
 
 
 def _parse_rfc3339_ms(text: str) -> int:
+    if not (text.isascii() and text.isprintable()):  # fromisoformat skips a NUL that Java's parser refuses
+        raise InvalidEventError("bad_event_time", f"{text[:40]!r} is not RFC 3339")
     try:
         parsed = datetime.fromisoformat(text)
     except ValueError as exc:
