@@ -43,7 +43,8 @@ def run_command(
     checkpoint_interval: int = typer.Option(10_000, help="Checkpoint interval in ms (0 disables)."),
     checkpoint_dir: Path = typer.Option(DEFAULT_CHECKPOINTS, help="Where checkpoints are retained."),
     resume: bool = typer.Option(False, help="Restore from the newest retained checkpoint (after a crash)."),
-    metrics_port: int = typer.Option(0, help="Serve Prometheus /metrics on this port (0: off)."),
+    metrics_port: int = typer.Option(0, help="Serve Prometheus /metrics on this port (0: off): the store's "
+                                       "figures and the job's store retries."),
 ) -> None:
     """Run the streaming drift job: Kafka in, sketches per window, gate, deep check, results out."""
     from driftwarden.store import make_engine, store_url as resolve_store_url

@@ -32,6 +32,7 @@ pytestmark = [pytest.mark.services, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parent.parent
 OUTAGE_S = 30
+START_S = 600  # generous: the job's start-up alone took 3 minutes on a shared 2-core machine
 PER_WINDOW = 300
 
 
@@ -114,16 +115,16 @@ def test_a_store_outage_mid_stream_loses_and_duplicates_no_window(kafka_bootstra
                             "--checkpoint-dir", str(tmp_path / "chk")], env=env, start_new_session=True,
                            stdout=open(tmp_path / "job.log", "wb"), stderr=subprocess.STDOUT)
     try:
-        _wait_for("the first windows", lambda: len(_counts(private_pg.url)) >= 2, 240)
+        _wait_for("the first windows", lambda: len(_counts(private_pg.url)) >= 2, START_S)
         private_pg.services("stop")
         stopped = time.monotonic()
         produce(kafka_bootstrap, topic_name, events[4 * PER_WINDOW:] + [flush])
-        _wait_for("a counted retry", lambda: _metric(metrics_port, "driftwarden_store_write_retries_total") > 0, OUTAGE_S)
+        _wait_for("a counted retry", lambda: _metric(metrics_port, "driftwarden_store_write_retries_total") > 0, START_S)
         assert _metric(metrics_port, "driftwarden_store_waiting") == 1
         assert job.poll() is None, (tmp_path / "job.log").read_text()[-3000:]
         time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - stopped)))
         private_pg.services("start")
-        _wait_for("every window", lambda: len(_counts(private_pg.url)) >= len(expected), 240)
+        _wait_for("every window", lambda: len(_counts(private_pg.url)) >= len(expected), START_S)
         assert stored_counts(private_pg.url) == expected
         assert stored_dead_letters(private_pg.url) == Counter()
         assert _metric(metrics_port, "driftwarden_store_waiting") == 0
