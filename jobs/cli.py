@@ -98,22 +98,14 @@ def _scrub_environment(cfg) -> None:
 
 def _serve_metrics(url: str, port: int) -> None:
     from prometheus_client import CollectorRegistry
-    from prometheus_client.multiprocess import MultiProcessCollector
 
     from alerting.metrics import StoreCollector, serve_metrics
     from driftwarden.store import make_engine
+    from jobs.store_retry import register_metrics
 
     registry = CollectorRegistry()
     registry.register(StoreCollector(make_engine(url), min_interval_s=5))  # a scrape reads the store
-    # the job's own counters (store retries, jobs/store_retry.py) live in its Python workers, other
-    # processes: prometheus_client's multiprocess mode has them write to files this process reads
-    if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
-        shared = RUN_DIR / "metrics" / f"job-{os.getpid()}"
-        shared.mkdir(parents=True, exist_ok=True)
-        for stale in shared.glob("*.db"):  # a former process with the same id
-            stale.unlink()
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(shared)
-    MultiProcessCollector(registry, path=os.environ["PROMETHEUS_MULTIPROC_DIR"])
+    register_metrics(registry)  # the embedded job's sinks run in this process (loopback mode)
     serve_metrics(port, registry)
     console.print(f"metrics on http://127.0.0.1:{port}/metrics")
 

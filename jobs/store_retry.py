@@ -8,10 +8,10 @@ whose answer was lost stores nothing twice. Errors of a row's content are not re
 error reaches Flink, whose restart strategy then ends the job with the error.
 
 Each retry is logged and counted in ``driftwarden_store_write_retries_total{sink}``, and
-``driftwarden_store_waiting{sink}`` is 1 while a sink waits. The Flink Python workers are other
-processes than the one serving /metrics: when ``PROMETHEUS_MULTIPROC_DIR`` is set (``driftwarden run
---metrics-port`` sets it for the job), prometheus_client keeps these values in files there and
-``driftwarden run``'s /metrics reads them back (prometheus_client's multiprocess mode).
+``driftwarden_store_waiting{sink}`` is 1 while a sink waits. The embedded job (MiniCluster) runs its
+Python functions in loopback mode, inside the process that started it: ``driftwarden run
+--metrics-port`` serves these two there (:func:`register_metrics`). On a Flink cluster they live in
+the TaskManagers' Python workers, where only the logged retries are seen.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from typing import Callable, TypeVar
 
-from prometheus_client import Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge
 from sqlalchemy.exc import InterfaceError, OperationalError
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
@@ -33,11 +33,17 @@ FIRST_WAIT_S = 0.5
 MAX_WAIT_S = 5.0
 RETRYABLE = (OperationalError, InterfaceError)
 
-# registry=None: in multiprocess mode the values live in files; otherwise nothing global is touched
+# registry=None: nothing global is touched; register_metrics adds them to a registry that serves them
 RETRIES = Counter("driftwarden_store_write_retries", "Store writes of the job retried after a store error",
                   ["sink"], registry=None)
 WAITING = Gauge("driftwarden_store_waiting", "1 while a sink of the job waits for the store", ["sink"],
-                registry=None, multiprocess_mode="livemax")
+                registry=None)
+
+
+def register_metrics(registry: CollectorRegistry) -> None:
+    """Serve the store-retry metrics of the job's sinks (run in this process) from ``registry``."""
+    registry.register(RETRIES)
+    registry.register(WAITING)
 
 
 def with_store_retries(sink: str, write: Callable[[], T], retry_for_s: float = RETRY_FOR_S,
