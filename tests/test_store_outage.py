@@ -101,6 +101,12 @@ def _metric(port: int, name: str) -> float:
     return sum(float(v) for v in re.findall(rf"^{name}(?:{{[^}}]*}})? (\S+)$", body, re.M))
 
 
+def _task_failures(run_dir: Path) -> int:
+    """Task failures (each one a restart) in the embedded job's Flink log."""
+    return sum(log.read_text(errors="replace").count("switched from RUNNING to FAILED")
+               for log in (run_dir / "logs" / "flink-embedded").glob("*.log"))
+
+
 def test_a_store_outage_mid_stream_loses_and_duplicates_no_window(kafka_bootstrap, topic_name, tmp_path, private_pg):
     create_topic(kafka_bootstrap, topic_name, partitions=1)
     events = stream(8, PER_WINDOW)
@@ -119,7 +125,10 @@ def test_a_store_outage_mid_stream_loses_and_duplicates_no_window(kafka_bootstra
         private_pg.services("stop")
         stopped = time.monotonic()
         produce(kafka_bootstrap, topic_name, events[4 * PER_WINDOW:] + [flush])
-        _wait_for("a counted retry", lambda: _metric(metrics_port, "driftwarden_store_write_retries_total") > 0, START_S)
+        run_dir = tmp_path / "run"
+        _wait_for("a counted retry or a failed task", lambda: _task_failures(run_dir) > 0 or _metric(
+            metrics_port, "driftwarden_store_write_retries_total") > 0, START_S)
+        assert _task_failures(run_dir) == 0  # the sink waits: no task fails, nothing restarts
         assert _metric(metrics_port, "driftwarden_store_waiting") == 1
         assert job.poll() is None, (tmp_path / "job.log").read_text()[-3000:]
         time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - stopped)))
@@ -128,7 +137,7 @@ def test_a_store_outage_mid_stream_loses_and_duplicates_no_window(kafka_bootstra
         assert stored_counts(private_pg.url) == expected
         assert stored_dead_letters(private_pg.url) == Counter()
         assert _metric(metrics_port, "driftwarden_store_waiting") == 0
-        assert job.poll() is None
+        assert job.poll() is None and _task_failures(run_dir) == 0
     finally:
         if job.poll() is None:
             os.killpg(job.pid, signal.SIGTERM)
