@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
-from sqlalchemy import Connection, Engine, Table, create_engine, event, select
+from sqlalchemy import Connection, Engine, String, Table, create_engine, event, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -16,6 +17,10 @@ from schemas.tables import SCHEMA_VERSION, metadata, schema_info
 
 DEFAULT_STORE_URL = "sqlite:///driftwarden.db"
 STORE_URL_ENV = "DRIFTWARDEN_STORE_URL"
+#: Ends a text the store could not keep as it was: NUL escaped and/or cut to the column's length.
+#: The hash (of the original text) keeps two altered names that share a prefix apart.
+ALTERED_MARKER = "\u2026#"
+_HASH_CHARS = 12
 
 
 def store_url(url: str | None = None) -> str:
@@ -73,9 +78,71 @@ def _create_tables(engine: Engine, attempts: int = 8) -> None:
             time.sleep(0.05 * (attempt + 1))
 
 
+def store_text(value: str, limit: int | None = None) -> str:
+    """``value`` as the store can keep it: unchanged when it can, else NUL escaped, cut to ``limit``
+    characters and marked with :data:`ALTERED_MARKER` and a hash of the original.
+
+    PostgreSQL text refuses NUL (and psycopg a lone surrogate), a ``VARCHAR(n)`` refuses more than n characters; SQLite takes
+    both, so the same rule applies to both stores (what one stores, the other stores too).
+
+    >>> store_text("fraud-v3", 200)
+    'fraud-v3'
+    >>> store_text("a" + chr(0) + "b")[:6]  # a NUL byte becomes the 4 characters \\x00
+    'a\\\\x00b'
+    >>> len(store_text("m" * 500, 200)), store_text("m" * 500, 200)[-14:-12]
+    (200, '\u2026#')
+    """
+    if not _needs_fix(value, limit):
+        return value
+    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:_HASH_CHARS]
+    suffix = ALTERED_MARKER + digest
+    # NUL and lone surrogates (which no UTF-8 column takes) as backslash escapes
+    escaped = value.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
+    if limit is not None:
+        escaped = escaped[:max(limit - len(suffix), 0)]
+    return (escaped + suffix)[:limit] if limit is not None else escaped + suffix
+
+
+def storable_rows(table: Table, rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The rows with every text value made storable in its column (see :func:`store_text`)."""
+    limits = _text_columns(table)
+    out = []
+    for row in rows:
+        bad = [name for name, limit in limits.items() if _needs_fix(row.get(name), limit)]
+        out.append({**row, **{n: store_text(row[n], limits[n]) for n in bad}} if bad else row)
+    return out
+
+
+def _needs_fix(value: Any, limit: int | None) -> bool:
+    """A text with a NUL, a lone surrogate or more than ``limit`` characters."""
+    if type(value) is not str:
+        return False
+    if "\x00" in value or (limit is not None and len(value) > limit):
+        return True
+    if value.isascii():
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+_TEXT_COLUMNS: dict[str, dict[str, int | None]] = {}
+
+
+def _text_columns(table: Table) -> dict[str, int | None]:
+    """name -> length (None: unbounded) of the table's text columns."""
+    found = _TEXT_COLUMNS.get(table.fullname)
+    if found is None:
+        found = _TEXT_COLUMNS[table.fullname] = {c.name: c.type.length for c in table.columns
+                                                 if isinstance(c.type, String)}
+    return found
+
+
 def upsert(conn: Connection, table: Table, rows: Iterable[Mapping[str, Any]], keys: tuple[str, ...]) -> int:
     """Insert rows, replacing those whose unique ``keys`` already exist; return the row count."""
-    rows = list(rows)
+    rows = storable_rows(table, rows)
     if not rows:
         return 0
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
@@ -89,7 +156,7 @@ def upsert(conn: Connection, table: Table, rows: Iterable[Mapping[str, Any]], ke
 
 def insert_ignore(conn: Connection, table: Table, rows: Iterable[Mapping[str, Any]], keys: tuple[str, ...]) -> int:
     """Insert rows, skipping those whose unique ``keys`` already exist."""
-    rows = list(rows)
+    rows = storable_rows(table, rows)
     if not rows:
         return 0
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite

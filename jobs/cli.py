@@ -44,7 +44,8 @@ def run_command(
     checkpoint_interval: int = typer.Option(10_000, help="Checkpoint interval in ms (0 disables)."),
     checkpoint_dir: Path = typer.Option(DEFAULT_CHECKPOINTS, help="Where checkpoints are retained."),
     resume: bool = typer.Option(False, help="Restore from the newest retained checkpoint (after a crash)."),
-    metrics_port: int = typer.Option(0, help="Serve Prometheus /metrics on this port (0: off)."),
+    metrics_port: int = typer.Option(0, help="Serve Prometheus /metrics on this port (0: off): the store's "
+                                       "figures and the job's store retries."),
 ) -> None:
     """Run the streaming drift job: Kafka in, sketches per window, gate, deep check, results out."""
     from driftwarden.store import make_engine, redact_url
@@ -101,9 +102,11 @@ def _serve_metrics(url: str, port: int) -> None:
 
     from alerting.metrics import StoreCollector, serve_metrics
     from driftwarden.store import make_engine
+    from jobs.store_retry import register_metrics
 
     registry = CollectorRegistry()
     registry.register(StoreCollector(make_engine(url), min_interval_s=5))  # a scrape reads the store
+    register_metrics(registry)  # the embedded job's sinks run in this process (loopback mode)
     serve_metrics(port, registry)
     console.print(f"metrics on http://127.0.0.1:{port}/metrics")
 

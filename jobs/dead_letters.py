@@ -3,15 +3,26 @@
 Rows are keyed by (topic, partition, offset) and inserted with "insert or ignore", so a window
 replayed after a restart never stores a record twice; the DLQ topic is written at least once
 (its key is ``topic:partition:offset`` for consumers that deduplicate).
+
+Whatever a producer sent can be stored: the payload is kept as text (:func:`payload_text`: UTF-8,
+with undecodable bytes and NUL as ``\\xNN`` escapes; the DLQ record then also carries the exact
+bytes as ``payload_base64``), names and reasons as the store can keep them
+(``driftwarden.store.store_text``), and on PostgreSQL each batch is written under a savepoint, so
+a row the store still refuses is kept in a reduced form instead of failing the caller's
+transaction (a window's results and its other rows).
 """
 
 from __future__ import annotations
 
+import base64
+import logging
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import orjson
 from sqlalchemy import Connection
+from sqlalchemy.exc import DataError, IntegrityError
 
 from driftwarden.store import insert_ignore
 from schemas.events import utc_from_ms
@@ -19,6 +30,12 @@ from schemas.tables import dead_letters
 
 #: Between a reason code and its human detail in a reason string.
 REASON_SEPARATOR = " | "
+#: Reason of a row the store refused even after sanitising (kept with its coordinates and payload).
+UNSTORABLE = "unstorable"
+#: Errors of one row's content (not of the store's availability, which the caller retries).
+ROW_ERRORS = (DataError, IntegrityError)
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -39,9 +56,56 @@ def dead_letter_row(record: Rejected, model: str | None = None, event_ms: int | 
         "topic": record.topic, "partition": record.partition, "offset": record.offset,
         "reason": code[:200], "detail": detail, "model": model,
         "event_time": utc_from_ms(event_ms) if event_ms else None,
-        "payload": record.payload.decode("utf-8", errors="backslashreplace"),
+        "payload": payload_text(record.payload),
         "seen_at": datetime.now(timezone.utc),
     }
+
+
+def payload_text(payload: bytes) -> str:
+    """A raw record as storable text: UTF-8, undecodable bytes and NUL as ``\\xNN`` escapes.
+
+    >>> payload_text(b'{"model": "m"}')
+    '{"model": "m"}'
+    >>> payload_text(bytes([0x00, 0x78, 0xff]))
+    '\\\\x00x\\\\xff'
+    """
+    return payload.decode("utf-8", errors="backslashreplace").replace("\x00", "\\x00")
+
+
+def store_dead_letters(conn: Connection, rows: list[dict]) -> None:
+    """Insert the rows (a row already stored is left alone); a row the store refuses is kept reduced.
+
+    On PostgreSQL the batch runs under a savepoint; if the store refuses it, each row is retried
+    under its own savepoint and a refused row is stored as :data:`UNSTORABLE` with its coordinates
+    and payload only. Errors of the store itself (connection lost) reach the caller.
+    """
+    try:
+        with _savepoint(conn):
+            insert_ignore(conn, dead_letters, rows, ("topic", "partition", "offset"))
+        return
+    except ROW_ERRORS:
+        if conn.dialect.name != "postgresql":
+            raise
+    for row in rows:
+        try:
+            with _savepoint(conn):
+                insert_ignore(conn, dead_letters, [row], ("topic", "partition", "offset"))
+        except ROW_ERRORS as exc:
+            log.warning("dead letter %s:%s:%s refused by the store (%s); kept as %r",
+                        row["topic"][:80], row["partition"], row["offset"], type(exc).__name__, UNSTORABLE)
+            insert_ignore(conn, dead_letters, [_reduced(row, exc)], ("topic", "partition", "offset"))
+
+
+def _savepoint(conn: Connection):
+    """A savepoint on PostgreSQL; none on SQLite (pysqlite's savepoints break the outer transaction,
+    and SQLite takes any text the sanitising lets through)."""
+    return conn.begin_nested() if conn.dialect.name == "postgresql" else nullcontext()
+
+
+def _reduced(row: dict, exc: Exception) -> dict:
+    """The row with only what cannot be refused: coordinates, reason, payload."""
+    return {**row, "reason": UNSTORABLE, "detail": f"{row['reason']}{REASON_SEPARATOR}{type(exc).__name__}",
+            "model": None, "event_time": None, "payload": row["payload"].encode("ascii", "backslashreplace").decode()}
 
 
 class DeadLetterWriter:
@@ -54,16 +118,22 @@ class DeadLetterWriter:
         self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50}) if dlq_topic else None
 
     def store(self, conn: Connection, rows: list[dict]) -> None:
-        """Insert the rows (a row already stored is left alone)."""
-        insert_ignore(conn, dead_letters, rows, ("topic", "partition", "offset"))
+        """Insert the rows (see :func:`store_dead_letters`)."""
+        store_dead_letters(conn, rows)
 
-    def publish(self, rows: list[dict]) -> None:
-        """Send the rows to the DLQ topic (call after the store transaction committed)."""
+    def publish(self, rows: list[dict], payloads: list[bytes] | None = None) -> None:
+        """Send the rows to the DLQ topic (call after the store transaction committed).
+
+        ``payloads``: the rows' raw records; one whose stored text is not its exact bytes also goes
+        out as ``payload_base64``.
+        """
         if self.producer is None:
             return
-        for row in rows:
+        for row, raw in zip(rows, payloads or [None] * len(rows)):
             record = {**row, "event_time": row["event_time"].isoformat() if row["event_time"] else None,
                       "seen_at": row["seen_at"].isoformat()}
+            if raw is not None and row["payload"].encode("utf-8") != raw:
+                record["payload_base64"] = base64.b64encode(raw).decode("ascii")
             key = f"{row['topic']}:{row['partition']}:{row['offset']}"
             self.producer.produce(self.dlq_topic, orjson.dumps(record), key=key)
         self.producer.poll(0)

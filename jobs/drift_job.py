@@ -4,6 +4,8 @@ Job graph (one Flink job; the per-event path stays in the JVM)::
 
     Kafka (raw JSON, per-partition watermarks on event time; event time and model read in Java)
       ├─ no readable event time or model ─────► dead letters (store + <topic>.dlq), exact reason
+      ├─ event time too far ahead of the record's Kafka timestamp ─► dead letters, reason "future"
+      │    (it never moved the watermark: see jobs/source.py)
       ├─ late (its window already fired) ─────► dead letters, reason "late"
       └─ on time: features read in Java where Java can vouch for the record (DW_FEATURES), else
          validated in Python (ValidateRecord; rejects ─► dead letters)
@@ -24,6 +26,7 @@ import sys
 from pathlib import Path
 
 from driftwarden.store import make_engine
+from jobs.dead_letters import REASON_SEPARATOR
 from jobs.feature_spec import FeatureColumnSpec
 from jobs.flink_env import make_table_env, register_window_aggregate
 from jobs.source import kafka_source_ddl
@@ -31,13 +34,13 @@ from jobs.udfs import analyze_window_udf, dead_letter_udf, validate_record_udtf
 from schemas.config import MonitorConfig, load_config
 
 EVENT_MS = "COALESCE(DW_EVENT_MILLIS(`value`), 0)"
-ON_TIME = "NOT envelope_bad AND NOT late"
+ON_TIME = "NOT envelope_bad AND NOT `future` AND NOT late"
 
 
 def register(t_env, config: MonitorConfig, store_url: str, reference_path: str | None, bounded: bool) -> None:
     """Create the source, the sink table, the UDFs and the views of the job."""
     t_env.execute_sql(kafka_source_ddl("events", config.source, config.window.out_of_orderness_ms, bounded,
-                                       config.window.watermark_emit))
+                                       config.window.watermark_emit, config.window.max_future_skew_ms))
     t_env.execute_sql("CREATE TEMPORARY TABLE done (n INT) WITH ('connector' = 'blackhole')")
     spec = FeatureColumnSpec.from_config(config)
     register_window_aggregate(t_env, "dw_window_summary", spec.aggregate_spec(config))
@@ -49,7 +52,7 @@ def register(t_env, config: MonitorConfig, store_url: str, reference_path: str |
     # reason); the features of records Java vouches for arrive as typed columns (jobs/feature_spec.py)
     features_spec = spec.to_json().replace("'", "''")
     t_env.execute_sql(f"""CREATE TEMPORARY VIEW checked AS
-SELECT `value`, `topic`, `partition`, `offset`, et, {EVENT_MS} AS event_ms, DW_MODEL(`value`) AS model,
+SELECT `value`, `topic`, `partition`, `offset`, et, `future`, {EVENT_MS} AS event_ms, DW_MODEL(`value`) AS model,
        DW_EVENT_MILLIS(`value`) IS NULL OR COALESCE(DW_MODEL(`value`), '') = '' AS envelope_bad,
        DW_FEATURES(`value`, '{features_spec}') AS f
 FROM events""")
@@ -81,11 +84,13 @@ def statements(config: MonitorConfig, parallelism: int = 1) -> list[str]:
     seconds = config.window.size_ms / 1000
     shards = 1 if parallelism == 1 else SHARDS_PER_SUBTASK * parallelism
     columns = "".join(f", `{name}`" for name in FeatureColumnSpec.from_config(config).names)
+    future = f"future{REASON_SEPARATOR}event time more than {config.window.max_future_skew} ahead of its Kafka record's timestamp"
     return [
         """INSERT INTO done SELECT dw_dead_letter(`topic`, `partition`, `offset`, CAST(NULL AS STRING), model,
              CAST(NULL AS BIGINT), `value`) FROM classified WHERE envelope_bad""",
-        """INSERT INTO done SELECT dw_dead_letter(`topic`, `partition`, `offset`, 'late', model, event_ms, `value`)
-             FROM classified WHERE NOT envelope_bad AND late""",
+        f"""INSERT INTO done SELECT dw_dead_letter(`topic`, `partition`, `offset`,
+             CASE WHEN `future` THEN '{future.replace("'", "''")}' ELSE 'late' END, model, event_ms, `value`)
+             FROM classified WHERE NOT envelope_bad AND (`future` OR late)""",
         # partial summaries per (model, shard, window), then merged per (model, window): a cascaded
         # window aggregation (the inner window's window_time is the outer one's time attribute)
         f"""INSERT INTO done SELECT dw_analyze(summary) FROM (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 
 from sqlalchemy import Connection, and_, func, select
@@ -9,14 +10,23 @@ from sqlalchemy import Connection, and_, func, select
 from alerting.outbox import enqueue_alerts
 from alerting.records import WindowReport
 from alerting.rules import AlertRules
-from driftwarden.store import upsert
+from driftwarden.store import store_text, upsert
 from schemas.tables import dead_letters, window_counts, window_results
+
+#: Length of the store's model columns.
+MODEL_CHARS = window_counts.c.model.type.length
 
 
 def store_window(conn: Connection, report: WindowReport, events: int, unknown_features: int,
                  rules: AlertRules | None, now: datetime | None = None) -> int:
-    """Upsert the window's rows (idempotent per model/feature/window) and enqueue its alerts."""
+    """Upsert the window's rows (idempotent per model/feature/window) and enqueue its alerts.
+
+    The model is stored (and alerted on) as the store can keep it: a name from an event with a NUL
+    or longer than the columns is escaped and cut with a marker (``driftwarden.store.store_text``).
+    """
     now = now or datetime.now(timezone.utc)
+    if store_text(report.model, MODEL_CHARS) != report.model:
+        report = replace(report, model=store_text(report.model, MODEL_CHARS))
     upsert(conn, window_results, [_result_row(report, f, now) for f in report.features],
            ("model", "feature", "window_start"))
     deep_checked = any(f.alarm for f in report.features)

@@ -3,7 +3,9 @@
 Event time is computed in Java (``DW_EVENT_MILLIS``, one streaming pass over the bytes) so that Flink pushes
 the watermark into the Kafka source and keeps one watermark per partition; a Python UDF here
 would force one watermark after the source and drop the slower partition's events as late.
-Events whose time cannot be parsed get epoch 0 (they are rejected by validation downstream).
+Events whose time cannot be parsed get epoch 0 (they are rejected by validation downstream), and
+so do events whose time is too far ahead of their Kafka record's timestamp (``future``, see
+:func:`future_sql`): neither moves the watermark.
 The value stays BYTES: a record that is not UTF-8 must reach validation (and the dead letters)
 intact instead of breaking the Arrow transfer to Python.
 """
@@ -16,14 +18,26 @@ from schemas.events import parse_event_time
 STARTUP_MODES = {"earliest": "earliest-offset", "latest": "latest-offset", "committed": "group-offsets"}
 
 
+def future_sql(max_skew_ms: int) -> str:
+    """SQL twin of :func:`schemas.events.is_future` over the source's columns (TRUE: a bad clock)."""
+    seconds, millis = divmod(max_skew_ms, 1000)
+    minutes, seconds = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    skew = f"INTERVAL '{days} {hours:02d}:{minutes:02d}:{seconds:02d}.{millis:03d}' DAY(2) TO SECOND(3)"
+    return (f"COALESCE(`kafka_ts` > TO_TIMESTAMP_LTZ(0, 3) AND "
+            f"TO_TIMESTAMP_LTZ(DW_EVENT_MILLIS(`value`), 3) > `kafka_ts` + {skew}, FALSE)")
+
+
 def kafka_source_ddl(
     table: str,
     source: SourceConfig,
     out_of_orderness_ms: int,
     bounded: bool = False,
     watermark_emit: str = "on-periodic",
+    max_future_skew_ms: int = 900_000,
 ) -> str:
-    """CREATE TABLE statement of the Kafka source named ``table``."""
+    """CREATE TABLE statement of the Kafka source named ``table`` (its ``future`` column: see :func:`future_sql`)."""
     options = {
         "connector": "kafka",
         "properties.bootstrap.servers": source.bootstrap_servers,
@@ -40,12 +54,15 @@ def kafka_source_ddl(
     if bounded:
         options["scan.bounded.mode"] = "latest-offset"
     with_clause = ",\n  ".join(f"'{k}' = '{_escape(v)}'" for k, v in options.items())
+    future = future_sql(max_future_skew_ms)
     return f"""CREATE TABLE {table} (
   `value` BYTES,
   `topic` STRING METADATA VIRTUAL,
   `partition` INT METADATA VIRTUAL,
   `offset` BIGINT METADATA VIRTUAL,
-  `et` AS TO_TIMESTAMP_LTZ(COALESCE(DW_EVENT_MILLIS(`value`), 0), 3),
+  `kafka_ts` TIMESTAMP_LTZ(3) METADATA FROM 'timestamp' VIRTUAL,
+  `future` AS {future},
+  `et` AS TO_TIMESTAMP_LTZ(CASE WHEN {future} THEN 0 ELSE COALESCE(DW_EVENT_MILLIS(`value`), 0) END, 3),
   WATERMARK FOR `et` AS `et` - INTERVAL '{out_of_orderness_ms / 1000:.3f}' SECOND
 ) WITH (
   {with_clause}

@@ -14,7 +14,8 @@ runs where it must:
   could not read, and for late records; the store's ``dead_letters`` table and a Kafka topic.
 
 Sinks are scalar functions feeding a blackhole table (PyFlink's Table API has no Python sink):
-each write is an idempotent upsert, so replays after a restart leave the store unchanged.
+each write is an idempotent upsert, so replays after a restart leave the store unchanged, and a
+write is retried while the store is unavailable (jobs/store_retry.py).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pyflink.table.udf import FunctionContext, ScalarFunction, TableFunction, ud
 from driftwarden.errors import InvalidEventError
 from jobs.dead_letters import REASON_SEPARATOR, DeadLetterWriter, Rejected, dead_letter_row
 from jobs.feature_spec import FeatureColumnSpec
+from jobs.store_retry import with_store_retries
 from schemas.config import MonitorConfig, feature_kinds_lookup
 from jobs.columns import configured_values
 from schemas.events import CATEGORICAL, FeatureKinds, validate_event
@@ -74,10 +76,13 @@ class _DeadLetters:
     def keep(self, record: Rejected, model: str | None, event_ms: int | None) -> dict:
         """Store and publish one dead letter; returns its row."""
         row = dead_letter_row(record, model, event_ms)
+        with_store_retries("dead_letters", lambda: self._store(row))
+        self.writer.publish([row], [record.payload])
+        return row
+
+    def _store(self, row: dict) -> None:
         with self.engine.begin() as conn:
             self.writer.store(conn, [row])
-        self.writer.publish([row])
-        return row
 
     def close(self) -> None:
         self.writer.close()
@@ -167,9 +172,13 @@ class AnalyzeWindow(ScalarFunction):
         from jobs.pipeline import WindowSummary
 
         summary = WindowSummary.deserialize(summary_bytes)
+        with_store_retries("results", lambda: self._store(summary))
+        return 1
+
+    def _store(self, summary) -> None:
+        """One transaction: the window's results, counts and alerts."""
         with self.engine.begin() as conn:
             self._judge_and_store(conn, summary)
-        return 1
 
     def _judge_and_store(self, conn, summary) -> None:
         from jobs.pipeline import analyze_summary

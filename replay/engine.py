@@ -23,7 +23,7 @@ from jobs.pipeline import WindowRows, WindowSummary, analyze_summary
 from replay.ordering import PartitionMerger
 from replay.records import RawRecord
 from replay.setup import ReplaySetup
-from replay.validate import Rejection, ValidatedBatch, validate_batch
+from replay.validate import Rejection, ValidatedBatch, reject_future, validate_batch
 from replay.windowing import OpenWindow, Windower
 from schemas.events import Event
 from sketches import Reference
@@ -98,6 +98,7 @@ class Replayer:
         """
         if validated is None:
             validated = validate_batch([record.value for record in records], self.setup.config)
+        reject_future(records, validated, self.setup.config)
         self.outcome.counts["read"] += len(records)
         if self._merger is None and self._sink is None:  # one ordered stream: windowed in one vectorised step
             self._accept_batch(records, validated)

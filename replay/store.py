@@ -12,12 +12,11 @@ from __future__ import annotations
 from sqlalchemy.exc import SQLAlchemyError
 
 from driftwarden.errors import ServiceError
-from driftwarden.store import insert_ignore, make_engine
-from jobs.dead_letters import REASON_SEPARATOR, Rejected, dead_letter_row
+from driftwarden.store import make_engine
+from jobs.dead_letters import REASON_SEPARATOR, Rejected, dead_letter_row, store_dead_letters
 from jobs.results import store_window
 from replay.engine import ReplayOutcome
 from replay.records import RawRecord
-from schemas.tables import dead_letters
 
 CHUNK = 500
 
@@ -30,7 +29,7 @@ def store_outcome(url: str, outcome: ReplayOutcome) -> int:
             rows = [_dead_letter(r.record, r.reason, r.detail, None, None) for r in outcome.rejections]
             rows += [_dead_letter(r, "late", "", e.model, e.event_ms) for r, e in outcome.late]
             for i in range(0, len(rows), CHUNK):
-                insert_ignore(conn, dead_letters, rows[i:i + CHUNK], ("topic", "partition", "offset"))
+                store_dead_letters(conn, rows[i:i + CHUNK])
             for w in outcome.windows:
                 store_window(conn, w.report, w.events, w.unknown_features, None)
     except SQLAlchemyError as exc:

@@ -20,7 +20,7 @@ from driftwarden.errors import InvalidEventError
 from jobs.columns import configured_values, feature_columns
 from replay.records import RawRecord
 from schemas.config import MonitorConfig, feature_kinds_lookup
-from schemas.events import FeatureKinds, validate_event
+from schemas.events import FeatureKinds, is_future, validate_event
 
 #: Longest detail kept per rejected record in a report.
 DETAIL_CHARS = 300
@@ -126,6 +126,21 @@ def validate_batch(values: Sequence[bytes], config: MonitorConfig) -> ValidatedB
     batch.columns = {model: feature_columns(into.numbers, into.labels, into.kinds)
                      for model, into in gathered.items() if into is not None}
     return batch
+
+
+def reject_future(records: Sequence[RawRecord], validated: ValidatedBatch, config: MonitorConfig) -> int:
+    """Reject (reason ``future``) the valid events too far ahead of their record's timestamp, as the
+    live job does (:func:`schemas.events.is_future`); return how many."""
+    skew = config.window.max_future_skew_ms
+    event_ms, reasons, found = validated.event_ms, validated.reasons, 0
+    for i, record in enumerate(records):
+        ts, ms = record.timestamp_ms, event_ms[i]
+        if ts is not None and ms is not None and reasons[i] is None and is_future(ms, ts, skew):
+            reasons[i] = "future"
+            validated.details[i] = (f"event time more than {config.window.max_future_skew} ahead of its Kafka "
+                                    "record's timestamp")
+            found += 1
+    return found
 
 
 class _Gathered:

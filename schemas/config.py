@@ -101,11 +101,14 @@ class WindowConfig(_Strict):
     size: str | int | float = "60s"
     out_of_orderness: str | int | float = "5s"
     idleness: str | int | float = "30s"
+    # an event time more than this ahead of its Kafka record's timestamp is a bad clock: dead letters
+    # with reason "future", never windowed, never moves the watermark (schemas.events.is_future)
+    max_future_skew: str | int | float = "15m"
     # "on-periodic": the watermark advances every 200 ms (cheapest); "on-event": after every event
     # (exact lateness on a backlog, used by tests that count late events)
     watermark_emit: Literal["on-periodic", "on-event"] = "on-periodic"
 
-    @field_validator("size", "out_of_orderness", "idleness", mode="before")
+    @field_validator("size", "out_of_orderness", "idleness", "max_future_skew", mode="before")
     @classmethod
     def _check_duration(cls, value: Any) -> Any:
         parse_duration_ms(value)  # before pydantic's coercion: YAML's `yes` must not become 1 s
@@ -118,6 +121,13 @@ class WindowConfig(_Strict):
             raise ValueError(f"{value!r}: a window must last at least 1 ms")
         return value
 
+    @field_validator("max_future_skew")
+    @classmethod
+    def _check_skew(cls, value: str | int) -> str | int:
+        if not 0 < parse_duration_ms(value) < 100 * 86_400_000:
+            raise ValueError(f"max_future_skew {value!r} must be above 0 and below 100 days (2400h)")
+        return value
+
     @property
     def size_ms(self) -> int:
         """Window length in milliseconds."""
@@ -127,6 +137,11 @@ class WindowConfig(_Strict):
     def out_of_orderness_ms(self) -> int:
         """Bounded out-of-orderness of the watermark in milliseconds."""
         return parse_duration_ms(self.out_of_orderness)
+
+    @property
+    def max_future_skew_ms(self) -> int:
+        """How far an event time may be ahead of its record's Kafka timestamp."""
+        return parse_duration_ms(self.max_future_skew)
 
     @property
     def idleness_ms(self) -> int:
@@ -170,10 +185,25 @@ class ThresholdConfig(_Strict):
 class ModelConfig(_Strict):
     """One monitored model and the kind of each feature."""
 
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=200)  # the store's model columns hold 200 characters
     features: dict[str, FeatureKind] = Field(min_length=1)
     sample_size: int = Field(default=2000, ge=10)
     sketch_buckets: int = Field(default=1024, ge=16, le=65536)
+
+    @field_validator("name")
+    @classmethod
+    def _storable_name(cls, name: str) -> str:
+        if "\x00" in name:
+            raise ValueError("a model name cannot contain a NUL character")
+        return name
+
+    @field_validator("features")
+    @classmethod
+    def _storable_features(cls, features: dict[str, FeatureKind]) -> dict[str, FeatureKind]:
+        bad = [repr(n)[:60] for n in features if not n or len(n) > 200 or "\x00" in n]
+        if bad:
+            raise ValueError(f"feature names must be 1 to 200 characters without NUL; not {', '.join(bad)}")
+        return features
 
 
 class MonitorConfig(_Strict):

@@ -33,6 +33,7 @@ MIN_EVENT_MS = 946_684_800_000
 MAX_EVENT_MS = 4_102_444_800_000
 
 REJECT_REASONS = (
+    "future",  # a valid event whose time is too far ahead of its record's timestamp (is_future)
     "not_json",
     "not_object",
     "missing_event_time",
@@ -121,6 +122,8 @@ def parse_event_time(value: Any) -> int:
 
 
 def _parse_rfc3339_ms(text: str) -> int:
+    if not (text.isascii() and text.isprintable()):  # fromisoformat skips a NUL that Java's parser refuses
+        raise InvalidEventError("bad_event_time", f"{text[:40]!r} is not RFC 3339")
     try:
         parsed = datetime.fromisoformat(text)
     except ValueError as exc:
@@ -208,6 +211,20 @@ def check_feature_kinds(features: Mapping[str, Any],
         elif value is not None:
             raise InvalidEventError(f"bad_feature_type:{name}", value_type.__name__)
     return None
+
+
+def is_future(event_ms: int, record_timestamp_ms: int | None, max_skew_ms: int) -> bool:
+    """Whether an event time is more than ``max_skew_ms`` ahead of its Kafka record's timestamp.
+
+    The record's timestamp (set by the producer or, on a LogAppendTime topic, by the broker) is the
+    partition's progress as the log itself states it: the rule needs no state, so it gives the same
+    answer live, after any restart and in replay. A record without a timestamp (None, 0 or negative)
+    is never future. The live job's SQL twin is ``jobs.source.future_sql``.
+
+    >>> is_future(4_102_000_000_000, 1_767_225_600_000, 900_000), is_future(1_767_226_500_000, 1_767_225_600_000, 900_000)
+    (True, False)
+    """
+    return record_timestamp_ms is not None and record_timestamp_ms > 0 and event_ms - record_timestamp_ms > max_skew_ms
 
 
 def utc_from_ms(epoch_ms: int) -> datetime:

@@ -1,0 +1,133 @@
+"""No record and no clock stops the live job or costs a good window: real Kafka, Flink and PostgreSQL.
+
+Production defaults throughout (periodic watermarks, bundles of 5,000). The same topic replayed
+with ``driftwarden replay --store`` stores what the live job stores.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import orjson
+import pytest
+import yaml
+from sqlalchemy import create_engine, select, text
+from typer.testing import CliRunner
+
+from driftwarden.cli import app
+from driftwarden.store import store_text
+from jobs.drift_job import run_drift_job
+from schemas.config import load_config
+from schemas.events import parse_event_time, rfc3339
+from schemas.tables import dead_letters
+from tests.hostile_corpus import hostile_valid, interleave, malformed
+from tests.job_helpers import FEATURES, T0, WINDOW_MS, stored_counts, stored_dead_letters, stream
+from tests.kafka_helpers import create_topic, produce
+
+pytestmark = [pytest.mark.services, pytest.mark.slow]
+
+N_MALFORMED = 1_200
+
+
+@pytest.fixture()
+def pg_schema_url(pg_url):
+    """Make fresh PostgreSQL schemas (URLs on them); all are dropped afterwards."""
+    admin = create_engine(pg_url.replace("postgresql://", "postgresql+psycopg://"))
+    made = []
+
+    def make() -> str:
+        schema = f"t_{uuid.uuid4().hex[:10]}"
+        with admin.begin() as conn:
+            conn.execute(text(f"CREATE SCHEMA {schema}"))
+        made.append(schema)
+        return f"{pg_url}?options=-csearch_path%3D{schema}"
+
+    yield make
+    with admin.begin() as conn:
+        for schema in made:
+            conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
+    admin.dispose()
+
+
+def _config(folder: Path, topic: str, bootstrap: str) -> Path:
+    """Production defaults but for 10 s windows; a warm-up reference from the stream itself."""
+    path = folder / "config.yaml"
+    path.write_text(yaml.safe_dump({
+        "source": {"topics": [topic], "bootstrap_servers": bootstrap, "group_id": f"g-{topic}"},
+        "window": {"size": "10s", "out_of_orderness": "2s"},
+        "reference": {"mode": "warmup", "warmup_windows": 2},
+        "models": [{"name": "m", "features": FEATURES}],
+    }))
+    return path
+
+
+def _event_ms(event: dict) -> int:
+    return parse_event_time(event["event_time"])
+
+
+def _replay_to_store(topic: str, config: Path, url: str, started_ms: int) -> None:
+    result = CliRunner().invoke(app, ["replay", "--no-progress", "--topic", topic, "--from", str(started_ms - 60_000),
+                                      "--to", str(int(time.time() * 1000)), "--config", str(config),
+                                      "--store", url, "--workers", "0"])
+    assert result.exit_code == 0, result.output
+
+
+def _dead_letter_reasons(url: str) -> dict[tuple, str]:
+    """(topic, partition, offset) -> reason code of every dead letter."""
+    with create_engine(url.replace("postgresql://", "postgresql+psycopg://")).connect() as conn:
+        return {(t, p, o): r for t, p, o, r in conn.execute(select(
+            dead_letters.c.topic, dead_letters.c.partition, dead_letters.c.offset, dead_letters.c.reason))}
+
+
+def test_malformed_corpus_never_stops_the_job_on_postgresql(kafka_bootstrap, topic_name, tmp_path, pg_schema_url):
+    """1,200 hostile records among 4,000 good events: every good window stored with its exact count,
+    read = valid + rejected + late exactly, and replay stores the same windows and dead letters."""
+    started_ms = int(time.time() * 1000)
+    create_topic(kafka_bootstrap, topic_name, partitions=1)
+    good = stream(8, 500)
+    times = [_event_ms(e) for e in good]
+    bad = malformed(N_MALFORMED, times)
+    odd = hostile_valid(times, per_kind=10)
+    records = interleave([orjson.dumps(e) for e in good], bad + odd)
+    produce(kafka_bootstrap, topic_name, records)
+    config = _config(tmp_path, topic_name, kafka_bootstrap)
+    live = pg_schema_url()
+    run_drift_job(load_config(config), live, bounded=True)
+
+    expected = Counter(("m", t // WINDOW_MS * WINDOW_MS) for t in times)
+    for pos, _record, model in odd:
+        expected[(store_text(model, 200), times[pos - 1] // WINDOW_MS * WINDOW_MS)] += 1
+    assert stored_counts(live) == expected
+    dead = stored_dead_letters(live)
+    rejected = sum(n for reason, n in dead.items() if reason != "late")
+    assert rejected == N_MALFORMED and dead["late"] == 0
+    assert len(records) == sum(expected.values()) + rejected + dead["late"]  # read = valid + rejected + late
+
+    replayed = pg_schema_url()
+    _replay_to_store(topic_name, config, replayed, started_ms)
+    assert stored_counts(replayed) == stored_counts(live)
+    assert _dead_letter_reasons(replayed) == _dead_letter_reasons(live)
+
+
+def test_an_event_from_a_bad_clock_does_not_make_good_events_late(kafka_bootstrap, topic_name, tmp_path,
+                                                                   pg_schema_url):
+    """One event stamped 2099 in the middle of a partition: dead-lettered as 'future', and every
+    event after it is windowed normally, live and in replay."""
+    started_ms = int(time.time() * 1000)
+    create_topic(kafka_bootstrap, topic_name, partitions=1)
+    good = stream(10, 500)
+    bad_clock = {"event_time": "2099-12-31T23:00:00Z", "model": "m", "features": {"f0": 1.0}}
+    produce(kafka_bootstrap, topic_name, good[:1000] + [bad_clock] + good[1000:])
+    config = _config(tmp_path, topic_name, kafka_bootstrap)
+    expected = Counter(("m", _event_ms(e) // WINDOW_MS * WINDOW_MS) for e in good)
+    for url, run in ((pg_schema_url(), "live"), (pg_schema_url(), "replay")):
+        if run == "live":
+            run_drift_job(load_config(config), url, bounded=True)
+        else:
+            _replay_to_store(topic_name, config, url, started_ms)
+        assert stored_counts(url) == expected, run
+        assert stored_dead_letters(url) == Counter({"future": 1}), run
+    assert rfc3339(T0)  # the stream starts 2026-01-01: the 2099 event is 73 years ahead of its record
