@@ -32,6 +32,7 @@ from driftwarden.errors import InvalidEventError
 from driftwarden.gc_pause import gc_paused
 from jobs.dead_letters import REASON_SEPARATOR, DeadLetterWriter, Rejected, dead_letter_row
 from jobs.feature_spec import FeatureColumnSpec
+from jobs.window_metrics import WindowMetrics
 from schemas.config import MonitorConfig, feature_kinds_lookup
 from schemas.events import validate_event
 
@@ -147,6 +148,7 @@ class AnalyzeWindow(ScalarFunction):
         self.rules = parse_rules(self.config.alerting) if self.config.alerting else None
         self.file_references = ReferenceSet.load(self.reference_path) if self.reference_path else None
         self.stored_references = StoredReferences(self.config, self.policy)
+        self.window_metrics = WindowMetrics.open(function_context, self.config)  # jobs/window_metrics.py
 
     def eval(self, summary_bytes: bytes) -> int:
         from jobs.pipeline import WindowSummary
@@ -156,6 +158,7 @@ class AnalyzeWindow(ScalarFunction):
         with self.engine.begin() as conn:
             self._judge_and_store(conn, summary)
             self.dead_letters.store(conn, rejected)
+        self.window_metrics.judged(summary)
         self.dead_letters.publish(rejected)
         return 1
 
