@@ -43,7 +43,9 @@ def run_command(
     checkpoint_interval: int = typer.Option(10_000, help="Checkpoint interval in ms (0 disables)."),
     checkpoint_dir: Path = typer.Option(DEFAULT_CHECKPOINTS, help="Where checkpoints are retained."),
     resume: bool = typer.Option(False, help="Restore from the newest retained checkpoint (after a crash)."),
-    metrics_port: int = typer.Option(0, help="Serve Prometheus /metrics on this port (0: off)."),
+    metrics_port: int = typer.Option(0, help="Serve Prometheus /metrics (results from the store, Kafka "
+                                      "consumer lag) on this port (0: off). Flink's own metrics: "
+                                      "$DRIFTWARDEN_FLINK_METRICS_PORT (README)."),
 ) -> None:
     """Run the streaming drift job: Kafka in, sketches per window, gate, deep check, results out."""
     from driftwarden.store import make_engine, store_url as resolve_store_url
@@ -61,7 +63,7 @@ def run_command(
     if resume and resume_from is None:
         console.print(f"[yellow]no retained checkpoint under {checkpoint_dir}; starting from the source's start[/]")
     if metrics_port:
-        _serve_metrics(url, metrics_port)
+        _serve_metrics(url, metrics_port, cfg.source)
     args = ["--config", str(config.resolve()), "--store-url", url, "--parallelism", str(parallelism),
             "--checkpoint-interval-ms", str(checkpoint_interval), "--checkpoint-dir", str(checkpoint_dir)]
     args += ["--reference", ref] if ref else []
@@ -95,14 +97,16 @@ def _scrub_environment(cfg) -> None:
             os.environ.pop(name, None)
 
 
-def _serve_metrics(url: str, port: int) -> None:
+def _serve_metrics(url: str, port: int, source) -> None:
     from prometheus_client import CollectorRegistry
 
     from alerting.metrics import StoreCollector, serve_metrics
     from driftwarden.store import make_engine
+    from jobs.consumer_lag import ConsumerLagCollector
 
     registry = CollectorRegistry()
     registry.register(StoreCollector(make_engine(url), min_interval_s=5))  # a scrape reads the store
+    registry.register(ConsumerLagCollector(source))  # and Kafka: the job's consumer lag per partition
     serve_metrics(port, registry)
     console.print(f"metrics on http://127.0.0.1:{port}/metrics")
 
