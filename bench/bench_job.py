@@ -1,6 +1,6 @@
 """End-to-end throughput of the streaming drift job vs a plain Flink SQL window over the same topic.
 
-    .venv/bin/python bench/bench_job.py [--events 300000]
+    .venv/bin/python bench/bench_job.py [--events 300000] [--compare-reporter]
 
 Pre-fills a real Kafka topic with events of 20 numeric + 5 categorical features, then runs, in
 one process and on the same topic, (1) the driftwarden job (bounded, embedded MiniCluster) and
@@ -12,11 +12,16 @@ resident memory of the Flink JVM and Python workers at two input rates, and the 
 window summary per feature. Note: Flink's pandas UDAF buffers a window's raw rows in state until
 the window fires, so that buffer grows with the rate; what the job keeps per window afterwards
 (the summary) does not.
+
+``--compare-reporter``: instead, run the driftwarden job with Flink's Prometheus reporter on (the
+default, jobs/flink_metrics.py) and off, on the same topic (each with its own start-up
+subtracted), and print the two rates and their ratio.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import threading
@@ -155,6 +160,60 @@ def state_bytes_per_feature(store: Path) -> float:
     return float(np.mean([r[0] for r in rows])) / (len(NUMERIC) + len(CATEGORICAL)) if rows else float("nan")
 
 
+def reporter(port: int | None) -> None:
+    """Turn Flink's Prometheus reporter of the next embedded jobs on (on ``port``) or off (None)."""
+    from jobs.flink_metrics import PORT_ENV
+
+    os.environ[PORT_ENV] = str(port) if port else "off"  # read by jobs.flink_env.make_table_env
+
+
+class Scraper:
+    """Scrapes a /metrics URL every second, as the local Prometheus does (scrape_interval 1s)."""
+
+    def __init__(self, url: str) -> None:
+        self.url, self.scrapes = url, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "Scraper":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        import httpx
+
+        while not self._stop.wait(1.0):
+            try:
+                httpx.get(self.url, timeout=5).raise_for_status()
+                self.scrapes += 1
+            except httpx.HTTPError:
+                continue
+
+
+def compare_reporter(events: int, full: str, empty: str, folder: Path, run: str) -> None:
+    """Drift job throughput with Flink's Prometheus reporter on (scraped every second) and off, same topic."""
+    from jobs.flink_metrics import free_port
+
+    rates = {}
+    run_driftwarden(empty, folder / f"{run}-warm.db")  # the first job of the process also starts the JVM
+    for on in (True, False):
+        port = free_port() if on else None
+        reporter(port)
+        with Scraper(f"http://127.0.0.1:{port}/metrics") if on else contextlib.nullcontext() as scraper:
+            startup = run_driftwarden(empty, folder / f"{run}-empty-{on}.db")
+            total = run_driftwarden(full, folder / f"{run}-full-{on}.db")
+        rates[on] = events / max(total - startup, 1e-9)
+        scraped = f", {scraper.scrapes} scrapes" if on else ""
+        print(f"reporter {'on ' if on else 'off'}: {rates[on]:>10,.0f} events/s  ({total:.1f} s total, "
+              f"{startup:.1f} s start-up{scraped})", flush=True)
+    print(f"ratio reporter on / off: {rates[True] / rates[False]:.3f} "
+          f"(cost {100 * (1 - rates[True] / rates[False]):+.1f}% throughput)")
+
+
 def main() -> None:
     """Run both pipelines on the same topic and print the comparison."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -162,6 +221,8 @@ def main() -> None:
     parser.add_argument("--parallelism", type=int, default=1, help="of both pipelines (default: 1)")
     parser.add_argument("--window-seconds", type=int, default=10,
                         help="tumbling window of both pipelines (default: 10; the job's own default is 60)")
+    parser.add_argument("--compare-reporter", action="store_true",
+                        help="instead of plain Flink: the drift job with Flink's Prometheus reporter on vs off")
     args = parser.parse_args()
     global PARALLELISM, WINDOW_SECONDS
     PARALLELISM, WINDOW_SECONDS = args.parallelism, args.window_seconds
@@ -172,6 +233,9 @@ def main() -> None:
     fill_topic(empty, 1, 1000)
     print(f"filling {full} with {args.events:,} events ...", flush=True)
     fill_topic(full, args.events, 1000)
+    if args.compare_reporter:
+        compare_reporter(args.events, full, empty, folder, run)
+        return
     fill_topic(slow, args.events // 4, 250)  # same windows, a quarter of the rate
 
     run_driftwarden(empty, folder / f"{run}-warm.db")  # the first job of the process also starts the JVM

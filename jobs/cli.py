@@ -166,6 +166,37 @@ def _redacted(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
+def status_command(
+    config: Path = typer.Option(..., "--config", "-c", exists=True, dir_okay=False, help="Monitor config (YAML)."),
+    store_url: Optional[str] = typer.Option(None, help="Results store URL [default: $DRIFTWARDEN_STORE_URL, "
+                                            "else config store_url, else sqlite:///driftwarden.db]"),
+    prometheus: str = typer.Option("http://127.0.0.1:59090", help="Prometheus that scrapes Flink's reporter "
+                                   "(empty: skip watermark and checkpoint checks)."),
+    max_lag: float = typer.Option(300.0, help="Seconds of consumer lag, watermark lag or outbox age that count "
+                                  "as behind."),
+    max_windows: float = typer.Option(3.0, help="Window lengths without a judged window that count as behind."),
+    max_checkpoint_age: float = typer.Option(60.0, help="Seconds since the last completed checkpoint that count "
+                                             "as behind."),
+) -> None:
+    """Print the running job's lag, last window per model, checkpoints and outbox; exit 1 when behind, 2 unknown."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from driftwarden.store import make_engine, store_url as resolve_store_url
+    from jobs.status import Limits, collect_status
+    from schemas.config import load_config
+
+    cfg = load_config(config)
+    engine = make_engine(_absolute_sqlite(resolve_store_url(store_url or cfg.store_url)))
+    report = collect_status(cfg, engine, prometheus or None, Limits(max_lag, max_windows, max_checkpoint_age))
+    table = Table("scope", "signal", "value", "state")
+    colour = {"ok": "green", "behind": "red", "unknown": "yellow"}
+    for c in report.checks:  # names come from events and topics: escaped, never read as markup
+        table.add_row(escape(c.scope), c.signal, escape(c.value), f"[{colour[c.state]}]{c.state}[/]")
+    Console().print(table)
+    raise typer.Exit(report.exit_code)
+
+
 @reference_app.command("build")
 def reference_build_command(
     input: Path = typer.Option(..., "--input", "-i", exists=True, dir_okay=False,

@@ -63,7 +63,7 @@ def embedded_reporter(jar_dir: Path) -> tuple[list[str], dict[str, str]]:
         from driftwarden.errors import ConfigError
 
         raise ConfigError(f"missing jar {jar}: run scripts/bootstrap.sh (or set {PORT_ENV}=off)")
-    port = wanted or str(_free_port())
+    port = wanted or str(free_port())
     if port.isdigit():
         register_scrape_target(int(port))
     log.info("Flink metrics (embedded cluster) on http://127.0.0.1:%s/metrics", port)
@@ -86,7 +86,8 @@ def register_scrape_target(port: int) -> Path | None:
     return path
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]

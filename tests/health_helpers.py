@@ -19,7 +19,7 @@ import yaml
 from confluent_kafka import Producer
 
 MODEL = "health-m"
-WINDOW_S = 2
+WINDOW_S = 10
 
 
 def free_port() -> int:
@@ -44,7 +44,7 @@ def write_live_config(path: Path, topic: str, bootstrap: str) -> Path:
 class LiveProducer(threading.Thread):
     """Publishes ``rate`` events per second stamped with the wall clock, over every partition."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: int = 200) -> None:
+    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: int = 100) -> None:
         super().__init__(daemon=True)
         self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
         self.topic, self.partitions, self.rate = topic, partitions, rate
@@ -78,6 +78,7 @@ class LiveJob:
     store_url: str
     workdir: Path
     reporter_port: int = field(default_factory=free_port)
+    metrics_port: int = field(default_factory=free_port)
     process: subprocess.Popen | None = None
 
     def start(self) -> None:
@@ -85,7 +86,7 @@ class LiveJob:
         env = dict(os.environ, DRIFTWARDEN_FLINK_METRICS_PORT=str(self.reporter_port))
         cmd = [sys.executable, "-m", "driftwarden.cli", "run", "--config", str(self.config),
                "--store-url", self.store_url, "--checkpoint-interval", "2000",
-               "--checkpoint-dir", str(self.workdir / "checkpoints")]
+               "--checkpoint-dir", str(self.workdir / "checkpoints"), "--metrics-port", str(self.metrics_port)]
         log = (self.workdir / "job.log").open("wb")
         self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
                                         start_new_session=True)
@@ -102,8 +103,12 @@ class LiveJob:
         except httpx.HTTPError:
             return ""
 
-    def wait_for(self, needle: str, timeout_s: float = 240) -> str:
-        """Scrape until ``needle`` appears in the exposition; fail with the job's log tail otherwise."""
+    def wait_for(self, needle: str, timeout_s: float = 480) -> str:
+        """Scrape until ``needle`` appears; fail with the job's log tail otherwise.
+
+        The default wait is long: on a loaded 2-core machine the embedded job took 250 s from start
+        to its first records (Python workers starting), and its first windows judged after that.
+        """
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             assert self.process is not None and self.process.poll() is None, self.log_tail()

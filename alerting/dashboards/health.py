@@ -34,7 +34,8 @@ SIGNALS: dict[str, str] = {
     "failed_checkpoints": f"max by (job_name) ({JOB}numberOfFailedCheckpoints)",
     "restarts": f"max by (job_name) ({JOB}numRestarts)",
     "backpressured_ms_per_s": "max by (task_name) (flink_taskmanager_job_task_backPressuredTimeMsPerSecond)",
-    "outbox_backlog": 'sum by (route) (driftwarden_alert_outbox{status="pending"})',
+    # 0 while the store answers and nothing is pending; no series at all when the store is unread
+    "outbox_backlog": 'sum by (route) (driftwarden_alert_outbox{status="pending"}) or sum(driftwarden_store_up) * 0',
 }
 
 UID = "driftwarden-health"
