@@ -207,7 +207,7 @@ def test_freshness_rule_fires_when_the_job_stops(live, tmp_path) -> None:
     try:
         assert wait_until(lambda: query(url, "flink_taskmanager_job_task_operator_model_last_window_end_seconds"), 60)
         time.sleep(3)  # a few evaluations with the series present
-        assert wait_until(lambda: not query(url, 'ALERTS{alertname="DriftwardenNoWindowJudged"}'), 120), \
+        assert wait_until(lambda: not query(url, 'ALERTS{alertname="DriftwardenNoWindowJudged"}'), 240), \
             "pending or firing while the job was judging windows"
         live.stop()
         stopped = time.monotonic()
