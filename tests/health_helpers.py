@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -18,15 +17,10 @@ import orjson
 import yaml
 from confluent_kafka import Producer
 
+from jobs.flink_metrics import free_port
+
 MODEL = "health-m"
 WINDOW_S = 10
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def write_live_config(path: Path, topic: str, bootstrap: str) -> Path:
