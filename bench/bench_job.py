@@ -208,7 +208,10 @@ def compare_reporter(events: int, full: str, empty: str, folder: Path, run: str)
         with Scraper(f"http://127.0.0.1:{port}/metrics") if on else contextlib.nullcontext() as scraper:
             startup = run_driftwarden(empty, folder / f"{run}-empty-{on}.db")
             total = run_driftwarden(full, folder / f"{run}-full-{on}.db")
-        rates[on] = events / max(total - startup, 1e-9)
+        if total <= startup:
+            raise SystemExit(f"the {events:,}-event run ({total:.1f} s) was not slower than the empty one "
+                             f"({startup:.1f} s): too noisy to measure; use more --events")
+        rates[on] = events / (total - startup)
         scraped = f", {scraper.scrapes} scrapes" if on else ""
         print(f"reporter {'on ' if on else 'off'}: {rates[on]:>10,.0f} events/s  ({total:.1f} s total, "
               f"{startup:.1f} s start-up{scraped})", flush=True)
