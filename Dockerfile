@@ -6,6 +6,8 @@ WORKDIR /build
 COPY scripts/jars/pom.xml scripts/jars/pom.xml
 COPY jobs/java jobs/java
 RUN mvn -q -B -f scripts/jars/pom.xml -Pflink dependency:copy-dependencies -DoutputDirectory=/jars/flink \
+ && mvn -q -B -f scripts/jars/pom.xml -Pflink-metrics dependency:copy-dependencies \
+        -DoutputDirectory=/jars/plugins/metrics-prometheus -DincludeScope=runtime \
  && mvn -q -B -f jobs/java/pom.xml -DskipTests package \
  && mkdir -p /jars/udf && cp jobs/java/target/driftwarden-flink-udf-*.jar /jars/udf/driftwarden-flink-udf.jar
 
@@ -30,5 +32,7 @@ RUN FLINK_HOME=$(python -c 'import os, pyflink; print(os.path.dirname(pyflink.__
  && cp "$FLINK_HOME"/opt/flink-python-*.jar "$FLINK_HOME"/lib/ \
  && ln -s "$FLINK_HOME" /opt/flink
 COPY deploy deploy
-ENV PATH=/opt/flink/bin:$PATH FLINK_CONF_DIR=/opt/driftwarden/app/deploy/flink
+# Flink's Prometheus reporter (deploy/flink/config.yaml) from the Maven Central jar fetched above
+ENV PATH=/opt/flink/bin:$PATH FLINK_CONF_DIR=/opt/driftwarden/app/deploy/flink \
+    FLINK_PLUGINS_DIR=/opt/driftwarden/cache/jars/plugins
 CMD ["driftwarden", "--help"]

@@ -1,6 +1,6 @@
 """End-to-end throughput of the streaming drift job vs a plain Flink SQL window over the same topic.
 
-    .venv/bin/python bench/bench_job.py [--events 300000]
+    .venv/bin/python bench/bench_job.py [--events 300000] [--compare-reporter]
 
 Pre-fills a real Kafka topic with events of 20 numeric + 5 categorical features, then runs, in
 one process and on the same topic, (1) the driftwarden job (bounded, embedded MiniCluster) and
@@ -12,11 +12,16 @@ Flink JVM and Python workers, and, at two input rates 4x apart (same windows, a 
 events), the state the job keeps: the bytes of one open window's summary (what the Java window
 aggregate holds per (model, window): sketches and the event sample) and the largest completed
 checkpoint on disk (checkpoints every second). Neither may grow with the rate.
+
+``--compare-reporter``: instead, run the driftwarden job with Flink's Prometheus reporter on (the
+default, jobs/flink_metrics.py, scraped every second), off, and on again, on the same topic (each
+with its own start-up subtracted), and print the rates and the ratio on/off.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import threading
@@ -181,6 +186,66 @@ def measure_state(topic: str, folder: Path, name: str) -> tuple[float, int]:
     return window_state_bytes(folder / f"{name}.db"), sampler.checkpoint_peak
 
 
+def reporter(port: int | None) -> None:
+    """Turn Flink's Prometheus reporter of the next embedded jobs on (on ``port``) or off (None)."""
+    from jobs.flink_metrics import PORT_ENV
+
+    os.environ[PORT_ENV] = str(port) if port else "off"  # read by jobs.flink_env.make_table_env
+
+
+class Scraper:
+    """Scrapes a /metrics URL every second, as the local Prometheus does (scrape_interval 1s)."""
+
+    def __init__(self, url: str) -> None:
+        self.url, self.scrapes = url, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "Scraper":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        import httpx
+
+        while not self._stop.wait(1.0):
+            try:
+                httpx.get(self.url, timeout=5).raise_for_status()
+                self.scrapes += 1
+            except httpx.HTTPError:
+                continue
+
+
+def compare_reporter(events: int, full: str, empty: str, folder: Path, run: str) -> None:
+    """Drift job throughput with Flink's Prometheus reporter on (scraped every second) and off, same topic."""
+    from jobs.flink_metrics import free_port
+
+    rates: dict[bool, list[float]] = {True: [], False: []}
+    reporter(None)
+    # warm-up on the full topic: the JVM starts and JIT-compiles the hot paths before any measurement
+    run_driftwarden(full, folder / f"{run}-warm.db")
+    for i, on in enumerate((True, False, True)):  # on, off, on: a drift of the machine's load cancels out
+        port = free_port() if on else None
+        reporter(port)
+        with Scraper(f"http://127.0.0.1:{port}/metrics") if on else contextlib.nullcontext() as scraper:
+            startup = run_driftwarden(empty, folder / f"{run}-empty-{i}.db")
+            total = run_driftwarden(full, folder / f"{run}-full-{i}.db")
+        if total <= startup:
+            raise SystemExit(f"the {events:,}-event run ({total:.1f} s) was not slower than the empty one "
+                             f"({startup:.1f} s): too noisy to measure; use more --events")
+        rates[on].append(events / (total - startup))
+        scraped = f", {scraper.scrapes} scrapes" if on else ""
+        print(f"reporter {'on ' if on else 'off'}: {rates[on][-1]:>10,.0f} events/s  ({total:.1f} s total, "
+              f"{startup:.1f} s start-up{scraped})", flush=True)
+    ratio = float(np.mean(rates[True])) / rates[False][0]
+    print(f"ratio reporter on (mean of the two runs around off) / off: {ratio:.3f} "
+          f"(the reporter costs {100 * (1 - ratio):.1f}% of the throughput)")
+
+
 def main() -> None:
     """Run both pipelines on the same topic and print the comparison."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
@@ -191,6 +256,8 @@ def main() -> None:
                         help="tumbling window of both pipelines (the job's own default is 60)")
     parser.add_argument("--state-events", type=int, default=200_000,
                         help="events of the checkpointed state run at 1000 events/s (the other gets a quarter)")
+    parser.add_argument("--compare-reporter", action="store_true",
+                        help="instead of plain Flink: the drift job with Flink's Prometheus reporter on vs off")
     args = parser.parse_args()
     global PARALLELISM, WINDOW_SECONDS
     PARALLELISM, WINDOW_SECONDS = args.parallelism, args.window_seconds
@@ -201,6 +268,9 @@ def main() -> None:
     fill_topic(empty, 1, 1000)
     print(f"filling {full} with {args.events:,} events ...", flush=True)
     fill_topic(full, args.events, 1000)
+    if args.compare_reporter:
+        compare_reporter(args.events, full, empty, folder, run)
+        return
     fill_topic(fast, args.state_events, 1000)
     fill_topic(slow, args.state_events // 4, 250)  # same windows, a quarter of the rate
 

@@ -30,6 +30,7 @@ def _register() -> None:
     # Each line below belongs to the folder it names; keep imports of heavy libraries
     # (pyflink, torch) inside the command functions so that --help stays fast.
     from jobs.cli import reference_app, run_command; app.command("run")(run_command)  # noqa: E702
+    from jobs.cli import status_command; app.command("status")(status_command)  # noqa: E702
     app.add_typer(reference_app, name="reference")
     from alerting.cli import app as alerts_app; app.add_typer(alerts_app, name="alerts")  # noqa: E702
     from alerting.dashboards.cli import app as dashboards_app; app.add_typer(dashboards_app, name="dashboards")  # noqa: E702,E501

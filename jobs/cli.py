@@ -45,7 +45,8 @@ def run_command(
     checkpoint_dir: Path = typer.Option(DEFAULT_CHECKPOINTS, help="Where checkpoints are retained."),
     resume: bool = typer.Option(False, help="Restore from the newest retained checkpoint (after a crash)."),
     metrics_port: int = typer.Option(0, help="Serve Prometheus /metrics on this port (0: off): the store's "
-                                       "figures and the job's store retries."),
+                                       "figures, the job's store retries and Kafka consumer lag. Flink's own "
+                                       "metrics: $DRIFTWARDEN_FLINK_METRICS_PORT (README)."),
 ) -> None:
     """Run the streaming drift job: Kafka in, sketches per window, gate, deep check, results out."""
     from driftwarden.store import make_engine, redact_url
@@ -63,7 +64,7 @@ def run_command(
     if resume and resume_from is None:
         console.print(f"[yellow]no retained checkpoint under {checkpoint_dir}; starting from the source's start[/]")
     if metrics_port:
-        _serve_metrics(url, metrics_port)
+        _serve_metrics(url, metrics_port, cfg.source)
     args = ["--config", str(config.resolve()), "--store-url", url, "--parallelism", str(parallelism),
             "--checkpoint-interval-ms", str(checkpoint_interval), "--checkpoint-dir", str(checkpoint_dir)]
     args += ["--reference", ref] if ref else []
@@ -97,15 +98,17 @@ def _scrub_environment(cfg) -> None:
             os.environ.pop(name, None)
 
 
-def _serve_metrics(url: str, port: int) -> None:
+def _serve_metrics(url: str, port: int, source) -> None:
     from prometheus_client import CollectorRegistry
 
     from alerting.metrics import StoreCollector, serve_metrics
     from driftwarden.store import make_engine
+    from jobs.consumer_lag import ConsumerLagCollector
     from jobs.store_retry import register_metrics
 
     registry = CollectorRegistry()
     registry.register(StoreCollector(make_engine(url), min_interval_s=5))  # a scrape reads the store
+    registry.register(ConsumerLagCollector(source))  # and Kafka: the job's consumer lag per partition
     register_metrics(registry)  # the embedded job's sinks run in this process (loopback mode)
     serve_metrics(port, registry)
     console.print(f"metrics on http://127.0.0.1:{port}/metrics")
@@ -191,6 +194,37 @@ def _absolute_sqlite(url: str) -> str:
     if url.startswith(prefix) and not url.startswith(prefix + "/"):
         return prefix + str(Path(url[len(prefix):]).resolve())
     return url
+
+
+def status_command(
+    config: Path = typer.Option(..., "--config", "-c", exists=True, dir_okay=False, help="Monitor config (YAML)."),
+    store_url: Optional[str] = typer.Option(None, help="Results store URL [default: $DRIFTWARDEN_STORE_URL, "
+                                            "else config store_url, else sqlite:///driftwarden.db]"),
+    prometheus: str = typer.Option("http://127.0.0.1:59090", help="Prometheus that scrapes Flink's reporter "
+                                   "(empty: skip watermark and checkpoint checks)."),
+    max_lag: float = typer.Option(300.0, help="Seconds of consumer lag, watermark lag or outbox age that count "
+                                  "as behind."),
+    max_windows: float = typer.Option(3.0, help="Window lengths without a judged window that count as behind."),
+    max_checkpoint_age: float = typer.Option(60.0, help="Seconds since the last completed checkpoint that count "
+                                             "as behind."),
+) -> None:
+    """Print the running job's lag, last window per model, checkpoints and outbox; exit 1 when behind, 2 unknown."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from driftwarden.store import make_engine, store_url as resolve_store_url
+    from jobs.status import Limits, collect_status
+    from schemas.config import load_config
+
+    cfg = load_config(config)
+    engine = make_engine(_absolute_sqlite(resolve_store_url(store_url or cfg.store_url)))
+    report = collect_status(cfg, engine, prometheus or None, Limits(max_lag, max_windows, max_checkpoint_age))
+    table = Table("scope", "signal", "value", "state")
+    colour = {"ok": "green", "behind": "red", "unknown": "yellow"}
+    for c in report.checks:  # names come from events and topics: escaped, never read as markup
+        table.add_row(escape(c.scope), c.signal, escape(c.value), f"[{colour[c.state]}]{c.state}[/]")
+    Console().print(table)
+    raise typer.Exit(report.exit_code)
 
 
 @reference_app.command("build")

@@ -68,8 +68,14 @@ def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, i
     from pyflink.datastream import CheckpointingMode, StreamExecutionEnvironment
     from pyflink.table import EnvironmentSettings, StreamTableEnvironment
 
+    from jobs.flink_metrics import JOB_NAME, embedded_reporter
+
+    reporter_jars, reporter = embedded_reporter(JAR_DIR)
     config = Configuration()
-    config.set_string("pipeline.jars", ";".join(job_jars()))
+    config.set_string("pipeline.jars", ";".join(job_jars() + reporter_jars))
+    config.set_string("pipeline.name", JOB_NAME)
+    for key, value in reporter.items():
+        config.set_string(key, value)
     config.set_string("table.local-time-zone", "UTC")
     for key, value in ONE_PHASE_WINDOWS.items():
         config.set_string(key, value)

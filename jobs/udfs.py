@@ -31,6 +31,7 @@ from driftwarden.errors import InvalidEventError
 from jobs.dead_letters import REASON_SEPARATOR, DeadLetterWriter, Rejected, dead_letter_row
 from jobs.feature_spec import FeatureColumnSpec
 from jobs.store_retry import with_store_retries
+from jobs.window_metrics import WindowMetrics
 from schemas.config import MonitorConfig, feature_kinds_lookup
 from jobs.columns import configured_values
 from schemas.events import CATEGORICAL, FeatureKinds, validate_event
@@ -167,12 +168,14 @@ class AnalyzeWindow(ScalarFunction):
         self.rules = parse_rules(self.config.alerting) if self.config.alerting else None
         self.file_references = ReferenceSet.load(self.reference_path) if self.reference_path else None
         self.stored_references = StoredReferences(self.config, self.policy)
+        self.window_metrics = WindowMetrics.open(function_context, self.config)  # jobs/window_metrics.py
 
     def eval(self, summary_bytes: bytes) -> int:
         from jobs.pipeline import WindowSummary
 
         summary = WindowSummary.deserialize(summary_bytes)
         with_store_retries("results", lambda: self._store(summary))
+        self.window_metrics.judged(summary)
         return 1
 
     def _store(self, summary) -> None:

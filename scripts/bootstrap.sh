@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One-time (and idempotent) set-up of a fresh machine: the virtualenv with pinned Python packages,
-# and the Maven Central jars for Kafka and the Flink Kafka connector, cached in .cache/jars.
+# and the Maven Central jars for Kafka, the Flink Kafka connector and Flink's Prometheus metrics
+# reporter, cached in .cache/jars.
 # Safe to run twice: each step is skipped when its result is already there and up to date.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -39,6 +40,7 @@ fetch_jars() { # profile folder
 }
 fetch_jars kafka kafka
 fetch_jars flink flink
+fetch_jars flink-metrics plugins/metrics-prometheus  # Flink's Prometheus reporter, in a plugins layout
 
 # ---- Java: our event-time UDF (jobs/java), rebuilt when its sources change
 udf_src="$REPO/jobs/java"

@@ -22,6 +22,7 @@ PG_PORT="${DRIFTWARDEN_PG_PORT:-55432}"  # another port: a private instance (wit
 PROM_PORT=59090
 FLINK_REST_PORT=58081
 FLINK_RPC_PORT=56123
+FLINK_METRICS_PORTS=59250-59251  # Flink's Prometheus reporter: the JobManager takes the first, the TaskManager the next
 READY_TIMEOUT="${DRIFTWARDEN_READY_TIMEOUT:-90}"
 
 mkdir -p "$PIDS" "$LOGS"
@@ -178,7 +179,8 @@ start_prometheus() {
   fi
   local dir="$RUN/prometheus"
   mkdir -p "$dir/data" "$dir/targets"
-  sed "s#@TARGETS@#$dir/targets#" "$REPO/scripts/prometheus.yml" >"$dir/prometheus.yml"
+  sed -e "s#@TARGETS@#$dir/targets#" -e "s#@RULES@#$REPO/deploy/prometheus/driftwarden-health.rules.yml#" \
+    "$REPO/scripts/prometheus.yml" >"$dir/prometheus.yml"
   nohup prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/data" \
     --web.listen-address=127.0.0.1:$PROM_PORT --web.enable-lifecycle >>"$LOGS/prometheus.log" 2>&1 &
   echo $! >"$PIDS/prometheus.pid"
@@ -200,8 +202,10 @@ start_flink() {
   cp "$home/conf/"log4j*.properties "$home/conf/"logback*.xml "$conf/"
   sed -e "s#@RUN@#$RUN/flink#g" -e "s#@PYTHON@#$VENV/bin/python#g" \
       -e "s#@REST_PORT@#$FLINK_REST_PORT#g" -e "s#@RPC_PORT@#$FLINK_RPC_PORT#g" \
-      "$REPO/jobs/flink-conf.yaml" >"$conf/config.yaml"
-  export FLINK_CONF_DIR="$conf" FLINK_LOG_DIR="$RUN/flink/log" FLINK_PID_DIR="$PIDS" FLINK_LIB_DIR="$RUN/flink/lib"
+      -e "s#@METRICS_PORTS@#$FLINK_METRICS_PORTS#g" "$REPO/jobs/flink-conf.yaml" >"$conf/config.yaml"
+  [[ -d "$CACHE/jars/plugins/metrics-prometheus" ]] || die "Flink's Prometheus reporter missing in $CACHE/jars/plugins: run scripts/bootstrap.sh"
+  export FLINK_CONF_DIR="$conf" FLINK_LOG_DIR="$RUN/flink/log" FLINK_PID_DIR="$PIDS" FLINK_LIB_DIR="$RUN/flink/lib" \
+    FLINK_PLUGINS_DIR="$CACHE/jars/plugins"
   "$home/bin/jobmanager.sh" start >>"$LOGS/flink.log" 2>&1 || die "Flink JobManager did not start; logs: $RUN/flink/log"
   "$home/bin/taskmanager.sh" start >>"$LOGS/flink.log" 2>&1 || die "Flink TaskManager did not start; logs: $RUN/flink/log"
   wait_port flink $FLINK_REST_PORT "$LOGS/flink.log"
@@ -211,6 +215,15 @@ start_flink() {
     sleep 1; waited=$((waited + 1))
   done
   log "flink TaskManager registered"
+  register_flink_targets
+}
+
+# the cluster's two reporter endpoints, as file_sd targets of the local Prometheus
+register_flink_targets() {
+  local first=${FLINK_METRICS_PORTS%-*} last=${FLINK_METRICS_PORTS#*-} targets="" port
+  mkdir -p "$RUN/prometheus/targets"
+  for ((port = first; port <= last; port++)); do targets+="${targets:+, }\"127.0.0.1:$port\""; done
+  echo "[{\"targets\": [$targets], \"labels\": {\"source\": \"flink-cluster\"}}]" >"$RUN/prometheus/targets/flink-cluster.json"
 }
 stop_flink() {
   port_open $FLINK_REST_PORT || ls "$PIDS"/flink-*.pid >/dev/null 2>&1 || return 0
@@ -219,6 +232,7 @@ stop_flink() {
   "$home/bin/taskmanager.sh" stop-all >>"$LOGS/flink.log" 2>&1 || true
   "$home/bin/jobmanager.sh" stop-all >>"$LOGS/flink.log" 2>&1 || true
   pkill -f "org.apache.flink.runtime.(taskexecutor|entrypoint)" 2>/dev/null || true
+  rm -f "$RUN/prometheus/targets/flink-cluster.json"
   log "flink stopped"
 }
 status_flink() { port_open $FLINK_REST_PORT && echo "flink: up 127.0.0.1:$FLINK_REST_PORT" || echo "flink: down"; }

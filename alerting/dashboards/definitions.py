@@ -121,4 +121,6 @@ def delivery_dashboard() -> Dashboard:
 
 def all_dashboards() -> list[Dashboard]:
     """Return every dashboard driftwarden ships."""
-    return [model_dashboard(), delivery_dashboard()]
+    from alerting.dashboards.health import health_dashboard
+
+    return [model_dashboard(), delivery_dashboard(), health_dashboard()]

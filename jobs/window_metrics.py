@@ -1,0 +1,78 @@
+"""Metrics of the windows the job judges, reported through Flink's metric system (and its reporter).
+
+The results sink runs in Flink's Python worker, a process of its own: its metrics go to Flink
+through the UDF's metric group and leave through Flink's Prometheus reporter with every other
+metric of the job (``flink_taskmanager_job_task_operator_model_...``, see the README). Per model:
+
+* ``windows_judged``: windows judged and stored (a counter; ``rate() * 60`` is windows per minute);
+* ``last_window_end_seconds``: end of the newest window stored (epoch seconds, a gauge);
+* ``window_size_seconds``: the monitor's window size (a gauge, so alert rules count in windows);
+* ``window_freshness_seconds``: from a window's end to its verdict being stored, as a Prometheus
+  histogram: one ``_bucket`` counter per upper bound ``le`` (PyFlink has no histogram metric),
+  ``_count`` and ``_sum`` (the sum in milliseconds: Flink counters are integers).
+
+Label cardinality is bounded: a model that is not in the config (a name taken from event data)
+is counted under ``OTHER_MODEL``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+#: Upper bounds (seconds) of the freshness histogram's buckets; +Inf is added.
+FRESHNESS_BUCKETS_S = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600)
+OTHER_MODEL = "_other"
+
+
+class _ModelMetrics:
+    """The metrics of one model label."""
+
+    def __init__(self, group, window_s: int) -> None:
+        self.last_end_s = 0
+        self.judged = group.counter("windows_judged")
+        group.gauge("last_window_end_seconds", lambda: self.last_end_s)
+        group.gauge("window_size_seconds", lambda: window_s)
+        self.count = group.counter("window_freshness_seconds_count")
+        self.sum_ms = group.counter("window_freshness_seconds_sum")
+        bounds = [str(b) for b in FRESHNESS_BUCKETS_S] + ["+Inf"]
+        self.buckets = [(float(b), group.add_group("le", b).counter("window_freshness_seconds_bucket"))
+                        for b in bounds]
+
+    def observe(self, window_end_ms: int, now_ms: int) -> None:
+        """Count one judged window and its freshness."""
+        self.judged.inc()
+        self.last_end_s = max(self.last_end_s, window_end_ms // 1000)
+        fresh_ms = max(now_ms - window_end_ms, 0)
+        self.count.inc()
+        self.sum_ms.inc(fresh_ms)
+        for bound, counter in self.buckets:
+            if fresh_ms <= bound * 1000:
+                counter.inc()
+
+
+class WindowMetrics:
+    """Per-model metrics of judged windows; a no-op when Flink gives no metric group."""
+
+    def __init__(self, group, models: set[str], window_s: int, clock: Callable[[], float] = time.time) -> None:
+        self.group = group
+        self.models = models
+        self.window_s = window_s
+        self.clock = clock
+        self._by_model: dict[str, _ModelMetrics] = {}
+
+    @classmethod
+    def open(cls, function_context, config) -> "WindowMetrics":
+        """The metrics of a UDF opened with ``function_context``, for the models of ``config``."""
+        return cls(function_context.get_metric_group(), {m.name for m in config.models},
+                   config.window.size_ms // 1000)
+
+    def judged(self, summary) -> None:
+        """Record that ``summary``'s window was judged and stored just now."""
+        if self.group is None:
+            return
+        model = summary.model if summary.model in self.models else OTHER_MODEL
+        metrics = self._by_model.get(model)
+        if metrics is None:
+            metrics = self._by_model[model] = _ModelMetrics(self.group.add_group("model", model), self.window_s)
+        metrics.observe(summary.window_end_ms, int(self.clock() * 1000))
