@@ -19,6 +19,7 @@ ENV JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 \
     PYTHONUNBUFFERED=1
 WORKDIR /opt/driftwarden/app
 COPY pyproject.toml README.md ./
+COPY core core
 COPY driftwarden driftwarden
 COPY jobs jobs
 COPY sketches sketches

@@ -22,8 +22,8 @@ from alerting.metrics import DeliveryMetrics, StoreCollector, serve_metrics
 from alerting.outbox import prune
 from alerting.rules import Matcher, load_rules, parse_duration
 from alerting.worker import Dispatcher, build_sinks, make_client
-from driftwarden.errors import ConfigError
-from driftwarden.store import DEFAULT_STORE_URL, STORE_URL_ENV, make_engine
+from core.errors import ConfigError
+from core.store import DEFAULT_STORE_URL, STORE_URL_ENV, make_engine
 from schemas.alert_tables import alert_deliveries, alert_endpoints, alert_silences, alerts
 
 app = typer.Typer(help="Alerts: list, acknowledge, silence, re-enable routes, and deliver webhooks from the outbox.",

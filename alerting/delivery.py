@@ -5,7 +5,7 @@ One claim is one attempt, one POST: a failure is recorded at once and the delive
 it can be claimed again, so a worker is never held by one receiver's retries. Errors raised by a
 sink form a small tree::
 
-    DeliveryError                 (driftwarden.errors)
+    DeliveryError                 (core.errors)
     ├── RetryableDeliveryError    5xx, 429, timeout, connection error, host not resolving: retried
     └── RejectedDeliveryError     3xx (redirects are never followed), 4xx but 429: not retried
         └── EndpointGoneError     410: the route is disabled
@@ -22,11 +22,11 @@ from typing import Callable, Protocol
 
 import httpx
 
-from alerting.records import Delivery
+from core.records import Delivery
 from alerting.rules import RetryPolicy, Route
 from alerting.signing import signature_headers
 from alerting.ssrf import Resolver, UnresolvableHostError, check_url, system_resolver
-from driftwarden.errors import DeliveryError
+from core.errors import DeliveryError
 
 USER_AGENT = "driftwarden-webhooks/1"
 

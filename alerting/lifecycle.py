@@ -27,9 +27,9 @@ from sqlalchemy.engine import Row
 
 from alerting.fingerprint import fingerprint, segment_key
 from alerting.payloads import alert_document, group_key
-from alerting.records import Alert, FeatureOutcome, WindowReport, severity_rank, utc
+from core.records import Alert, FeatureOutcome, WindowReport, severity_rank, utc
 from alerting.rules import AlertRules
-from driftwarden.store import upsert
+from core.store import upsert
 from schemas.alert_tables import alert_events, alert_models, alert_outbox, alerts
 
 

@@ -32,7 +32,7 @@ from sqlalchemy.engine import Row
 
 from alerting.lifecycle import enqueue_alerts, labels_of, mark_no_data
 from alerting.payloads import render
-from alerting.records import utc
+from core.records import utc
 from alerting.rules import AlertRules, Matcher, matches_all
 from schemas.alert_tables import alert_deliveries, alert_events, alert_groups, alert_outbox, alert_silences, alerts
 

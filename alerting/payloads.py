@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Sequence
 from urllib.parse import quote
 
-from alerting.records import ALERT_STATUSES, Alert, FeatureOutcome, utc
+from core.records import ALERT_STATUSES, Alert, FeatureOutcome, utc
 from alerting.rules import AlertRules
 
 NATIVE_VERSION = "2"

@@ -16,9 +16,9 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from alerting.records import severity_rank
+from core.records import severity_rank
 from alerting.ssrf import UnsafeURLError, check_network, check_syntax
-from driftwarden.errors import ConfigError
+from core.errors import ConfigError
 
 FORMATS = ("native", "alertmanager", "slack")
 MATCHER_OPS = ("=", "!=", "=~", "!~", "glob", ">=")

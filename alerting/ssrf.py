@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 from urllib.parse import urlsplit
 
-from driftwarden.errors import DeliveryError
+from core.errors import DeliveryError
 
 Resolver = Callable[[str, int], Sequence[str]]
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address

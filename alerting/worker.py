@@ -35,11 +35,11 @@ from sqlalchemy.exc import SQLAlchemyError
 from alerting.delivery import AlertSink, EndpointGoneError, RetryableDeliveryError, WebhookSink, backoff_s, utcnow
 from alerting.metrics import DeliveryMetrics
 from alerting.outbox import mark_no_data, seal_due_groups
-from alerting.records import Delivery, utc
+from core.records import Delivery, utc
 from alerting.rules import AlertRules
 from alerting.signing import secrets_from_env
 from alerting.ssrf import UnsafeURLError
-from driftwarden.errors import ConfigError, DeliveryError
+from core.errors import ConfigError, DeliveryError
 from schemas.alert_tables import alert_deliveries, alert_endpoints
 
 log = logging.getLogger(__name__)

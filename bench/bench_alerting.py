@@ -18,11 +18,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from alerting.metrics import StoreCollector
 from alerting.outbox import enqueue_alerts
-from alerting.records import FeatureOutcome, WindowReport
+from core.records import FeatureOutcome, WindowReport
 from alerting.rules import AlertRules
 from alerting.testing import WebhookReceiver
 from alerting.worker import Dispatcher, build_sinks, make_client
-from driftwarden.store import make_engine, upsert
+from core.store import make_engine, upsert
 from schemas.tables import window_results
 
 FEATURES = [f"f{i}" for i in range(10)]

@@ -68,7 +68,7 @@ def _cpu_seconds() -> float:
 def floor_file(path: Path, validate: bool = False) -> tuple[int, Clock]:
     """Read and parse every record of the file (orjson.loads, or parse_event when ``validate``),
     with the replay's own bulk reader."""
-    from driftwarden.event_files import iter_raw_batches
+    from core.event_files import iter_raw_batches
     from schemas.events import parse_event
 
     parse = parse_event if validate else orjson.loads
@@ -163,7 +163,7 @@ def stages(path: Path, reference: Path) -> None:
     summaries alone (both the replay's own code)."""
     from jobs.pipeline import WindowRows, window_start
     from replay.file_input import read_file
-    from driftwarden.gc_pause import gc_paused
+    from core.gc_pause import gc_paused
     from replay.setup import load_setup
     from replay.validate import validate_batch
 

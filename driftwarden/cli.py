@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from driftwarden.errors import DriftwardenError
+from core.errors import DriftwardenError
 
 app = typer.Typer(
     name="driftwarden",

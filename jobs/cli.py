@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from driftwarden.errors import ConfigError, ServiceError
+from core.errors import ConfigError, ServiceError
 
 console = Console(stderr=True)
 REPO = Path(__file__).resolve().parent.parent
@@ -49,7 +49,7 @@ def run_command(
                                        "metrics: $DRIFTWARDEN_FLINK_METRICS_PORT (README)."),
 ) -> None:
     """Run the streaming drift job: Kafka in, sketches per window, gate, deep check, results out."""
-    from driftwarden.store import make_engine, redact_url
+    from core.store import make_engine, redact_url
     from jobs.flink_env import latest_checkpoint
     from schemas.config import load_config
 
@@ -102,7 +102,7 @@ def _serve_metrics(url: str, port: int, source) -> None:
     from prometheus_client import CollectorRegistry
 
     from alerting.metrics import StoreCollector, serve_metrics
-    from driftwarden.store import make_engine
+    from core.store import make_engine
     from jobs.consumer_lag import ConsumerLagCollector
     from jobs.store_retry import register_metrics
 
@@ -135,7 +135,7 @@ def job_store_url(url: Optional[str]) -> str:
     ``$DRIFTWARDEN_STORE_URL`` holding one leaves this process's environment: Flink logs the
     command line and the environment of its Python workers.
     """
-    from driftwarden.store import STORE_URL_ENV, store_url
+    from core.store import STORE_URL_ENV, store_url
 
     private = password_to_pgpass(_absolute_sqlite(store_url(url)))
     if _password_of(os.environ.get(STORE_URL_ENV, "")):
@@ -212,7 +212,7 @@ def status_command(
     from rich.markup import escape
     from rich.table import Table
 
-    from driftwarden.store import make_engine, store_url as resolve_store_url
+    from core.store import make_engine, store_url as resolve_store_url
     from jobs.status import Limits, collect_status
     from schemas.config import load_config
 
@@ -237,7 +237,7 @@ def reference_build_command(
                                                "(numbers numeric, strings categorical)."),
 ) -> None:
     """Turn a training snapshot into reference sketches, samples and calibrated gate thresholds."""
-    from driftwarden.event_files import load_events
+    from core.event_files import load_events
     from jobs.pipeline import drift_policy
     from jobs.reference_build import build_reference_set, infer_feature_kinds
     from schemas.config import MonitorConfig, load_config

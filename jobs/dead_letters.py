@@ -7,7 +7,7 @@ replayed after a restart never stores a record twice; the DLQ topic is written a
 Whatever a producer sent can be stored: the payload is kept as text (:func:`payload_text`: UTF-8,
 with undecodable bytes and NUL as ``\\xNN`` escapes; the DLQ record then also carries the exact
 bytes as ``payload_base64``), names and reasons as the store can keep them
-(``driftwarden.store.store_text``), and on PostgreSQL each batch is written under a savepoint, so
+(``core.store.store_text``), and on PostgreSQL each batch is written under a savepoint, so
 a row the store still refuses is kept in a reduced form instead of failing the caller's
 transaction (a window's results and its other rows).
 """
@@ -24,7 +24,7 @@ import orjson
 from sqlalchemy import Connection
 from sqlalchemy.exc import DataError, IntegrityError
 
-from driftwarden.store import insert_ignore
+from core.store import insert_ignore
 from schemas.events import utc_from_ms
 from schemas.tables import dead_letters
 

@@ -25,7 +25,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from driftwarden.store import make_engine
+from core.store import make_engine
 from jobs.dead_letters import REASON_SEPARATOR
 from jobs.feature_spec import FeatureColumnSpec
 from jobs.flink_env import make_table_env, register_window_aggregate

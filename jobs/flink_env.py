@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Mapping
 
-from driftwarden.errors import ConfigError
+from core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
 JAR_DIR = Path(os.environ.get("DRIFTWARDEN_CACHE_DIR", REPO / ".cache")) / "jars"

@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from driftwarden.errors import ConfigError
+from core.errors import ConfigError
 from jobs.flink_env import JAR_DIR, UDF_JAR
 
 SUMMARY_DUMP = "dev.driftwarden.flink.SummaryDump"

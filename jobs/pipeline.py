@@ -19,7 +19,7 @@ from typing import Mapping, Sequence
 
 import pyarrow as pa
 
-from alerting.records import FeatureOutcome, WindowReport
+from core.records import FeatureOutcome, WindowReport
 from schemas.config import ModelConfig, ThresholdConfig
 from jobs.columns import ARROW_TYPES, configured_values, feature_columns
 from schemas.events import FeatureKinds, utc_from_ms

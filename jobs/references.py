@@ -14,8 +14,8 @@ from typing import Mapping, Sequence
 
 from sqlalchemy import Connection, select
 
-from driftwarden.errors import ConfigError, SerializationError
-from driftwarden.store import upsert
+from core.errors import ConfigError, SerializationError
+from core.store import upsert
 from jobs.pipeline import WindowSummary, merge_summaries
 from schemas.config import MonitorConfig
 from schemas.tables import window_summaries

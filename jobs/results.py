@@ -8,9 +8,9 @@ from datetime import datetime, timezone
 from sqlalchemy import Connection, and_, func, select
 
 from alerting.outbox import enqueue_alerts
-from alerting.records import WindowReport
+from core.records import WindowReport
 from alerting.rules import AlertRules
-from driftwarden.store import store_text, upsert
+from core.store import store_text, upsert
 from schemas.tables import dead_letters, window_counts, window_results
 
 #: Length of the store's model columns.
@@ -22,7 +22,7 @@ def store_window(conn: Connection, report: WindowReport, events: int, unknown_fe
     """Upsert the window's rows (idempotent per model/feature/window) and enqueue its alerts.
 
     The model is stored (and alerted on) as the store can keep it: a name from an event with a NUL
-    or longer than the columns is escaped and cut with a marker (``driftwarden.store.store_text``).
+    or longer than the columns is escaped and cut with a marker (``core.store.store_text``).
     """
     now = now or datetime.now(timezone.utc)
     if store_text(report.model, MODEL_CHARS) != report.model:

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pyflink.table import DataTypes
 from pyflink.table.udf import FunctionContext, ScalarFunction, udf
 
-from driftwarden.store import make_engine, upsert
+from core.store import make_engine, upsert
 from jobs.pipeline import window_start
 from schemas.events import utc_from_ms
 from schemas.tables import window_counts

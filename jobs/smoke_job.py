@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from driftwarden.store import make_engine
+from core.store import make_engine
 from jobs.flink_env import make_table_env
 from jobs.sinks import store_window_counts
 from jobs.source import kafka_source_ddl

@@ -27,7 +27,7 @@ from pyflink.common import Row
 from pyflink.table import DataTypes
 from pyflink.table.udf import FunctionContext, ScalarFunction, TableFunction, udf, udtf
 
-from driftwarden.errors import InvalidEventError
+from core.errors import InvalidEventError
 from jobs.dead_letters import REASON_SEPARATOR, DeadLetterWriter, Rejected, dead_letter_row
 from jobs.feature_spec import FeatureColumnSpec
 from jobs.store_retry import with_store_retries
@@ -68,7 +68,7 @@ class _DeadLetters:
         self.store_url = store_url
 
     def open(self, function_context: FunctionContext) -> None:
-        from driftwarden.store import make_engine
+        from core.store import make_engine
 
         self.engine = make_engine(self.store_url, create=False)
         self.writer = DeadLetterWriter(self.config.source.bootstrap_servers, self.config.source.dlq_topic)
@@ -159,7 +159,7 @@ class AnalyzeWindow(ScalarFunction):
 
     def open(self, function_context: FunctionContext) -> None:
         from alerting.rules import parse_rules
-        from driftwarden.store import make_engine
+        from core.store import make_engine
         from jobs.pipeline import drift_policy
         from jobs.references import ReferenceSet, StoredReferences
 

@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from driftwarden.errors import ConfigError, DriftwardenError
+from core.errors import ConfigError, DriftwardenError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:59092"
 

@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import pyarrow as pa
 
-from alerting.records import WindowReport
+from core.records import WindowReport
 from jobs.pipeline import WindowRows, WindowSummary, analyze_summary
 from replay.ordering import PartitionMerger
 from replay.records import RawRecord

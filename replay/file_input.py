@@ -1,6 +1,6 @@
 """Archived traffic: JSONL, gzip JSONL or Parquet files, checked to be what their name says.
 
-Reading itself is :func:`driftwarden.event_files.iter_raw_batches` (shared with
+Reading itself is :func:`core.event_files.iter_raw_batches` (shared with
 ``driftwarden reference build``); this module adds the content check, so that a ``.parquet``
 that is not Parquet or a ``.gz`` that is not gzip fails with a clear message before any work.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from driftwarden.errors import ReplayError
-from driftwarden.event_files import JSONL_SUFFIXES, iter_raw_batches
+from core.errors import ReplayError
+from core.event_files import JSONL_SUFFIXES, iter_raw_batches
 from replay.records import RawRecord
 
 _MAGIC = {b"PAR1": "Parquet", b"\x1f\x8b": "gzip", b"DWSK": "a driftwarden reference file"}
@@ -62,7 +62,7 @@ def read_file(path: str | Path) -> Iterator[RawRecord]:
 
 
 def read_batches(path: str | Path) -> Iterator[list[RawRecord]]:
-    """:func:`read_file` in lists of up to :data:`driftwarden.event_files.BATCH_RECORDS` records."""
+    """:func:`read_file` in lists of up to :data:`core.event_files.BATCH_RECORDS` records."""
     path = check_file(path)
     for batch in iter_raw_batches(path):
         yield [RawRecord(coordinates, 0, raw) for coordinates, raw in batch]

@@ -6,7 +6,7 @@ from datetime import datetime
 
 import numpy as np
 
-from alerting.records import severity_rank
+from core.records import severity_rank
 from sketches import distances
 from sketches.gate import bin_edges, category_probs
 

@@ -16,7 +16,7 @@ from typing import Iterator
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from driftwarden.errors import ReplayError, ServiceError
+from core.errors import ReplayError, ServiceError
 from replay.records import RawRecord
 from schemas.events import rfc3339
 

@@ -14,7 +14,7 @@ import time
 
 from confluent_kafka import KafkaException, Producer
 
-from driftwarden.errors import ConfigError, ServiceError
+from core.errors import ConfigError, ServiceError
 from replay.records import RawRecord
 
 _PACE = re.compile(r"^x(\d+(?:\.\d+)?)$")

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import orjson
 
-from alerting.records import FeatureOutcome, severity_rank
-from driftwarden.errors import ReplayError
+from core.records import FeatureOutcome, severity_rank
+from core.errors import ReplayError
 from replay.engine import ReplayOutcome, WindowResult
 from replay.setup import ReplaySetup
 from schemas.events import rfc3339

@@ -22,7 +22,7 @@ from typing import Iterator
 
 import numpy as np
 
-from driftwarden.errors import ReplayError
+from core.errors import ReplayError
 from replay.engine import DriftDetail, ReplayOutcome
 from replay.html_data import effect_ranking, feature_timeline, moved_values, profile_of, psi_contributions, unseen_summary
 from schemas.events import rfc3339

@@ -7,7 +7,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from driftwarden.gc_pause import gc_paused
+from core.gc_pause import gc_paused
 from replay.engine import Replayer, ReplayOutcome, RecordSink
 from replay.file_input import check_file, read_batches
 from replay.kafka_range import PartitionRange, read_topic

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from driftwarden.errors import ConfigError
-from driftwarden.event_files import load_events
+from core.errors import ConfigError
+from core.event_files import load_events
 from jobs.pipeline import drift_policy
 from jobs.reference_build import build_reference_set, infer_feature_kinds
 from jobs.references import ReferenceSet, is_reference_file

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from driftwarden.errors import ServiceError
-from driftwarden.store import make_engine
+from core.errors import ServiceError
+from core.store import make_engine
 from jobs.dead_letters import REASON_SEPARATOR, Rejected, dead_letter_row, store_dead_letters
 from jobs.results import store_window
 from replay.engine import ReplayOutcome

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from driftwarden.errors import ConfigError, InvalidEventError
+from core.errors import ConfigError, InvalidEventError
 from schemas.events import parse_event_time, rfc3339
 
 

@@ -16,7 +16,7 @@ from typing import Sequence
 
 import pyarrow as pa
 
-from driftwarden.errors import InvalidEventError
+from core.errors import InvalidEventError
 from jobs.columns import configured_values, feature_columns
 from replay.records import RawRecord
 from schemas.config import MonitorConfig, feature_kinds_lookup

@@ -19,7 +19,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Iterable, Iterator
 
-from driftwarden.errors import ReplayError
+from core.errors import ReplayError
 from replay.records import RawRecord
 from replay.validate import ValidatedBatch, validate_batch
 from schemas.config import MonitorConfig

@@ -1,6 +1,6 @@
 """SQL tables of alerting (alert state, history, outbox, groups, deliveries, endpoints, silences): owned by alerting/.
 
-Declared on the shared :data:`schemas.tables.metadata`, so ``driftwarden.store.create_schema``
+Declared on the shared :data:`schemas.tables.metadata`, so ``core.store.create_schema``
 creates them with the results tables. An alert is one identity (model, feature, segment or
 none) with its own lifecycle; the outbox holds, per (route, alert), the newest state still to
 be told, written in the same transaction as the window results that caused it; the delivery
@@ -39,7 +39,7 @@ from sqlalchemy import (
 
 from sqlalchemy.dialects import postgresql, sqlite
 
-from driftwarden.errors import ConfigError
+from core.errors import ConfigError
 from schemas.tables import metadata
 
 ALERT_SCHEMA_VERSION = 2

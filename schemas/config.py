@@ -26,7 +26,7 @@ from typing import Any, Callable, Literal, Mapping
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from driftwarden.errors import ConfigError
+from core.errors import ConfigError
 from schemas.events import FeatureKinds
 
 FeatureKind = Literal["numeric", "categorical"]
@@ -81,7 +81,7 @@ class SourceConfig(_Strict):
         if value in ("earliest", "latest", "committed"):
             return value
         from schemas.events import parse_event_time
-        from driftwarden.errors import InvalidEventError
+        from core.errors import InvalidEventError
 
         try:
             parse_event_time(value)

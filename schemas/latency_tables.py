@@ -1,7 +1,7 @@
 """SQL table of the latency benchmark (owned by replay/latency): one row per (run, cell, arm).
 
 Declared on :data:`schemas.tables.metadata`; importing this module registers the table so that
-``driftwarden.store.create_schema`` creates it. A Grafana panel plots ``p50_ms``/``p99_ms`` over
+``core.store.create_schema`` creates it. A Grafana panel plots ``p50_ms``/``p99_ms`` over
 ``created_at`` per (baseline, candidate, batch_size, dtype, model_role, inputs).
 """
 

@@ -1,6 +1,6 @@
 """SQL tables of the results store (SQLAlchemy Core), shared by jobs/, alerting/ and replay/.
 
-All tables hang off one :data:`metadata`; ``driftwarden.store.create_schema`` creates them.
+All tables hang off one :data:`metadata`; ``core.store.create_schema`` creates them.
 Window times are stored as timezone-aware UTC timestamps so that Grafana can use them
 directly as time columns. ``SCHEMA_VERSION`` is bumped with every change to a table.
 """

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from driftwarden.errors import SketchError
+from core.errors import SketchError
 from sketches.deep import DeepResult, benjamini_hochberg, deep_test, missing_rate_pvalue, profile_test
 from sketches.feature import FeatureSketch, is_numeric
 from sketches.gate import GateScores, gate_alarm, gate_scores

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from driftwarden.errors import SerializationError, SketchError
+from core.errors import SerializationError, SketchError
 from sketches._values import check_string_column, count_strings
 from sketches.hashing import value_hash, value_hashes
 from sketches.serialization import KIND_CATEGORICAL_CAPPED, Reader, Writer

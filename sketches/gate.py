@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from driftwarden.errors import SketchError
+from core.errors import SketchError
 from sketches import distances
 from sketches.categorical import CategoricalSketch
 from sketches.feature import FeatureSketch, is_numeric

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from driftwarden.errors import SerializationError, SketchError
+from core.errors import SerializationError, SketchError
 from sketches._values import as_float_array
 from sketches.serialization import KIND_NUMERIC_HIST, Reader, Writer
 

@@ -13,7 +13,7 @@ import datasketches as ds
 import numpy as np
 from numpy.typing import ArrayLike
 
-from driftwarden.errors import SketchError
+from core.errors import SketchError
 from sketches._values import as_float_array
 from sketches.serialization import KIND_NUMERIC_KLL, KIND_NUMERIC_TDIGEST, Reader, Writer, wrap_native
 

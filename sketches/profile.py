@@ -30,7 +30,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from driftwarden.errors import SerializationError, SketchError
+from core.errors import SerializationError, SketchError
 from sketches.categorical import UNCAPPED, CategoricalSketch
 from sketches.hashing import mix64, value_hashes
 from sketches.serialization import KIND_CATEGORICAL_PROFILE, Reader, Writer

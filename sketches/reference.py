@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from driftwarden.errors import SerializationError
+from core.errors import SerializationError
 from sketches.calibration import calibrate_thresholds, leave_one_out_scores, score_dof
 from sketches.feature import FEATURE_KINDS, FeatureSketch, copy_sketch, deserialize_sketch, new_sketch
 from sketches.gate import SCORE_NAMES, GateThresholds

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from driftwarden.errors import SerializationError, SketchError
+from core.errors import SerializationError, SketchError
 from sketches._values import as_float_array, count_strings, is_string_input
 from sketches.serialization import KIND_RESERVOIR, Reader, Writer
 

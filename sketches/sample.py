@@ -26,7 +26,7 @@ from typing import Any, Mapping
 import numpy as np
 import pyarrow as pa
 
-from driftwarden.errors import SerializationError, SketchError
+from core.errors import SerializationError, SketchError
 from sketches.reservoir import ReservoirSample
 from sketches.serialization import KIND_EVENT_SAMPLE, Reader, Writer
 

@@ -8,7 +8,7 @@ Every serialized object starts with::
 
 followed by fixed-width little-endian fields (``struct``) and length-prefixed blobs
 (``uint32`` length, then bytes). A wrong magic, an unknown version or kind, and truncated
-or trailing bytes raise :class:`driftwarden.errors.SerializationError`.
+or trailing bytes raise :class:`core.errors.SerializationError`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
-from driftwarden.errors import SerializationError
+from core.errors import SerializationError
 
 MAGIC = b"DWSK"
 FORMAT_VERSION = 1

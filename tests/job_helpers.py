@@ -9,7 +9,7 @@ import numpy as np
 import yaml
 from sqlalchemy import select
 
-from driftwarden.store import make_engine
+from core.store import make_engine
 from schemas.events import rfc3339
 from schemas.tables import dead_letters, window_counts, window_results
 

@@ -10,11 +10,11 @@ import yaml
 from typer.testing import CliRunner
 
 from alerting.outbox import enqueue_alerts
-from alerting.records import FeatureOutcome, WindowReport
+from core.records import FeatureOutcome, WindowReport
 from alerting.rules import AlertRules
 from alerting.testing import WebhookReceiver
 from driftwarden.cli import app
-from driftwarden.store import make_engine
+from core.store import make_engine
 
 runner = CliRunner()
 COMMANDS = [["alerts", "list"], ["alerts", "ack"], ["alerts", "silence"], ["alerts", "deliver"], ["alerts", "enable"], ["alerts", "prune"],

@@ -16,10 +16,10 @@ import yaml
 from sqlalchemy import select
 
 from alerting.outbox import enqueue_alerts
-from alerting.records import FeatureOutcome, WindowReport
+from core.records import FeatureOutcome, WindowReport
 from alerting.rules import load_rules
 from alerting.testing import Reply, WebhookReceiver
-from driftwarden.store import make_engine
+from core.store import make_engine
 from schemas.alert_tables import alert_deliveries
 
 REPO = Path(__file__).resolve().parent.parent

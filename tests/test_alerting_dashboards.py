@@ -15,7 +15,7 @@ from alerting.dashboards.model import PromQuery, SqlQuery
 from alerting.dashboards.provisioning import write_provisioning
 from alerting.dashboards.push import grafana_settings, push_dashboards
 from alerting.testing import Reply, WebhookReceiver
-from driftwarden.errors import ConfigError
+from core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -84,7 +84,7 @@ def test_push_posts_every_dashboard_with_the_token() -> None:
 
 
 def test_push_refused_by_grafana_is_a_service_error() -> None:
-    from driftwarden.errors import ServiceError
+    from core.errors import ServiceError
 
     denied = Reply(401, {"content-type": "application/json"}, body=b'{"message": "invalid API key"}')
     with WebhookReceiver(lambda _r: denied) as grafana:

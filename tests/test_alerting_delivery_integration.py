@@ -18,11 +18,11 @@ from sqlalchemy import func, select
 from alerting.delivery import RetryableDeliveryError, WebhookSink
 from alerting.metrics import DeliveryMetrics
 from alerting.outbox import enqueue_alerts
-from alerting.records import Delivery, FeatureOutcome, WindowReport
+from core.records import Delivery, FeatureOutcome, WindowReport
 from alerting.rules import AlertRules, Route
 from alerting.testing import Reply, WebhookReceiver
 from alerting.worker import Dispatcher, build_sinks
-from driftwarden.store import make_engine
+from core.store import make_engine
 from schemas.alert_tables import alert_deliveries, alert_outbox, alerts
 
 SECRET = "whsec_" + base64.b64encode(b"integration-secret-32-bytes-long").decode()

@@ -20,11 +20,11 @@ from alerting.delivery import (
     parse_retry_after,
 )
 from alerting.outbox import enqueue_alerts
-from alerting.records import Delivery, FeatureOutcome, WindowReport
+from core.records import Delivery, FeatureOutcome, WindowReport
 from alerting.rules import AlertRules, Route
 from alerting.signing import verify_webhook
 from alerting.worker import Dispatcher
-from driftwarden.store import make_engine
+from core.store import make_engine
 from schemas.alert_tables import alert_deliveries, alert_endpoints
 
 PUBLIC = "93.184.216.34"
@@ -200,7 +200,7 @@ def test_delivery_past_max_age_is_dead(harness_factory) -> None:
 
 
 def test_lease_shorter_than_a_timeout_is_refused(tmp_path) -> None:
-    from driftwarden.errors import ConfigError
+    from core.errors import ConfigError
 
     engine = make_engine(f"sqlite:///{tmp_path / 'l.db'}")
     rules = AlertRules(routes=[{"name": "r", "url": "https://hooks.example.com/hook", "timeout_s": 10}])

@@ -27,7 +27,7 @@ import pytest
 import yaml
 from sqlalchemy import select
 
-from alerting.records import report_from_dict
+from core.records import report_from_dict
 from alerting.rules import load_rules
 from jobs.results import store_window
 from schemas.alert_tables import alert_deliveries, alert_outbox

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from sqlalchemy import select
 
 from alerting.outbox import enqueue_alerts
-from alerting.records import FeatureOutcome, WindowReport
+from core.records import FeatureOutcome, WindowReport
 from alerting.rules import AlertRules
-from driftwarden.store import make_engine
+from core.store import make_engine
 from schemas.alert_tables import alert_events, alert_outbox
 
 T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)

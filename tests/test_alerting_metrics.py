@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from sqlalchemy import create_engine
 
 from alerting.metrics import DeliveryMetrics, StoreCollector
-from driftwarden.store import make_engine, upsert
+from core.store import make_engine, upsert
 from schemas.tables import dead_letters, window_counts, window_results
 
 T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)

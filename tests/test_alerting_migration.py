@@ -12,9 +12,9 @@ from sqlalchemy import (BigInteger, Column, DateTime, Index, Integer, MetaData, 
 
 from alerting.fingerprint import fingerprint
 from alerting.outbox import enqueue_alerts, seal_due_groups
-from alerting.records import FeatureOutcome, WindowReport
+from core.records import FeatureOutcome, WindowReport
 from alerting.rules import AlertRules
-from driftwarden.store import make_engine
+from core.store import make_engine
 from schemas.alert_tables import alert_deliveries, alert_outbox, alert_schema, alerts
 
 T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)

@@ -14,9 +14,9 @@ from sqlalchemy import func, select, update
 
 from alerting.fingerprint import fingerprint
 from alerting.outbox import enqueue_alerts, mark_no_data, seal_due_groups
-from alerting.records import FeatureOutcome, WindowReport
+from core.records import FeatureOutcome, WindowReport
 from alerting.rules import AlertRules
-from driftwarden.store import make_engine, upsert
+from core.store import make_engine, upsert
 from schemas.alert_tables import alert_deliveries, alert_events, alert_outbox, alert_silences, alerts
 from schemas.tables import window_results
 

@@ -12,7 +12,7 @@ import pytest
 
 from alerting.fingerprint import fingerprint
 from alerting.payloads import alert_document, render, slack_escape
-from alerting.records import Alert, FeatureOutcome
+from core.records import Alert, FeatureOutcome
 from alerting.rules import AlertRules
 
 SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "schemas" / "webhook_payload.schema.json").read_text())

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from alerting.delivery import RetryableDeliveryError, WebhookSink
-from alerting.records import Delivery
+from core.records import Delivery
 from alerting.rules import Route
 from alerting.testing import WebhookReceiver
 

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import func, select
 
 from alerting.outbox import enqueue_alerts
-from alerting.records import FeatureOutcome, WindowReport
+from core.records import FeatureOutcome, WindowReport
 from alerting.rules import AlertRules
 from alerting.testing import WebhookReceiver
 from alerting.worker import Dispatcher, build_sinks, make_client

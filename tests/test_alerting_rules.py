@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 import alerting.fingerprint
-from alerting.records import FeatureOutcome, WindowReport, report_from_dict
+from core.records import FeatureOutcome, WindowReport, report_from_dict
 from alerting.rules import AlertRules, Matcher, load_rules
-from driftwarden.errors import ConfigError
+from core.errors import ConfigError
 
 
 def test_defaults_match_the_contract() -> None:

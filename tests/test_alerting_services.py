@@ -27,11 +27,11 @@ from alerting.dashboards.health import UID as HEALTH_UID
 from alerting.dashboards.macros import expand_promql, expand_sql, leftover_macros
 from alerting.dashboards.model import PromQuery, SqlQuery
 from alerting.metrics import DeliveryMetrics, StoreCollector, serve_metrics
-from alerting.records import FeatureOutcome, WindowReport
+from core.records import FeatureOutcome, WindowReport
 from alerting.rules import AlertRules
 from alerting.testing import Reply, WebhookReceiver
 from alerting.worker import Dispatcher, build_sinks, make_client
-from driftwarden.store import insert_ignore
+from core.store import insert_ignore
 from jobs.results import store_window
 from schemas.tables import dead_letters
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from alerting.signing import WebhookVerificationError, decode_secret, secrets_from_env, signature_headers, verify_webhook
-from driftwarden.errors import ConfigError
+from core.errors import ConfigError
 
 KEY = b"0123456789abcdef0123456789abcdef"
 WHSEC = "whsec_" + base64.b64encode(KEY).decode()

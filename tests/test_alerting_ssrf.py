@@ -169,7 +169,7 @@ def test_a_listed_network_never_opens_multicast_or_unspecified() -> None:
 
 def test_a_control_character_in_a_route_url_is_a_config_error_at_start_up() -> None:
     from alerting.rules import parse_rules
-    from driftwarden.errors import ConfigError
+    from core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="control character"):
         parse_rules({"routes": [{"name": "r", "url": "http://exa\x00mple.com/"}]})

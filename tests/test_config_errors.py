@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from driftwarden.cli import app
-from driftwarden.errors import ConfigError
+from core.errors import ConfigError
 from schemas.config import MAX_DEPTH, load_config
 
 MODELS = "models: [{name: m, features: {x: numeric}}]\n"

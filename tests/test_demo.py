@@ -176,7 +176,7 @@ def test_ctrl_c_mid_run_stops_job_worker_receiver_and_producer(kafka_bootstrap, 
 
 
 def _store_rows(url: str, model: str) -> list[tuple[str, int, str]]:
-    from driftwarden.store import make_engine
+    from core.store import make_engine
     from schemas.tables import window_results
 
     engine = make_engine(url, create=False)
@@ -188,7 +188,7 @@ def _store_rows(url: str, model: str) -> list[tuple[str, int, str]]:
 
 
 def _deliveries(url: str, route: str) -> list[str]:
-    from driftwarden.store import make_engine
+    from core.store import make_engine
     from schemas.alert_tables import alert_deliveries
 
     engine = make_engine(url, create=False)

@@ -14,7 +14,7 @@ import random
 import orjson
 import pytest
 
-from driftwarden.errors import InvalidEventError
+from core.errors import InvalidEventError
 from jobs.feature_spec import FeatureColumnSpec
 from schemas.config import MonitorConfig, feature_kinds_lookup
 from schemas.events import validate_event

@@ -18,7 +18,7 @@ from sqlalchemy import create_engine, select, text
 from typer.testing import CliRunner
 
 from driftwarden.cli import app
-from driftwarden.store import store_text
+from core.store import store_text
 from jobs.drift_job import run_drift_job
 from schemas.config import load_config
 from schemas.events import parse_event_time, rfc3339

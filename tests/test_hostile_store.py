@@ -11,9 +11,9 @@ from datetime import datetime, timezone
 import pytest
 from sqlalchemy import select, text
 
-from alerting.records import FeatureOutcome, WindowReport
+from core.records import FeatureOutcome, WindowReport
 from alerting.rules import parse_rules
-from driftwarden.store import ALTERED_MARKER, make_engine, store_text
+from core.store import ALTERED_MARKER, make_engine, store_text
 from jobs.dead_letters import UNSTORABLE, Rejected, dead_letter_row, payload_text, store_dead_letters
 from jobs.results import store_window
 from schemas.alert_tables import alert_outbox, alerts

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from driftwarden.cli import app
 from jobs.cli import _scrub_environment, job_store_url, password_to_pgpass
-from driftwarden.errors import ConfigError
+from core.errors import ConfigError
 from schemas.config import MonitorConfig
 
 runner = CliRunner()
@@ -79,7 +79,7 @@ def test_a_password_in_the_environment_variable_leaves_the_environment(tmp_path,
 
 
 def test_redacted_urls_hide_both_password_forms():
-    from driftwarden.store import redact_url
+    from core.store import redact_url
 
     assert redact_url("postgresql://u:pw1@h/db?password=pw2&sslmode=require") == "postgresql://u:***@h/db?sslmode=require"
     assert redact_url("not a url:pw@h?password=pw2") == "h"

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from driftwarden.cli import app, main
-from driftwarden.errors import ConfigError
+from core.errors import ConfigError
 from replay.synthetic import incident_events
 
 MODEL = "[/x][link=https://evil.example]fraud[/link][bold]"

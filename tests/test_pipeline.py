@@ -8,9 +8,9 @@ import pytest
 
 from sqlalchemy import func, select
 
-from driftwarden.errors import SerializationError
-from driftwarden.store import make_engine
-from driftwarden.errors import InvalidEventError
+from core.errors import SerializationError
+from core.store import make_engine
+from core.errors import InvalidEventError
 from jobs.pipeline import WindowRows, WindowSummary, analyze_summary, drift_policy, summarize_window
 from jobs.references import ReferenceSet, StoredReferences, is_reference_file
 from jobs.source import kafka_source_ddl

@@ -54,7 +54,7 @@ def files(tmp_path_factory):
 
 def _built(raw, path):
     """Build a reference file from raw events, as `driftwarden reference build` does."""
-    from driftwarden.event_files import load_events
+    from core.event_files import load_events
     from jobs.pipeline import drift_policy
     from jobs.reference_build import build_reference_set, infer_feature_kinds
     from replay.setup import default_config
@@ -223,7 +223,7 @@ def test_store_twice_leaves_no_duplicate_rows(files, tmp_path):
     for _ in range(2):
         result = replay("--input", files["jsonl"], "--reference", files["reference"], "--store", url)
         assert result.exit_code == 0, result.output
-    from driftwarden.store import make_engine
+    from core.store import make_engine
 
     engine = make_engine(url)
     with engine.connect() as conn:
@@ -289,7 +289,7 @@ def test_a_worker_that_dies_ends_the_replay_with_a_clear_error(files):
     import os
     import signal
 
-    from driftwarden.errors import ReplayError
+    from core.errors import ReplayError
     from replay.records import RawRecord
     from replay.workers import ValidationPool
     from schemas.config import MonitorConfig

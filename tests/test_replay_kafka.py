@@ -118,7 +118,7 @@ def test_replay_stores_exactly_what_the_live_job_stores(incident, kafka_bootstra
 def _live_rows(url: str) -> dict:
     from sqlalchemy import select
 
-    from driftwarden.store import make_engine
+    from core.store import make_engine
     from schemas.tables import window_results
 
     engine = make_engine(url)
@@ -131,7 +131,7 @@ def _live_rows(url: str) -> dict:
 def _live_counts(url: str) -> dict:
     from sqlalchemy import select
 
-    from driftwarden.store import make_engine
+    from core.store import make_engine
     from schemas.tables import window_counts
 
     engine = make_engine(url)

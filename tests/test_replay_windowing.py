@@ -141,7 +141,7 @@ def test_counts_hold_the_invariants_on_out_of_order_input():
 @pytest.mark.parametrize("text, ok", [("2026-01-01T00:00:00Z", True), ("1767225600000", True),
                                       ("2026-01-01 00:00", False), ("soon", False)])
 def test_times_accept_rfc3339_and_epoch_ms_only(text, ok):
-    from driftwarden.errors import ConfigError
+    from core.errors import ConfigError
     from replay.times import parse_time
 
     if ok:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from driftwarden.errors import SketchError
+from core.errors import SketchError
 from sketches import (CategoricalSketch, DriftPolicy, NumericSketch, Reference, ReservoirSample,
                       analyze_window, build_feature_reference)
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from driftwarden.errors import SerializationError
+from core.errors import SerializationError
 from jobs.pipeline import analyze_summary, drift_policy, summarize_window
 from jobs.reference_build import build_reference_set
 from jobs.references import reference_from_summaries

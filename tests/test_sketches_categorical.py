@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from driftwarden.errors import SketchError
+from core.errors import SketchError
 from sketches import CategoricalSketch
 
 words = st.lists(st.one_of(st.none(), st.sampled_from("abcdefghij")), max_size=200)

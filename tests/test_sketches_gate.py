@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from driftwarden.errors import SketchError
+from core.errors import SketchError
 from sketches import CategoricalSketch, GateScores, GateThresholds, NumericSketch, gate_alarm, gate_scores
 from sketches import distances
 from sketches.gate import EMD_TOLERANCE, bin_edges, category_probs, psi_tolerance

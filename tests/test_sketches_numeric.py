@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from driftwarden.errors import SketchError
+from core.errors import SketchError
 from sketches import NumericSketch
 
 finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from driftwarden.errors import SketchError
+from core.errors import SketchError
 from sketches import ReservoirSample
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from driftwarden.errors import SerializationError
+from core.errors import SerializationError
 from sketches import CategoricalSketch, NumericSketch, ReservoirSample, deserialize_sketch
 from sketches.histogram import HistogramSketch
 from sketches.serialization import FORMAT_VERSION, MAGIC

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from driftwarden.store import make_engine
+from core.store import make_engine
 from jobs.smoke_job import SMOKE_WINDOW_MS, run_smoke
 from schemas.events import rfc3339
 from schemas.tables import window_counts

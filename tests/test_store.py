@@ -9,8 +9,8 @@ from datetime import datetime, timezone
 import pytest
 from sqlalchemy import func, select, update
 
-from driftwarden.errors import ConfigError
-from driftwarden.store import make_engine, upsert
+from core.errors import ConfigError
+from core.store import make_engine, upsert
 from schemas.tables import schema_info, window_counts
 
 
@@ -38,7 +38,7 @@ def test_a_store_of_another_schema_version_is_refused_clearly(tmp_path):
 
 def test_processes_creating_the_schema_at_once_all_succeed(tmp_path):
     url = f"sqlite:///{tmp_path}/race.db"
-    code = f"from driftwarden.store import make_engine; make_engine({url!r})"
+    code = f"from core.store import make_engine; make_engine({url!r})"
     racers = [subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE) for _ in range(4)]
     errors = [p.communicate(timeout=60)[1] for p in racers]
     assert [p.returncode for p in racers] == [0, 0, 0, 0], errors

@@ -6,7 +6,7 @@ import os
 from typing import Mapping
 
 from alerting.dashboards.definitions import all_dashboards
-from driftwarden.errors import ConfigError, ServiceError
+from core.errors import ConfigError, ServiceError
 
 URL_ENV = "GRAFANA_URL"
 TOKEN_ENV = "GRAFANA_TOKEN"

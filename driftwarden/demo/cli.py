@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from driftwarden.demo import RUN_DIR
-from driftwarden.errors import ConfigError
+from core.errors import ConfigError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:59092"
 

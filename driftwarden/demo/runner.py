@@ -31,7 +31,7 @@ from driftwarden.demo.receiver import DemoReceiver, Webhook
 from driftwarden.demo.scenario import Schedule, StreamGenerator, make_schedule
 from driftwarden.demo.stack import (JobProcess, build_reference, check_kafka, create_topic, free_port, monitor_config,
                                     register_scrape_target, write_config)
-from driftwarden.errors import ConfigError, ServiceError
+from core.errors import ConfigError, ServiceError
 from jobs.cli import password_to_pgpass
 
 SECRET_ENV = "DRIFTWARDEN_WEBHOOK_SECRET"
@@ -135,7 +135,7 @@ class DemoRun:
         reference = {"mode": "file", "path": str(self.dir / "reference.dwref")}
         self.config_path = write_config(self.dir / "monitor.yaml", monitor_config(
             self.topic, self.opts.bootstrap, self.gen.model, self.opts.window_s, reference, route))
-        from driftwarden.store import make_engine
+        from core.store import make_engine
 
         self.engine = make_engine(self.store_url)  # tables made here, once: the job and worker would race
         t0 = time.monotonic()
@@ -183,7 +183,7 @@ class DemoRun:
     def _deliver(self) -> None:
         from alerting.rules import load_rules
         from alerting.worker import Dispatcher, build_sinks, make_client
-        from driftwarden.store import make_engine
+        from core.store import make_engine
 
         rules = load_rules(self.config_path)
         engine = make_engine(self.store_url)
@@ -280,7 +280,7 @@ class DemoRun:
 
     def judge(self) -> DemoOutcome:
         """Evaluate the run from the store and the receiver."""
-        from driftwarden.store import make_engine
+        from core.store import make_engine
 
         engine = self.engine or make_engine(self.store_url)
         rows = verdicts(engine, self.gen.model, self.gen.base_ms, self.gen.window_ms, self.schedule.windows)

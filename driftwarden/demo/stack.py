@@ -22,7 +22,7 @@ import orjson
 import yaml
 
 from driftwarden.demo.scenario import FEATURE_KINDS, training_snapshot
-from driftwarden.errors import ServiceError
+from core.errors import ServiceError
 
 #: Environment variable set on every child of the demo; its value is the demo's run id.
 RUN_MARKER_ENV = "DRIFTWARDEN_DEMO_RUN"

@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from driftwarden.errors import ConfigError, ReplayError
+from core.errors import ConfigError, ReplayError
 
 
 class ModelFormatError(ConfigError):

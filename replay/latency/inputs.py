@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from driftwarden.errors import InvalidEventError
+from core.errors import InvalidEventError
 from replay.latency.adapter import AdapterConfig, Batch, build_batch
 from replay.latency.errors import BenchInputError
 from schemas.events import Event, parse_event

@@ -13,7 +13,7 @@ from typing import Iterator
 
 import orjson
 
-from driftwarden.errors import InvalidEventError, ReplayError
+from core.errors import InvalidEventError, ReplayError
 from schemas.events import Event, parse_event
 
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")

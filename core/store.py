@@ -12,7 +12,7 @@ from sqlalchemy import Connection, Engine, String, Table, create_engine, event, 
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
-from driftwarden.errors import ConfigError, ServiceError
+from core.errors import ConfigError, ServiceError
 from schemas.tables import SCHEMA_VERSION, metadata, schema_info
 
 DEFAULT_STORE_URL = "sqlite:///driftwarden.db"

@@ -1,0 +1,1 @@
+"""The bottom layer: errors, result records, the SQL store, event files (imports only schemas/)."""
