@@ -1,7 +1,7 @@
 """Read archived events from files: JSONL, gzip JSONL (``.gz``) or Parquet.
 
 Each record comes back with its coordinates ``(path, line)`` (1-based line or row number) so that
-a rejected record can be named, and in a canonical order for the window pipeline.
+a rejected record can be named and each event gets its sample key (sketches/FORMAT.md).
 """
 
 from __future__ import annotations

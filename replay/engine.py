@@ -3,8 +3,8 @@
 Records go through the same steps, in the same code, as in ``jobs/drift_job.py``: validation
 (``validate_event`` with the configured kinds), event-time windows with per-partition watermarks
 and late events, each on-time event's features appended to its window's
-:class:`jobs.pipeline.WindowRows` (summarized in the canonical order of the coordinates, as in the
-live job's aggregate), then :func:`jobs.pipeline.analyze_summary` against the reference the live
+:class:`jobs.pipeline.WindowRows` (the same summary bytes the live job's Java aggregate builds, see
+sketches/FORMAT.md), then :func:`jobs.pipeline.analyze_summary` against the reference the live
 job would use. Only the transport differs: records come from a file or a bounded topic read.
 """
 

@@ -1,7 +1,7 @@
 """The unit a replay reads: one raw record with the coordinates that name it.
 
-Topic records carry ``(topic, partition, offset)`` (the live job's canonical order); file records
-carry ``(path, line)``. ``partition`` is the stream whose watermark the record advances: the Kafka
+Topic records carry ``(topic, partition, offset)`` (what the live job hashes into an event's sample
+key); file records carry ``(path, line)``. ``partition`` is the stream whose watermark the record advances: the Kafka
 partition, or 0 for a file (a file is one ordered stream).
 """
 

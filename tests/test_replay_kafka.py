@@ -62,7 +62,7 @@ def incident(kafka_bootstrap, tmp_path_factory):
                       f"group_id: live-{topic}}}\nwindow: {{size: 60s, out_of_orderness: 5s}}\n"
                       f"reference: {{mode: file, path: '{reference}'}}\n"
                       "models:\n  - name: fraud-v3\n    features: {x0: numeric, x1: numeric, c0: categorical}\n"
-                      "    sample_size: 100\n")  # < 400 per window: the sample depends on the canonical order
+                      "    sample_size: 100\n")  # < 400 per window: the bottom-k sample is a real subset
     return {"topic": topic, "config": config, "reference": reference, "folder": folder, "events": events}
 
 
