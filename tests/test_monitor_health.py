@@ -224,13 +224,13 @@ def test_freshness_rule_fires_when_the_job_stops(live, tmp_path) -> None:
 
 
 def query(url: str, expr: str) -> list:
-    """Series of an instant query on the private Prometheus."""
-    return httpx.get(f"{url}/api/v1/query", params={"query": expr}, timeout=10).json()["data"]["result"]
+    """Series of an instant query on the private Prometheus (an HTTP error while it starts: 503, text)."""
+    return httpx.get(f"{url}/api/v1/query", params={"query": expr}, timeout=10).raise_for_status().json()["data"]["result"]
 
 
 def firing(url: str, name: str) -> list[dict]:
     """Alerts named ``name`` that are firing now."""
-    alerts = httpx.get(f"{url}/api/v1/alerts", timeout=10).json()["data"]["alerts"]
+    alerts = httpx.get(f"{url}/api/v1/alerts", timeout=10).raise_for_status().json()["data"]["alerts"]
     return [a for a in alerts if a["labels"]["alertname"] == name and a["state"] == "firing"]
 
 
