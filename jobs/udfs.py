@@ -34,7 +34,7 @@ from jobs.store_retry import with_store_retries
 from jobs.window_metrics import WindowMetrics
 from schemas.config import MonitorConfig, feature_kinds_lookup
 from jobs.columns import configured_values
-from schemas.events import CATEGORICAL, FeatureKinds, validate_event
+from schemas.events import CATEGORICAL, validate_event
 
 __all__ = ["REASON_SEPARATOR", "reject_reason", "feature_kinds_lookup", "ValidateRecord", "AnalyzeWindow",
            "DeadLetter", "validate_record_udtf", "analyze_window_udf", "dead_letter_udf"]
@@ -118,7 +118,6 @@ class ValidateRecord(_DeadLetters, TableFunction):
     def open(self, function_context: FunctionContext) -> None:
         super().open(function_context)
         self.spec = FeatureColumnSpec.from_config(self.config)
-        self._kinds_by_model: dict[str, FeatureKinds] = {}
 
     def eval(self, topic: str, partition: int, offset: int, model: str | None, event_ms: int | None,
              value: bytes):
@@ -127,15 +126,9 @@ class ValidateRecord(_DeadLetters, TableFunction):
         except InvalidEventError as exc:
             self.keep(Rejected(topic, partition, offset, _reason_text(exc), value), model, event_ms)
             return
-        _, unknown = configured_values(event.features, self._kinds(event.model), event.by_kind)
+        kinds = self.kinds_of(event.model)  # None: a model the config does not monitor (counted, not sketched)
+        unknown = configured_values(event.features, kinds, event.by_kind)[1] if kinds is not None else 0
         yield Row(unknown, *self.spec.row_values(event.model, event.features))
-
-    def _kinds(self, model: str) -> FeatureKinds:
-        kinds = self._kinds_by_model.get(model)
-        if kinds is None:
-            configured = self.config.model(model)
-            kinds = self._kinds_by_model[model] = FeatureKinds(configured.features if configured else {})
-        return kinds
 
     def is_deterministic(self) -> bool:
         return False  # it writes dead letters: the planner must call it once per record

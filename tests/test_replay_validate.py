@@ -48,3 +48,21 @@ def test_each_monitored_models_features_are_gathered_as_columns():
     assert {m: {n: c.to_pylist() for n, c in cols.items()} for m, cols in batch.columns.items()} == {
         "a": {"x": [1.0], "c": ["u"]}, "b": {"x": ["s"]}}
     assert batch.rows[:2] == [0, 0] and batch.models[5] == "z" and batch.rows[5] == -1
+
+
+def test_the_live_jobs_python_validation_counts_unknown_features_as_replay_does(tmp_path):
+    """ValidateRecord (the live job's validator for what Java cannot vouch for) and validate_batch
+    agree on every valid record's unknown-feature count: an unmonitored model's features are
+    counted, not judged unknown."""
+    from jobs.udfs import ValidateRecord
+
+    raws = [orjson.dumps(v) for v in VALUES + [{"event_time": T, "model": "a", "features": {"x": 1.0, "q": 3, "r": None}}]]
+    batch = validate_batch(raws, CONFIG)
+    valid = [i for i, reason in enumerate(batch.reasons) if reason is None]  # rejects would go to a DLQ topic
+    live = ValidateRecord(CONFIG, f"sqlite:///{tmp_path}/store.db")
+    live.open(None)
+    try:
+        rows = {i: list(live.eval("t", 0, i, None, None, raws[i])) for i in valid}
+    finally:
+        live.close()
+    assert [rows[i][0][0] for i in valid] == [batch.unknown[i] for i in valid] == [0, 0, 0, 1]
