@@ -51,6 +51,17 @@ def write_config(path: Path, topic: str, bootstrap: str, **window: object) -> Pa
     return path
 
 
+def write_warmup_config(path: Path, topic: str, bootstrap: str) -> Path:
+    """Production defaults but for 10 s windows; a warm-up reference from the stream itself (2 windows)."""
+    path.write_text(yaml.safe_dump({
+        "source": {"topics": [topic], "bootstrap_servers": bootstrap, "group_id": f"g-{topic}"},
+        "window": {"size": "10s", "out_of_orderness": "2s"},
+        "reference": {"mode": "warmup", "warmup_windows": 2},
+        "models": [{"name": "m", "features": FEATURES}],
+    }))
+    return path
+
+
 def stored_counts(url: str) -> Counter:
     """(model, window start ms) -> events windowed, from the store."""
     with make_engine(url).connect() as conn:

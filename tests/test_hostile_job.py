@@ -13,7 +13,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-import yaml
 from sqlalchemy import create_engine, select, text
 from typer.testing import CliRunner
 
@@ -24,7 +23,8 @@ from schemas.config import load_config
 from schemas.events import parse_event_time, rfc3339
 from schemas.tables import dead_letters
 from tests.hostile_corpus import hostile_valid, interleave, malformed
-from tests.job_helpers import FEATURES, T0, WINDOW_MS, stored_counts, stored_dead_letters, stream
+from tests.job_helpers import (T0, WINDOW_MS, stored_counts, stored_dead_letters, stream,
+                               write_warmup_config)
 from tests.kafka_helpers import create_topic, produce
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
@@ -50,18 +50,6 @@ def pg_schema_url(pg_url):
         for schema in made:
             conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
     admin.dispose()
-
-
-def _config(folder: Path, topic: str, bootstrap: str) -> Path:
-    """Production defaults but for 10 s windows; a warm-up reference from the stream itself."""
-    path = folder / "config.yaml"
-    path.write_text(yaml.safe_dump({
-        "source": {"topics": [topic], "bootstrap_servers": bootstrap, "group_id": f"g-{topic}"},
-        "window": {"size": "10s", "out_of_orderness": "2s"},
-        "reference": {"mode": "warmup", "warmup_windows": 2},
-        "models": [{"name": "m", "features": FEATURES}],
-    }))
-    return path
 
 
 def _event_ms(event: dict) -> int:
@@ -93,7 +81,7 @@ def test_malformed_corpus_never_stops_the_job_on_postgresql(kafka_bootstrap, top
     odd = hostile_valid(times, per_kind=10)
     records = interleave([orjson.dumps(e) for e in good], bad + odd)
     produce(kafka_bootstrap, topic_name, records)
-    config = _config(tmp_path, topic_name, kafka_bootstrap)
+    config = write_warmup_config(tmp_path / "config.yaml", topic_name, kafka_bootstrap)
     live = pg_schema_url()
     run_drift_job(load_config(config), live, bounded=True)
 
@@ -121,7 +109,7 @@ def test_an_event_from_a_bad_clock_does_not_make_good_events_late(kafka_bootstra
     good = stream(10, 500)
     bad_clock = {"event_time": "2099-12-31T23:00:00Z", "model": "m", "features": {"f0": 1.0}}
     produce(kafka_bootstrap, topic_name, good[:1000] + [bad_clock] + good[1000:])
-    config = _config(tmp_path, topic_name, kafka_bootstrap)
+    config = write_warmup_config(tmp_path / "config.yaml", topic_name, kafka_bootstrap)
     expected = Counter(("m", _event_ms(e) // WINDOW_MS * WINDOW_MS) for e in good)
     for url, run in ((pg_schema_url(), "live"), (pg_schema_url(), "replay")):
         if run == "live":

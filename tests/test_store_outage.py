@@ -21,11 +21,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 from sqlalchemy.exc import SQLAlchemyError
 
 from schemas.events import parse_event_time
-from tests.job_helpers import FEATURES, T0, WINDOW_MS, stored_counts, stored_dead_letters, stream
+from tests.job_helpers import (T0, WINDOW_MS, stored_counts, stored_dead_letters, stream,
+                               write_warmup_config)
 from tests.kafka_helpers import create_topic, produce
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
@@ -71,16 +71,6 @@ def private_pg():
     pg.remove()
 
 
-def _config(path: Path, topic: str, bootstrap: str) -> Path:
-    path.write_text(yaml.safe_dump({
-        "source": {"topics": [topic], "bootstrap_servers": bootstrap, "group_id": f"g-{topic}"},
-        "window": {"size": "10s", "out_of_orderness": "2s"},
-        "reference": {"mode": "warmup", "warmup_windows": 2},
-        "models": [{"name": "m", "features": FEATURES}],
-    }))
-    return path
-
-
 def _counts(url: str) -> Counter:
     try:
         return stored_counts(url)
@@ -113,7 +103,7 @@ def test_a_store_outage_mid_stream_loses_and_duplicates_no_window(kafka_bootstra
     flush = {**events[-1], "event_time": T0 + 9 * WINDOW_MS + 5_000}  # moves the watermark past window 7
     expected = Counter(("m", parse_event_time(e["event_time"]) // WINDOW_MS * WINDOW_MS) for e in events)
     produce(kafka_bootstrap, topic_name, events[:4 * PER_WINDOW])
-    config = _config(tmp_path / "config.yaml", topic_name, kafka_bootstrap)
+    config = write_warmup_config(tmp_path / "config.yaml", topic_name, kafka_bootstrap)
     metrics_port = _free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO), "DRIFTWARDEN_RUN_DIR": str(tmp_path / "run")}
     job = subprocess.Popen([sys.executable, "-m", "driftwarden.cli", "run", "-c", str(config), "--store-url",
