@@ -2,7 +2,6 @@ package dev.driftwarden.flink;
 
 import org.apache.flink.table.api.DataTypes;
 import org.apache.flink.table.catalog.DataTypeFactory;
-import org.apache.flink.table.functions.AggregateFunction;
 import org.apache.flink.table.types.inference.TypeInference;
 import org.apache.flink.table.types.inference.TypeStrategies;
 
@@ -15,13 +14,8 @@ import org.apache.flink.table.types.inference.TypeStrategies;
  * the partials per (model, window) with this aggregate. The merge is exact and order-independent,
  * so the result is the same bytes as one summary of all the window's events.
  */
-public class MergeSummaries extends AggregateFunction<byte[], WindowSummary> {
+public class MergeSummaries extends SummaryAggregate {
     private static final long serialVersionUID = 1L;
-
-    @Override
-    public WindowSummary createAccumulator() {
-        return new WindowSummary();
-    }
 
     /** Merges one partial summary (its bytes) into the window's. */
     public void accumulate(WindowSummary acc, byte[] partial) {
@@ -30,24 +24,11 @@ public class MergeSummaries extends AggregateFunction<byte[], WindowSummary> {
         }
     }
 
-    /** Adds other accumulators of the same window into {@code acc}. */
-    public void merge(WindowSummary acc, Iterable<WindowSummary> others) {
-        for (WindowSummary other : others) {
-            acc.merge(other);
-        }
-    }
-
-    @Override
-    public byte[] getValue(WindowSummary acc) {
-        return acc.isEmpty() ? null : acc.toBytes();
-    }
-
     @Override
     public TypeInference getTypeInference(DataTypeFactory typeFactory) {
         return TypeInference.newBuilder()
                 .typedArguments(DataTypes.BYTES())
-                .accumulatorTypeStrategy(TypeStrategies.explicit(
-                        DataTypes.RAW(WindowSummary.class, WindowSummarySerializer.INSTANCE)))
+                .accumulatorTypeStrategy(TypeStrategies.explicit(accumulatorType()))
                 .outputTypeStrategy(TypeStrategies.explicit(DataTypes.BYTES()))
                 .build();
     }

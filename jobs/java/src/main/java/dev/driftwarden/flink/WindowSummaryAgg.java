@@ -5,7 +5,6 @@ import java.util.List;
 
 import org.apache.flink.table.api.DataTypes;
 import org.apache.flink.table.catalog.DataTypeFactory;
-import org.apache.flink.table.functions.AggregateFunction;
 import org.apache.flink.table.types.DataType;
 import org.apache.flink.table.types.inference.TypeInference;
 import org.apache.flink.table.types.inference.TypeStrategies;
@@ -19,7 +18,7 @@ import org.apache.flink.table.types.inference.TypeStrategies;
  * summary's bytes. {@link #merge} makes it usable in Flink's local-global (two-phase) window
  * aggregation; the accumulator is a RAW type with its own {@link WindowSummarySerializer}.
  */
-public class WindowSummaryAgg extends AggregateFunction<byte[], WindowSummary> {
+public class WindowSummaryAgg extends SummaryAggregate {
     private static final long serialVersionUID = 1L;
 
     private final String specText;
@@ -38,11 +37,6 @@ public class WindowSummaryAgg extends AggregateFunction<byte[], WindowSummary> {
             spec = SummarySpec.parse(specText);
         }
         return spec;
-    }
-
-    @Override
-    public WindowSummary createAccumulator() {
-        return new WindowSummary();
     }
 
     /** Adds one valid event of {@code model} to its window's summary. */
@@ -64,18 +58,6 @@ public class WindowSummaryAgg extends AggregateFunction<byte[], WindowSummary> {
         return lastTopicCrc;
     }
 
-    /** Adds partial summaries of the same window into {@code acc}. */
-    public void merge(WindowSummary acc, Iterable<WindowSummary> others) {
-        for (WindowSummary other : others) {
-            acc.merge(other);
-        }
-    }
-
-    @Override
-    public byte[] getValue(WindowSummary acc) {
-        return acc.isEmpty() ? null : acc.toBytes();
-    }
-
     @Override
     public TypeInference getTypeInference(DataTypeFactory typeFactory) {
         List<DataType> arguments = new ArrayList<>(List.of(DataTypes.STRING(), DataTypes.BIGINT(), DataTypes.STRING(),
@@ -85,8 +67,7 @@ public class WindowSummaryAgg extends AggregateFunction<byte[], WindowSummary> {
         }
         return TypeInference.newBuilder()
                 .typedArguments(arguments)
-                .accumulatorTypeStrategy(TypeStrategies.explicit(
-                        DataTypes.RAW(WindowSummary.class, WindowSummarySerializer.INSTANCE)))
+                .accumulatorTypeStrategy(TypeStrategies.explicit(accumulatorType()))
                 .outputTypeStrategy(TypeStrategies.explicit(DataTypes.BYTES()))
                 .build();
     }
