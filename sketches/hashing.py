@@ -14,6 +14,7 @@ True
 from __future__ import annotations
 
 import zlib
+from pathlib import PurePath
 from typing import Sequence
 
 import numpy as np
@@ -118,14 +119,22 @@ def _fnv_columns(data: np.ndarray, starts: np.ndarray, width: int, lengths: np.n
 
 
 def split_coordinates(coordinates: Sequence[tuple]) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Topics, partitions and offsets of record coordinates: (topic, partition, offset), (path, line) or (line,)."""
+    """Topics, partitions and offsets of record coordinates: (topic, partition, offset), (path, line) or (line,).
+
+    A file's topic is its name without the folder: the same file replayed from anywhere keys alike.
+
+    >>> split_coordinates([("/tmp/a/events.jsonl", 7)])[0]
+    ['events.jsonl']
+    """
     if not coordinates:
         return [], np.empty(0, np.int64), np.empty(0, np.int64)
     width = len(coordinates[0])
     if width == 3:
         topics, partitions, offsets = zip(*coordinates)
     elif width == 2:
-        topics, offsets = zip(*coordinates)
+        paths, offsets = zip(*coordinates)
+        names = {path: PurePath(str(path)).name for path in set(paths)}
+        topics = [names[path] for path in paths]
         partitions = (0,) * len(coordinates)
     else:
         topics, partitions, offsets = ("",) * len(coordinates), (0,) * len(coordinates), [c[0] for c in coordinates]
