@@ -176,7 +176,7 @@ class HistogramSketch:
         lower, upper, cum = self._bucket_edges()
         j = np.minimum(np.searchsorted(upper, x, side="left"), upper.size - 1)
         width = upper[j] - lower[j]
-        with np.errstate(invalid="ignore", divide="ignore"):
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # clipped below
             inside = np.where(width > 0, (x - lower[j]) / width, (x >= lower[j]).astype(np.float64))
         before = cum[j] - self._counts[j]
         out = (before + self._counts[j] * np.clip(inside, 0.0, 1.0)) / cum[-1]
