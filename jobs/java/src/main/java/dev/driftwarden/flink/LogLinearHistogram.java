@@ -121,16 +121,40 @@ public final class LogLinearHistogram {
         }
     }
 
-    /** Coarsens by {@code atLeast} steps, then one more step at a time while over M buckets. */
+    /**
+     * Coarsens by {@code atLeast} steps, then by the fewest further steps that leave at most M buckets:
+     * the same shift as stepping one at a time while over M, found with one sort and one rehash.
+     */
     private void collapse(int atLeast) {
-        if (atLeast > 0) {
-            shift += atLeast;
-            rehash(table.length / 2, atLeast);
+        int by = stepsToFit(atLeast);
+        if (by > 0) {
+            shift += by;
+            rehash(table.length / 2, by);
         }
-        while (size > maxBuckets) {
-            shift += 1;
-            rehash(table.length / 2, 1);
+    }
+
+    /**
+     * The smallest {@code e >= atLeast} with at most M distinct keys {@code >> e}. Sorted keys
+     * {@code a < b} stay apart after {@code >> e} exactly when {@code e <=} the highest set bit of
+     * {@code a ^ b}, so the count at every {@code e} follows from one pass over neighbours.
+     */
+    private int stepsToFit(int atLeast) {
+        if (size <= maxBuckets && atLeast == 0) {
+            return 0;
         }
+        long[] keys = sortedKeys();
+        int[] apartUpTo = new int[64];  // apartUpTo[h]: neighbours whose highest differing bit is h
+        for (int i = 1; i < keys.length; i++) {
+            apartUpTo[63 - Long.numberOfLeadingZeros(keys[i - 1] ^ keys[i])]++;
+        }
+        int distinct = keys.length;  // distinct keys >> e, for e = 0, 1, ...
+        for (int e = 0; e < 64; e++) {
+            if (e >= atLeast && distinct <= maxBuckets) {
+                return e;
+            }
+            distinct -= apartUpTo[e];
+        }
+        return 63;
     }
 
     /** Adds {@code other} into this one (same P and M). */
