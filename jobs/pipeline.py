@@ -25,6 +25,7 @@ from jobs.columns import ARROW_TYPES, configured_values, feature_columns
 from schemas.events import FeatureKinds, utc_from_ms
 from sketches import DriftPolicy, FeatureVerdict, Reference, ReservoirSample, analyze_window, new_sketch
 from sketches.feature import FeatureSketch, copy_sketch, deserialize_sketch
+from sketches.analysis import verdict_evidence
 from sketches.hashing import event_keys, split_coordinates, window_seed
 from sketches.sample import EventSample
 from sketches.serialization import Reader, Writer
@@ -252,5 +253,6 @@ def feature_outcome(v: FeatureVerdict) -> FeatureOutcome:
         gate_ks_bound=v.gate.ks_bound, gate_chi2=v.gate.chi2, gate_js=v.gate.js, gate_new_share=v.gate.new_share,
         gate_missing_delta=v.gate.missing_delta,
         chi2_stat=deep.chi2_stat if deep else None, chi2_pvalue=deep.chi2_pvalue if deep else None,
+        evidence=verdict_evidence(v),
     )
 

@@ -21,6 +21,7 @@ Rules for the awkward cases (each tested):
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from core.errors import SketchError
@@ -148,6 +149,34 @@ def _finish(fv: FeatureVerdict, deep: DeepResult | None, p_adjusted: float | Non
     missing = fv.gate.missing_delta if deep.missing_pvalue is not None else None
     v = verdict(deep, p_adjusted, policy, missing)
     return dataclasses.replace(fv, deep=deep, p_adjusted=p_adjusted, drifted=v.drifted, severity=v.severity)
+
+
+def verdict_evidence(fv: FeatureVerdict) -> dict | None:
+    """Why a deep-tested feature was judged as it was, JSON-ready; None when no deep test ran.
+
+    ``test``: the test that decided (smallest raw p-value of the feature's family), its
+    ``statistic`` and raw ``p_value``; ``p_adjusted``: the feature's p-value after Bonferroni over
+    the ``family`` and Benjamini-Hochberg across features (the one compared with ``alpha``);
+    ``effect`` / ``effect_size``: that test's effect size (ks: D; tv: share of mass moved;
+    beyond_share: share of the window beyond the reference's range; new_share; missing_delta; psi);
+    ``moved``: the value ranges (with the reference quantiles they span) or categories whose share
+    moved most against their noise.
+
+    >>> verdict_evidence(FeatureVerdict("x", "numeric", 0, 0, GateScores(), False, None, None, False, "none"))
+    """
+    deep = fv.deep
+    if deep is None or deep.decided_by is None:
+        return None
+    top = deep.decided_by
+    return {"test": top.name, "statistic": _finite(top.statistic), "p_value": _finite(top.pvalue),
+            "p_adjusted": _finite(fv.p_adjusted), "family": [t.name for t in deep.tests],
+            "effect": top.effect, "effect_size": _finite(top.effect_size),
+            "moved": [{k: _finite(v) if isinstance(v, float) else v for k, v in r.as_dict().items()}
+                      for r in deep.moved]}
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else float(value)
 
 
 def _kind_of(sketch: FeatureSketch) -> str:
