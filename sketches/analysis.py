@@ -15,7 +15,12 @@ Rules for the awkward cases (each tested):
   high-cardinality profile's test); plus a chi-square test of the missing rates when the
   missing-rate gate fired. The feature's p-value is the Bonferroni combination of that family,
   ``min(1, m * min p)``; the test with the smallest p is the one that decided
-  (``DeepResult.decided_by``). Benjamini-Hochberg then runs across the deep-tested features.
+  (``DeepResult.decided_by``).
+* Benjamini-Hochberg runs across every feature of the reference present in the window, those the
+  gate let pass counting with p = 1, at ``policy.alpha`` (derived from the monitor's false-alarm
+  budget: ``sketches.policy.budget_alpha``), so a drift-free window reports anything with
+  probability <= alpha however many features it has.
+* Gate thresholds follow the window's count (``sketches.calibration.thresholds_for_count``).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import math
 from dataclasses import dataclass
 
 from core.errors import SketchError
+from sketches.calibration import thresholds_for_count
 from sketches.categorical import CategoricalSketch
 from sketches.deep import DeepResult, benjamini_hochberg, deep_test, missing_rate_pvalue, profile_test
 from sketches.feature import FeatureSketch, is_numeric
@@ -70,9 +76,9 @@ def analyze_window(window: dict[str, tuple[FeatureSketch, ReservoirSample]], ref
     """
     names = list(reference.features) + [n for n in window if n not in reference.features]
     staged = [_stage(name, window.get(name), reference.features.get(name), policy) for name in names]
-    tested = [i for i, (_, deep) in enumerate(staged) if deep is not None]
-    adjusted = benjamini_hochberg([staged[i][1].pvalue for i in tested])
-    p_adj = dict(zip(tested, adjusted.tolist()))
+    judged = [i for i, name in enumerate(names) if name in reference.features and name in window]
+    adjusted = benjamini_hochberg([staged[i][1].pvalue if staged[i][1] is not None else 1.0 for i in judged])
+    p_adj = {i: p for i, p in zip(judged, adjusted.tolist()) if staged[i][1] is not None}
     return [_finish(fv, deep, p_adj.get(i), policy) for i, (fv, deep) in enumerate(staged)]
 
 
@@ -89,7 +95,8 @@ def _stage(name: str, pair: tuple[FeatureSketch, ReservoirSample] | None, ref: F
         raise SketchError(f"feature {name!r}: {exc}") from exc
     if sketch.n < policy.min_count:
         scores = GateScores(missing_delta=scores.missing_delta)
-    alarm = sketch.count >= policy.min_count and gate_alarm(scores, ref.thresholds)
+    thresholds = thresholds_for_count(ref.thresholds, len(ref.null_scores), ref.sketch.count, sketch.count)
+    alarm = sketch.count >= policy.min_count and gate_alarm(scores, thresholds)
     deep = _deep(ref, sketch, sample, scores, policy) if alarm else None
     fv = FeatureVerdict(name, kind, sketch.count, sketch.missing, scores, alarm, None, None, False, "none")
     return fv, deep
@@ -102,7 +109,8 @@ def _deep(ref: FeatureReference, sketch: FeatureSketch, sample: ReservoirSample,
         result = _distribution_tests(ref, sketch, sample, scores, policy)
     tests = list(result.tests)
     missing_p = None
-    if abs(scores.missing_delta) > ref.thresholds.missing_delta:
+    if abs(scores.missing_delta) > thresholds_for_count(ref.thresholds, len(ref.null_scores), ref.sketch.count,
+                                                        sketch.count).missing_delta:
         missing_p = missing_rate_pvalue(ref.sketch.missing, ref.sketch.count, sketch.missing, sketch.count)
         tests.append(TestResult("missing", scores.missing_delta, missing_p, "missing_delta", scores.missing_delta))
     combined = min(1.0, len(tests) * min(t.pvalue for t in tests)) if tests else 1.0
