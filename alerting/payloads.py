@@ -70,13 +70,16 @@ def feature_document(feature: FeatureOutcome) -> dict[str, Any]:
     """Return the native JSON object of one feature's verdict and scores."""
     deep = {"ks_stat": feature.ks_stat, "ks_pvalue": feature.ks_pvalue, "psi": feature.psi,
             "emd": feature.emd, "p_adjusted": feature.p_adjusted}
-    return {
+    doc = {
         "name": feature.name, "kind": feature.kind, "count": feature.count, "missing": feature.missing,
         "severity": feature.severity, "drifted": feature.drifted,
         "gate": {"ks": _num(feature.gate_ks), "psi": _num(feature.gate_psi), "emd": _num(feature.gate_emd),
                  "alarm": feature.alarm},
         "deep": {k: _num(v) for k, v in deep.items()} if any(v is not None for v in deep.values()) else None,
     }
+    if feature.evidence is not None:  # optional, additive: which test decided and what moved
+        doc["evidence"] = dict(feature.evidence)
+    return doc
 
 
 def group_status(alerts: Sequence[dict[str, Any]]) -> str:

@@ -23,6 +23,7 @@ BENCH = Path(__file__).resolve().parent
 #: name -> (script and arguments, the short arguments added unless --full)
 BENCHES: dict[str, tuple[list[str], list[str]]] = {
     "sketches": (["bench_sketches.py"], []),
+    "detection": (["bench_detection.py"], []),
     "alerting": (["bench_alerting.py"], ["--windows", "200", "--groups", "50", "--scrape-rows", "10000"]),
     "replay": (["bench_replay.py"], ["--events", "100000"]),
     "job": (["bench_job.py"], ["--events", "100000"]),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Literal, Mapping
+from typing import Any, Literal, Mapping
 
 Severity = Literal["none", "minor", "moderate", "major"]
 SEVERITIES: tuple[str, ...] = ("none", "minor", "moderate", "major")
@@ -58,6 +58,7 @@ class FeatureOutcome:
     chi2_stat: float | None = None
     chi2_pvalue: float | None = None
     segment: Mapping[str, str] | None = field(default=None, hash=False)  # {key: value} when segments are on; part of the alert identity
+    evidence: Mapping[str, Any] | None = field(default=None, hash=False)  # sketches.analysis.verdict_evidence
 
     def __post_init__(self) -> None:
         severity_rank(self.severity)

@@ -8,12 +8,12 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
-from sqlalchemy import Connection, Engine, String, Table, create_engine, event, select
+from sqlalchemy import Connection, Engine, String, Table, create_engine, event, inspect, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
 from core.errors import ConfigError, ServiceError
-from schemas.tables import SCHEMA_VERSION, metadata, schema_info
+from schemas.tables import ADDED_COLUMNS, SCHEMA_VERSION, metadata, schema_info
 
 DEFAULT_STORE_URL = "sqlite:///driftwarden.db"
 STORE_URL_ENV = "DRIFTWARDEN_STORE_URL"
@@ -55,6 +55,7 @@ def create_schema(engine: Engine) -> None:
         _create_tables(engine)
         with engine.begin() as conn:
             finish_alert_upgrade(conn, old_alerts, datetime.now(timezone.utc))
+            _add_columns(conn)
             # insert-if-absent, then read: processes creating the same store at once all agree
             insert_ignore(conn, schema_info, [{"id": 1, "version": SCHEMA_VERSION}], ("id",))
             version = conn.execute(select(schema_info.c.version)).scalar_one()
@@ -64,6 +65,17 @@ def create_schema(engine: Engine) -> None:
                                   "schema) for it - automatic migrations are not written yet")
     except SQLAlchemyError as exc:
         raise ServiceError(f"cannot reach the store at {redact_url(_url_string(engine))}: {exc.__class__.__name__}: {exc}") from exc
+
+
+def _add_columns(conn: Connection) -> None:
+    """Upgrade a store of an older version in place when only columns were added since (``ADDED_COLUMNS``)."""
+    row = conn.execute(select(schema_info.c.version)).first()
+    if row is None or row[0] not in ADDED_COLUMNS:
+        return
+    for table, column, ddl in ADDED_COLUMNS[row[0]]:
+        if column not in {c["name"] for c in inspect(conn).get_columns(table)}:
+            conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}"))
+    conn.execute(update(schema_info).values(version=SCHEMA_VERSION))
 
 
 def _create_tables(engine: Engine, attempts: int = 8) -> None:

@@ -25,6 +25,8 @@ from jobs.columns import ARROW_TYPES, configured_values, feature_columns
 from schemas.events import FeatureKinds, utc_from_ms
 from sketches import DriftPolicy, FeatureVerdict, Reference, ReservoirSample, analyze_window, new_sketch
 from sketches.feature import FeatureSketch, copy_sketch, deserialize_sketch
+from sketches.analysis import verdict_evidence
+from sketches.policy import budget_alpha
 from sketches.hashing import event_keys, split_coordinates, window_seed
 from sketches.sample import EventSample
 from sketches.serialization import Reader, Writer
@@ -222,9 +224,17 @@ def summarize_window(
     return rows.summarize(model, start_ms, window_ms)
 
 
-def drift_policy(thresholds: ThresholdConfig) -> DriftPolicy:
-    """The sketches' DriftPolicy from the config's thresholds section."""
-    return DriftPolicy(alpha=thresholds.alpha, psi_minor=thresholds.psi_minor, psi_major=thresholds.psi_major,
+def drift_policy(thresholds: ThresholdConfig, window_ms: int | None = None) -> DriftPolicy:
+    """The sketches' DriftPolicy from the config's thresholds section and the window length.
+
+    ``alpha``: the configured one, else derived from ``false_alerts_per_week`` at one window per
+    ``window_ms`` (:func:`sketches.policy.budget_alpha`); without a window length (building a
+    reference, which never judges) DriftPolicy's default.
+    """
+    alpha = thresholds.alpha
+    if alpha is None:
+        alpha = budget_alpha(thresholds.false_alerts_per_week, window_ms) if window_ms else DriftPolicy.alpha
+    return DriftPolicy(alpha=alpha, psi_minor=thresholds.psi_minor, psi_major=thresholds.psi_major,
                        false_alarm_rate=thresholds.false_alarm_rate, bins=thresholds.bins,
                        min_count=thresholds.min_count)
 
@@ -252,5 +262,6 @@ def feature_outcome(v: FeatureVerdict) -> FeatureOutcome:
         gate_ks_bound=v.gate.ks_bound, gate_chi2=v.gate.chi2, gate_js=v.gate.js, gate_new_share=v.gate.new_share,
         gate_missing_delta=v.gate.missing_delta,
         chi2_stat=deep.chi2_stat if deep else None, chi2_pvalue=deep.chi2_pvalue if deep else None,
+        evidence=verdict_evidence(v),
     )
 

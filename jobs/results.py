@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import datetime, timezone
 
@@ -55,5 +56,6 @@ def _result_row(report: WindowReport, f, now: datetime) -> dict:
         "deep_ks_stat": f.ks_stat, "deep_ks_pvalue": f.ks_pvalue, "deep_psi": f.psi, "deep_emd": f.emd,
         "deep_chi2_stat": f.chi2_stat, "deep_chi2_pvalue": f.chi2_pvalue,
         "p_adjusted": f.p_adjusted, "drifted": f.drifted, "severity": f.severity,
+        "evidence": json.dumps(f.evidence, sort_keys=True) if f.evidence is not None else None,
         "computed_at": now,
     }

@@ -157,7 +157,7 @@ class AnalyzeWindow(ScalarFunction):
         from jobs.references import ReferenceSet, StoredReferences
 
         self.engine = make_engine(self.store_url, create=False)
-        self.policy = drift_policy(self.config.thresholds)
+        self.policy = drift_policy(self.config.thresholds, self.config.window.size_ms)
         self.rules = parse_rules(self.config.alerting) if self.config.alerting else None
         self.file_references = ReferenceSet.load(self.reference_path) if self.reference_path else None
         self.stored_references = StoredReferences(self.config, self.policy)

@@ -22,7 +22,7 @@ from replay.engine import ReplayOutcome, WindowResult
 from replay.setup import ReplaySetup
 from schemas.events import rfc3339
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "replay_report.schema.json"
 #: At most this many rejected (and late) records are listed; the counts always hold them all.
 MAX_LISTED = 10_000
@@ -65,12 +65,15 @@ def feature_entry(f: FeatureOutcome) -> dict:
     if f.alarm:
         deep = {"ks_stat": _num(f.ks_stat), "ks_pvalue": _num(f.ks_pvalue), "psi": _num(f.psi),
                 "emd": _num(f.emd), "p_adjusted": _num(f.p_adjusted)}
-    return {
+    entry = {
         "name": f.name, "kind": f.kind, "count": f.count, "missing": f.missing,
         "gate": {"ks": _num(f.gate_ks), "psi": _num(f.gate_psi), "emd": _num(f.gate_emd),
                  "new_share": _num(f.gate_new_share), "alarm": f.alarm},
         "deep": deep, "drifted": f.drifted, "severity": f.severity,
     }
+    if f.evidence is not None:  # version 2: why the deep test judged as it did
+        entry["evidence"] = dict(f.evidence)
+    return entry
 
 
 def first_drift(windows: list[WindowResult]) -> list[dict]:

@@ -61,7 +61,7 @@ def load_setup(config_path: Path | None, reference_path: Path | None, models: li
     else:
         references, label = None, f"{config.reference.mode} (first windows of the range)"
     config = _filtered(config, models, features)
-    policy = drift_policy(config.thresholds)
+    policy = drift_policy(config.thresholds, config.window.size_ms)
     if references is None:
         provider = WindowReferences(config, policy)
     else:

@@ -166,9 +166,17 @@ class ReferenceConfig(_Strict):
 
 
 class ThresholdConfig(_Strict):
-    """Overrides of the drift policy defaults (see sketches.DriftPolicy)."""
+    """Overrides of the drift policy defaults (see sketches.DriftPolicy).
 
-    alpha: float = Field(default=0.05, gt=0, lt=1)
+    ``false_alerts_per_week``: the monitor's false-alarm budget per model (default 1). The deep
+    tests' level is derived from it and the window length: Benjamini-Hochberg across a window's
+    features runs at ``alpha = false_alerts_per_week / windows per week`` (at most 0.05), which
+    bounds the chance that a drift-free window reports any drifted feature. ``alpha`` set here
+    overrides the derived level.
+    """
+
+    false_alerts_per_week: float = Field(default=1.0, gt=0)
+    alpha: float | None = Field(default=None, gt=0, lt=1)
     psi_minor: float = Field(default=0.1, gt=0)
     psi_major: float = Field(default=0.25, gt=0)
     false_alarm_rate: float = Field(default=0.01, gt=0, lt=1)

@@ -22,7 +22,9 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+#: Older versions a store is upgraded from in place, each with the columns it lacks (additive only).
+ADDED_COLUMNS = {2: (("window_results", "evidence", "TEXT"),)}
 
 metadata = MetaData()
 
@@ -64,6 +66,7 @@ window_results = Table(
     Column("drifted", Boolean, nullable=False),
     Column("severity", String(16), nullable=False),
     Column("computed_at", DateTime(timezone=True), nullable=False),
+    Column("evidence", Text),  # JSON of sketches.analysis.verdict_evidence when the deep test ran (version 3)
     UniqueConstraint("model", "feature", "window_start", name="uq_window_results"),
 )
 

@@ -8,23 +8,38 @@ Rules for the awkward cases (each tested):
 * A window with fewer than ``policy.min_count`` values (nulls included) for a feature never alarms;
   with fewer than ``min_count`` finite (numeric) or non-null values only the missing-rate gate can fire
   (an all-null, all-NaN or all-inf window with enough rows is a missing-rate alarm).
-* Deep tests: the distribution test on the two samples when both have values, plus a chi-square
-  test of the missing rates when the missing-rate gate fired; the feature's p-value is their
-  Bonferroni combination. Benjamini-Hochberg then runs across the deep-tested features.
+* Deep tests (one rule, :func:`_deep`): where both sides count every value exactly (histograms;
+  uncapped categorical sketches) the full-window tests of ``sketches/window_tests.py`` - numeric:
+  KS, tail-refined binned chi-square, exceedance beyond the reference's range; categorical:
+  chi-square, new categories - else the tests on the two samples (KS; chi-square; a
+  high-cardinality profile's test); plus a chi-square test of the missing rates when the
+  missing-rate gate fired. The feature's p-value is the Bonferroni combination of that family,
+  ``min(1, m * min p)``; the test with the smallest p is the one that decided
+  (``DeepResult.decided_by``).
+* Benjamini-Hochberg runs across every feature of the reference present in the window, those the
+  gate let pass counting with p = 1, at ``policy.alpha`` (derived from the monitor's false-alarm
+  budget: ``sketches.policy.budget_alpha``), so a drift-free window reports anything with
+  probability <= alpha however many features it has.
+* Gate thresholds follow the window's count (``sketches.calibration.thresholds_for_count``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from core.errors import SketchError
+from sketches.calibration import thresholds_for_count
+from sketches.categorical import CategoricalSketch
 from sketches.deep import DeepResult, benjamini_hochberg, deep_test, missing_rate_pvalue, profile_test
 from sketches.feature import FeatureSketch, is_numeric
+from sketches.histogram import HistogramSketch
 from sketches.gate import GateScores, gate_alarm, gate_scores
 from sketches.policy import DriftPolicy, verdict
 from sketches.reference import FeatureReference, Reference, baseline_unseen_share
 from sketches.reservoir import ReservoirSample
+from sketches.window_tests import TestResult, WindowTests, category_tests, histogram_tests
 
 
 @dataclass(frozen=True)
@@ -61,9 +76,9 @@ def analyze_window(window: dict[str, tuple[FeatureSketch, ReservoirSample]], ref
     """
     names = list(reference.features) + [n for n in window if n not in reference.features]
     staged = [_stage(name, window.get(name), reference.features.get(name), policy) for name in names]
-    tested = [i for i, (_, deep) in enumerate(staged) if deep is not None]
-    adjusted = benjamini_hochberg([staged[i][1].pvalue for i in tested])
-    p_adj = dict(zip(tested, adjusted.tolist()))
+    judged = [i for i, name in enumerate(names) if name in reference.features and name in window]
+    adjusted = benjamini_hochberg([staged[i][1].pvalue if staged[i][1] is not None else 1.0 for i in judged])
+    p_adj = {i: p for i, p in zip(judged, adjusted.tolist()) if staged[i][1] is not None}
     return [_finish(fv, deep, p_adj.get(i), policy) for i, (fv, deep) in enumerate(staged)]
 
 
@@ -80,7 +95,8 @@ def _stage(name: str, pair: tuple[FeatureSketch, ReservoirSample] | None, ref: F
         raise SketchError(f"feature {name!r}: {exc}") from exc
     if sketch.n < policy.min_count:
         scores = GateScores(missing_delta=scores.missing_delta)
-    alarm = sketch.count >= policy.min_count and gate_alarm(scores, ref.thresholds)
+    thresholds = thresholds_for_count(ref.thresholds, len(ref.null_scores), ref.sketch.count, sketch.count)
+    alarm = sketch.count >= policy.min_count and gate_alarm(scores, thresholds)
     deep = _deep(ref, sketch, sample, scores, policy) if alarm else None
     fv = FeatureVerdict(name, kind, sketch.count, sketch.missing, scores, alarm, None, None, False, "none")
     return fv, deep
@@ -88,20 +104,50 @@ def _stage(name: str, pair: tuple[FeatureSketch, ReservoirSample] | None, ref: F
 
 def _deep(ref: FeatureReference, sketch: FeatureSketch, sample: ReservoirSample, scores: GateScores,
           policy: DriftPolicy) -> DeepResult:
-    pvalues = []
     result = DeepResult(None, None, None, None, None, None, pvalue=1.0)
-    if sketch.n >= policy.min_count and not sample.is_empty and not ref.sample.is_empty:
-        if ref.profile is not None:
-            result = profile_test(ref.profile, baseline_unseen_share(ref), ref.sample, sample)
-        else:
-            result = deep_test(ref.sample, sample, ref.kind, policy.bins)
-        pvalues.append(result.pvalue)
+    if sketch.n >= policy.min_count:
+        result = _distribution_tests(ref, sketch, sample, scores, policy)
+    tests = list(result.tests)
     missing_p = None
-    if abs(scores.missing_delta) > ref.thresholds.missing_delta:
+    if abs(scores.missing_delta) > thresholds_for_count(ref.thresholds, len(ref.null_scores), ref.sketch.count,
+                                                        sketch.count).missing_delta:
         missing_p = missing_rate_pvalue(ref.sketch.missing, ref.sketch.count, sketch.missing, sketch.count)
-        pvalues.append(missing_p)
-    combined = min(1.0, len(pvalues) * min(pvalues)) if pvalues else 1.0
-    return dataclasses.replace(result, pvalue=combined, missing_pvalue=missing_p)
+        tests.append(TestResult("missing", scores.missing_delta, missing_p, "missing_delta", scores.missing_delta))
+    combined = min(1.0, len(tests) * min(t.pvalue for t in tests)) if tests else 1.0
+    return dataclasses.replace(result, pvalue=combined, missing_pvalue=missing_p, tests=tuple(tests))
+
+
+def _distribution_tests(ref: FeatureReference, sketch: FeatureSketch, sample: ReservoirSample, scores: GateScores,
+                        policy: DriftPolicy) -> DeepResult:
+    """Full-window tests where both sides have exact counts, else the tests on the two samples."""
+    full = None
+    if isinstance(ref.sketch, HistogramSketch) and isinstance(sketch, HistogramSketch):
+        full = histogram_tests(ref.sketch, sketch, policy.bins)
+    elif isinstance(ref.sketch, CategoricalSketch) and isinstance(sketch, CategoricalSketch) and ref.profile is None:
+        full = category_tests(ref.sketch, sketch, baseline_unseen_share(ref))
+    if full is not None:
+        return _from_full(full, ref.kind, scores)
+    if sample.is_empty or ref.sample.is_empty:
+        return DeepResult(None, None, None, None, None, None, pvalue=1.0)
+    if ref.profile is not None:
+        result = profile_test(ref.profile, baseline_unseen_share(ref), ref.sample, sample)
+        return dataclasses.replace(result, tests=(TestResult("profile", result.chi2_stat or 0.0, result.pvalue,
+                                                             "psi", result.psi or 0.0),))
+    result = deep_test(ref.sample, sample, ref.kind, policy.bins)
+    if ref.kind == "numeric":
+        test = TestResult("ks_sample", result.ks_stat, result.ks_pvalue, "ks", result.ks_stat)
+    else:
+        test = TestResult("chi2_sample", result.chi2_stat or 0.0, result.pvalue, "psi", result.psi or 0.0)
+    return dataclasses.replace(result, tests=(test,))
+
+
+def _from_full(full: WindowTests, kind: str, scores: GateScores) -> DeepResult:
+    ks, chi2 = full.get("ks"), full.get("chi2")
+    if kind == "numeric":
+        return DeepResult(ks.statistic, ks.pvalue, scores.psi, scores.emd, chi2.statistic, chi2.pvalue,
+                          pvalue=1.0, tests=full.tests, moved=full.moved)
+    return DeepResult(None, None, full.psi, None, chi2.statistic, chi2.pvalue, pvalue=1.0, tests=full.tests,
+                      moved=full.moved)
 
 
 def _finish(fv: FeatureVerdict, deep: DeepResult | None, p_adjusted: float | None,
@@ -111,6 +157,34 @@ def _finish(fv: FeatureVerdict, deep: DeepResult | None, p_adjusted: float | Non
     missing = fv.gate.missing_delta if deep.missing_pvalue is not None else None
     v = verdict(deep, p_adjusted, policy, missing)
     return dataclasses.replace(fv, deep=deep, p_adjusted=p_adjusted, drifted=v.drifted, severity=v.severity)
+
+
+def verdict_evidence(fv: FeatureVerdict) -> dict | None:
+    """Why a deep-tested feature was judged as it was, JSON-ready; None when no deep test ran.
+
+    ``test``: the test that decided (smallest raw p-value of the feature's family), its
+    ``statistic`` and raw ``p_value``; ``p_adjusted``: the feature's p-value after Bonferroni over
+    the ``family`` and Benjamini-Hochberg across features (the one compared with ``alpha``);
+    ``effect`` / ``effect_size``: that test's effect size (ks: D; tv: share of mass moved;
+    beyond_share: share of the window beyond the reference's range; new_share; missing_delta; psi);
+    ``moved``: the value ranges (with the reference quantiles they span) or categories whose share
+    moved most against their noise.
+
+    >>> verdict_evidence(FeatureVerdict("x", "numeric", 0, 0, GateScores(), False, None, None, False, "none"))
+    """
+    deep = fv.deep
+    if deep is None or deep.decided_by is None:
+        return None
+    top = deep.decided_by
+    return {"test": top.name, "statistic": _finite(top.statistic), "p_value": _finite(top.pvalue),
+            "p_adjusted": _finite(fv.p_adjusted), "family": [t.name for t in deep.tests],
+            "effect": top.effect, "effect_size": _finite(top.effect_size),
+            "moved": [{k: _finite(v) if isinstance(v, float) else v for k, v in r.as_dict().items()}
+                      for r in deep.moved]}
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else float(value)
 
 
 def _kind_of(sketch: FeatureSketch) -> str:

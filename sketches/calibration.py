@@ -18,7 +18,13 @@
    |missing_delta| -> half-normal; normalised EMD -> gamma(5) (measured on normal, gamma and
    uniform data: gamma(5) is at or above their 99.5% quantile); new-category share -> gamma
    fitted by moments (no stable shape).
-4. Floors keep a degenerate null (a constant feature, a feature that is never missing) from
+4. Window size (:func:`thresholds_for_count`): a live window of another size than the reference's
+   windows gets thresholds rescaled by its own sampling noise: the null scale of a two-sample
+   score goes with v = 1/n_window + 1/n_reference (KS, EMD and the missing-rate difference with
+   sqrt(v), PSI, chi2 per value and JS with v; the new-category share is not rescaled), so each
+   threshold is multiplied by (v_live / v_calibration) to that power. Calibrate on 6,000-event
+   windows, judge 1,000 or 20,000: ``bench/bench_detection.py``.
+5. Floors keep a degenerate null (a constant feature, a feature that is never missing) from
    setting a zero threshold: ``THRESHOLD_FLOORS``.
 """
 
@@ -88,6 +94,27 @@ def calibrate_thresholds(null_scores: np.ndarray, kind: str, false_alarm_rate: f
     for name, column in columns.items():
         values[name] = score_threshold(column, name, per_score, dof if dof is not None else _moment_dof(column))
     return GateThresholds(**values, source="calibrated")
+
+
+#: Power of the variance ratio each score's threshold follows across window sizes (see step 4).
+COUNT_SCALING = {"ks": 0.5, "emd": 0.5, "missing_delta": 0.5, "psi": 1.0, "chi2": 1.0, "js": 1.0, "new_share": 0.0}
+
+
+def thresholds_for_count(thresholds: GateThresholds, windows: int, reference_count: int,
+                         count: int) -> GateThresholds:
+    """Calibrated thresholds rescaled from the reference's windows (``windows`` of them) to a window of ``count``.
+
+    >>> t = GateThresholds(ks=0.02, source="calibrated")
+    >>> round(thresholds_for_count(t, 10, 60_000, 1_500).ks, 4)  # windows of 6,000 -> 1,500: about twice
+    0.0384
+    """
+    if thresholds.source != "calibrated" or windows < 2 or reference_count <= windows or count <= 0:
+        return thresholds
+    calibration = reference_count / windows
+    ratio = (1.0 / count + 1.0 / reference_count) / (1.0 / calibration + 1.0 / (reference_count - calibration))
+    values = {name: max(getattr(thresholds, name) * ratio ** power, THRESHOLD_FLOORS[name])
+              for name, power in COUNT_SCALING.items()}
+    return GateThresholds(**values, source=thresholds.source)
 
 
 def score_dof(sketch: FeatureSketch, bins: int = 10, profile: CategoricalProfile | None = None) -> int:

@@ -21,6 +21,7 @@ from scipy import stats
 from sketches import distances
 from sketches.profile import CategoricalProfile
 from sketches.reservoir import ReservoirSample
+from sketches.window_tests import Region, TestResult
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,13 @@ class DeepResult:
     chi2_pvalue: float | None
     pvalue: float
     missing_pvalue: float | None = None
+    tests: tuple[TestResult, ...] = ()
+    moved: tuple[Region, ...] = ()
+
+    @property
+    def decided_by(self) -> TestResult | None:
+        """The test with the smallest raw p-value: the one the Bonferroni combination rests on."""
+        return min(self.tests, key=lambda t: t.pvalue) if self.tests else None
 
 
 def deep_test(reference: ReservoirSample, window: ReservoirSample, kind: str, bins: int = 10) -> DeepResult:

@@ -167,6 +167,12 @@ class HistogramSketch:
         n = self.n
         return float(self._counts.max() / n) if n else 0.0
 
+    def counts_at(self, shift: int) -> tuple[np.ndarray, np.ndarray]:
+        """Sorted bucket keys and exact counts at a resolution ``shift`` >= :attr:`shift` (coarser or same)."""
+        if shift < self.shift:
+            raise SketchError(f"cannot refine a histogram at shift {self.shift} to shift {shift}")
+        return _combine(self._keys >> (shift - self.shift), self._counts)
+
     # ---------------------------------------------------------------- distribution queries
     def cdf(self, xs: ArrayLike) -> np.ndarray:
         """Fraction of the finite values <= each x (linear inside a bucket); NaN if empty or x is NaN."""

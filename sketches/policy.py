@@ -14,6 +14,23 @@ from dataclasses import dataclass
 from sketches.deep import DeepResult
 
 SEVERITIES = ("none", "minor", "moderate", "major")
+WEEK_MS = 7 * 24 * 3600 * 1000
+#: The derived per-window level never exceeds this (a monitor with day-long windows).
+MAX_ALPHA = 0.05
+
+
+def budget_alpha(false_alerts_per_week: float, window_ms: int) -> float:
+    """Per-window Benjamini-Hochberg level that spends ``false_alerts_per_week`` at one window per ``window_ms``.
+
+    Under the complete null, BH at level q rejects anything in a window with probability <= q
+    (independent or positively dependent tests), so q * windows per week false alerts at most.
+
+    >>> budget_alpha(1.0, 5 * 60_000)  # 2,016 five-minute windows a week
+    0.000496031746031746
+    """
+    if false_alerts_per_week <= 0 or window_ms <= 0:
+        raise ValueError(f"false_alerts_per_week and window_ms must be > 0, got {false_alerts_per_week}, {window_ms}")
+    return min(MAX_ALPHA, false_alerts_per_week * window_ms / WEEK_MS)
 
 
 @dataclass(frozen=True)

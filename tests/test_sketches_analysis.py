@@ -80,3 +80,23 @@ def test_kind_mismatch_names_the_feature(reference: Reference) -> None:
     w = {"amount": (CategoricalSketch().update(["x"] * 200), ReservoirSample().update(["x"] * 200))}
     with pytest.raises(SketchError, match="'amount'"):
         analyze_window(w, reference, POLICY)
+
+
+def test_bh_counts_every_feature_and_the_budget_sets_its_level() -> None:
+    from jobs.pipeline import drift_policy
+    from schemas.config import ThresholdConfig
+    from sketches.policy import budget_alpha
+
+    rng = np.random.default_rng(8)
+    names = [f"f{i}" for i in range(20)]
+    ref = Reference({n: build_feature_reference(n, "numeric", [rng.normal(size=1000) for _ in range(10)], POLICY)
+                     for n in names})
+    w = {n: (NumericSketch().update(rng.normal(size=1000)), ReservoirSample().update(rng.normal(size=1000)))
+         for n in names}
+    moved = rng.normal(0.3, 1.0, 1000)
+    w["f0"] = (NumericSketch().update(moved), ReservoirSample(seed=3).update(moved))
+    v = by_name(analyze_window(w, ref, POLICY))["f0"]
+    gated = sum(f.alarm for f in analyze_window(w, ref, POLICY))
+    assert gated < 20 and v.p_adjusted == pytest.approx(min(1.0, v.deep.pvalue * 20))  # ranked first of 20
+    assert drift_policy(ThresholdConfig(), 300_000).alpha == budget_alpha(1.0, 300_000) == pytest.approx(1 / 2016)
+    assert drift_policy(ThresholdConfig(alpha=0.01), 300_000).alpha == 0.01

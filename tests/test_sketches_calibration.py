@@ -86,3 +86,23 @@ def test_reference_save_load_round_trip(tmp_path) -> None:
 def test_unknown_kind_names_the_valid_ones() -> None:
     with pytest.raises(ValueError, match="numeric"):
         build_feature_reference("f", "ordinal", [[1.0]], DriftPolicy())
+
+
+def test_thresholds_follow_the_live_windows_count() -> None:
+    """Calibrated on 6,000-event windows, judged at 1,000 and 20,000: the gate keeps its 1% rate."""
+    from sketches import HistogramSketch, ReservoirSample, gate_alarm, gate_scores
+    from sketches.calibration import thresholds_for_count
+    from sketches.reference import reference_from_window_sketches
+
+    rng = np.random.default_rng(0)
+    ref = reference_from_window_sketches("x", "numeric", [HistogramSketch().update(rng.normal(size=6000))
+                                                          for _ in range(20)], ReservoirSample(), DriftPolicy())
+    for n in (1000, 20_000):
+        scaled = unscaled = 0
+        for _ in range(100):
+            scores = gate_scores(ref.sketch, HistogramSketch().update(rng.normal(size=n)), 10)
+            unscaled += gate_alarm(scores, ref.thresholds)
+            scaled += gate_alarm(scores, thresholds_for_count(ref.thresholds, 20, ref.sketch.count, n))
+        assert scaled <= 5  # P(>= 5 of 100 | 1%) = 0.003
+        if n == 1000:
+            assert unscaled >= 50  # the 6,000-event thresholds alarm on most 1,000-event windows
