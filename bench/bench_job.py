@@ -96,8 +96,8 @@ def run_plain_flink(topic: str) -> float:
     """Seconds a plain Flink SQL TUMBLE COUNT/AVG takes over the same topic (bounded)."""
     from jobs.flink_env import make_table_env
 
-    # Flink's defaults, not the drift job's memory settings: the baseline is plain Flink as it comes
-    _, t_env = make_table_env(checkpoint_interval_ms=0, parallelism=PARALLELISM, memory={})
+    # Flink's defaults, not the drift job's memory and tuning: the baseline is plain Flink as it comes
+    _, t_env = make_table_env(checkpoint_interval_ms=0, parallelism=PARALLELISM, memory={}, tuning={})
     columns = ",\n".join(f"  `{n}` DOUBLE" for n in NUMERIC) + ",\n" + ",\n".join(f"  `{c}` STRING" for c in CATEGORICAL)
     t_env.execute_sql(f"""CREATE TABLE src (
   event_time BIGINT, model STRING, features ROW<{columns}>,
@@ -152,22 +152,50 @@ def _largest_checkpoint(folder: Path) -> int:
     return max(sizes)
 
 
-def _children_rss() -> int:
+def _descendants() -> list[int]:
+    """Pids of every live descendant of this process (the Flink JVM and its Python workers)."""
     parents: dict[int, list[int]] = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             parents.setdefault(int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]), []).append(int(pid))
         except (OSError, ValueError, IndexError):
             continue
-    total, todo = 0, list(parents.get(os.getpid(), []))
+    found, todo = [], list(parents.get(os.getpid(), []))
     while todo:
         pid = todo.pop()
+        found.append(pid)
         todo += parents.get(pid, [])
+    return found
+
+
+def _children_rss() -> int:
+    total = 0
+    for pid in _descendants():
         try:
             total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
         except (OSError, ValueError, IndexError):
             continue
     return total
+
+
+def children_cpu_seconds() -> float:
+    """CPU seconds (user + system) of the live descendants, including their exited, reaped children
+    (a job's Python workers count into the JVM that reaped them): a load-independent work figure."""
+    total = 0
+    for pid in _descendants():
+        try:
+            total += sum(int(v) for v in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[11:15])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def timed(run, *args) -> tuple[float, float]:
+    """Wall seconds and descendants' CPU seconds of ``run(*args)``."""
+    cpu = children_cpu_seconds()
+    wall = time.perf_counter()
+    run(*args)
+    return time.perf_counter() - wall, children_cpu_seconds() - cpu
 
 
 def window_state_bytes(store: Path) -> float:
@@ -275,11 +303,11 @@ def main() -> None:
     fill_topic(slow, args.state_events // 4, 250)  # same windows, a quarter of the rate
 
     run_driftwarden(empty, folder / f"{run}-warm.db")  # the first job of the process also starts the JVM
-    startup_dw = run_driftwarden(empty, folder / f"{run}-empty.db")
+    startup_dw, startup_dw_cpu = timed(run_driftwarden, empty, folder / f"{run}-empty.db")
     with PeakRss() as rss_full:
-        full_dw = run_driftwarden(full, folder / f"{run}-full.db")
-    startup_plain = run_plain_flink(empty)
-    full_plain = run_plain_flink(full)
+        full_dw, full_dw_cpu = timed(run_driftwarden, full, folder / f"{run}-full.db")
+    startup_plain, startup_plain_cpu = timed(run_plain_flink, empty)
+    full_plain, full_plain_cpu = timed(run_plain_flink, full)
     fast_window, fast_checkpoint = measure_state(fast, folder, f"{run}-fast")
     slow_window, slow_checkpoint = measure_state(slow, folder, f"{run}-slow")
 
@@ -291,6 +319,11 @@ def main() -> None:
     print(f"driftwarden job : {dw_rate:>10,.0f} events/s  ({full_dw:.1f} s total, {startup_dw:.1f} s start-up)")
     print(f"plain Flink SQL : {plain_rate:>10,.0f} events/s  ({full_plain:.1f} s total, {startup_plain:.1f} s start-up)")
     print(f"ratio driftwarden / plain Flink: {dw_rate / plain_rate:.2f}")
+    dw_cpu, plain_cpu = (1e6 * max(full - empty, 1e-9) / args.events
+                         for full, empty in ((full_dw_cpu, startup_dw_cpu), (full_plain_cpu, startup_plain_cpu)))
+    print(f"CPU per event (JVM + Python workers, start-up subtracted; steadier than wall time on a shared "
+          f"machine): driftwarden {dw_cpu:.1f} us, plain Flink {plain_cpu:.1f} us, ratio plain / driftwarden "
+          f"{plain_cpu / dw_cpu:.2f}")
     print(f"peak RSS of the Flink JVM + Python workers: {rss_full.peak / 2**20:,.0f} MiB")
     for label, window, checkpoint in (("1000 events/s", fast_window, fast_checkpoint),
                                       (" 250 events/s", slow_window, slow_checkpoint)):

@@ -25,6 +25,10 @@ EMBEDDED_MEMORY = {
     "taskmanager.memory.managed.size": "128mb",
     "python.fn-execution.memory.managed": "false",
 }
+#: Heap of the JVM that runs the embedded MiniCluster (PyFlink's gateway), unless ``JVM_ARGS`` already
+#: sets one. Left alone, the JVM takes a quarter of the machine's memory and keeps what it grew to
+#: (1.3 GiB resident on bench/bench_job.py); the job's state is a few window summaries.
+EMBEDDED_HEAP = "-Xmx768m"
 
 
 #: Window aggregates run in one phase. Flink's local-global (two-phase) window aggregation needs
@@ -34,6 +38,13 @@ EMBEDDED_MEMORY = {
 #: explicit partials instead (jobs/drift_job.py).
 ONE_PHASE_WINDOWS = {"table.optimizer.agg-phase-strategy": "ONE_PHASE", "table.exec.mini-batch.enabled": "false"}
 MERGE_SUMMARIES_AGG = "dev.driftwarden.flink.MergeSummaries"
+#: Engine options of the drift job, each measured with Java Flight Recorder on bench/bench_job.py.
+#: Object reuse: chained operators hand records over without a defensive copy (Flink's SQL operators
+#: and the job's Java functions never keep or change an input row after the call); the copies were
+#: about a fifth of the source thread's CPU. Reuse of blocks by digest: the view every branch reads
+#: (jobs/drift_job.py ``classified``: event time, model, features, late) is computed once per record
+#: and shared, instead of each of the four branches calling the Java functions again.
+JOB_TUNING = {"pipeline.object-reuse": "true", "table.optimizer.reuse-optimize-block-with-digest-enabled": "true"}
 
 
 def job_jars() -> list[str]:
@@ -48,7 +59,7 @@ def job_jars() -> list[str]:
 def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, idleness_ms: int = 0,
                    checkpoint_dir: str | None = None, resume_from: str | None = None, streaming: bool = True,
                    bundle_size: int = 5000, restart_attempts: int = 5,
-                   memory: Mapping[str, str] = EMBEDDED_MEMORY):
+                   memory: Mapping[str, str] = EMBEDDED_MEMORY, tuning: Mapping[str, str] = JOB_TUNING):
     """A StreamTableEnvironment with the Kafka connector, checkpointing and our UDF registered.
 
     Checkpoints are retained on cancellation (and on a crash) in ``checkpoint_dir``;
@@ -56,7 +67,8 @@ def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, i
     ``restart_attempts``: restarts after a failure (10 s apart) before the job fails for good, so an
     unreachable store ends the command with an error instead of a silent restart loop.
     ``memory``: the embedded cluster's memory options (see :data:`EMBEDDED_MEMORY`; a remote
-    cluster keeps its own). ``bundle_size``: records per Python bundle; a Python operator forwards a watermark only after
+    cluster keeps its own). ``tuning``: engine options of the job (:data:`JOB_TUNING`; ``{}``: Flink's
+    defaults, as the plain-Flink baseline of bench/bench_job.py runs). ``bundle_size``: records per Python bundle; a Python operator forwards a watermark only after
     its bundle, so smaller bundles mean fresher watermarks downstream (and exact lateness) at some
     throughput cost.
     """
@@ -64,6 +76,7 @@ def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, i
     log_dir = Path(os.environ.get("DRIFTWARDEN_RUN_DIR", REPO / ".run")) / "logs" / "flink-embedded"
     log_dir.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("FLINK_LOG_DIR", str(log_dir))
+    _start_gateway_with_heap()
     from pyflink.common import Configuration
     from pyflink.datastream import CheckpointingMode, StreamExecutionEnvironment
     from pyflink.table import EnvironmentSettings, StreamTableEnvironment
@@ -81,7 +94,7 @@ def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, i
         config.set_string(key, value)
     config.set_string("python.fn-execution.bundle.size", str(bundle_size))
     config.set_string("python.fn-execution.arrow.batch.size", str(bundle_size))
-    for key, value in memory.items():
+    for key, value in {**memory, **tuning}.items():
         config.set_string(key, value)
     config.set_string("restart-strategy.type", "fixed-delay")
     config.set_string("restart-strategy.fixed-delay.attempts", str(restart_attempts))
@@ -103,6 +116,26 @@ def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, i
     t_env.create_java_temporary_system_function("DW_MODEL", EVENT_MODEL_UDF)
     t_env.create_java_temporary_system_function("DW_FEATURES", FEATURE_COLUMNS_UDF)
     return env, t_env
+
+
+def _start_gateway_with_heap() -> None:
+    """Start PyFlink's gateway JVM (if not running) with :data:`EMBEDDED_HEAP`, unless ``JVM_ARGS`` sets a heap.
+
+    ``JVM_ARGS`` is changed only while the gateway starts: processes started later (a cluster's
+    scripts read it too) see the caller's environment.
+    """
+    from pyflink.java_gateway import get_gateway
+
+    before = os.environ.get("JVM_ARGS")
+    if "-Xmx" not in (before or ""):
+        os.environ["JVM_ARGS"] = f"{before or ''} {EMBEDDED_HEAP}".strip()
+    try:
+        get_gateway()
+    finally:
+        if before is None:
+            os.environ.pop("JVM_ARGS", None)
+        else:
+            os.environ["JVM_ARGS"] = before
 
 
 def register_window_aggregate(t_env, name: str, spec_json: str) -> None:
