@@ -3,12 +3,13 @@
 Job graph (one Flink job; the per-event path stays in the JVM)::
 
     Kafka (raw JSON, per-partition watermarks on event time; event time and model read in Java)
-      ├─ no readable event time or model ─────► dead letters (store + <topic>.dlq), exact reason
-      ├─ event time too far ahead of the record's Kafka timestamp ─► dead letters, reason "future"
-      │    (it never moved the watermark: see jobs/source.py)
-      ├─ late (its window already fired) ─────► dead letters, reason "late"
+      ├─ turned away in the JVM, each kept by ValidateRecord (Python) in the dead letters
+      │  (store + <topic>.dlq) with its reason:
+      │    no readable event time or model (Python names the exact reason);
+      │    event time too far ahead of the record's Kafka timestamp: "future" (it never moved
+      │    the watermark: see jobs/source.py); late (its window already fired): "late"
       └─ on time: features read in Java where Java can vouch for the record (DW_FEATURES), else
-         validated in Python (ValidateRecord; rejects ─► dead letters)
+         validated in Python (ValidateRecord again; rejects ─► dead letters)
            └─► TUMBLE(model, shard) ─► WindowSummaryAgg (Java: histogram / capped counts /
                bottom-k sample, per event; shards spread one model over every subtask)
                  └─► TUMBLE(model) ─► MergeSummaries (Java: the partials, merged exactly)
@@ -30,7 +31,7 @@ from jobs.dead_letters import REASON_SEPARATOR
 from jobs.feature_spec import FeatureColumnSpec
 from jobs.flink_env import make_table_env, register_window_aggregate
 from jobs.source import kafka_source_ddl
-from jobs.udfs import analyze_window_udf, dead_letter_udf, validate_record_udtf
+from jobs.udfs import ENVELOPE, analyze_window_udf, validate_record_udtf
 from schemas.config import MonitorConfig, load_config
 
 EVENT_MS = "COALESCE(DW_EVENT_MILLIS(`value`), 0)"
@@ -46,7 +47,6 @@ def register(t_env, config: MonitorConfig, store_url: str, reference_path: str |
     register_window_aggregate(t_env, "dw_window_summary", spec.aggregate_spec(config))
     t_env.create_temporary_function("dw_validate", validate_record_udtf(config, store_url))
     t_env.create_temporary_function("dw_analyze", analyze_window_udf(config, store_url, reference_path))
-    t_env.create_temporary_function("dw_dead_letter", dead_letter_udf(config, store_url))
     size = config.window.size_ms
     # envelope check in Java: no event time or no model -> dead letters (the sink names the exact
     # reason); the features of records Java vouches for arrive as typed columns (jobs/feature_spec.py)
@@ -64,14 +64,22 @@ FROM checked""")
     vouched = ", ".join(f"f.`{name}` AS `{name}`" for name in spec.names)
     names = ", ".join(f"`{name}`" for name in ["unknown", *spec.names])
     validated = ", ".join(f"v.`{name}`" for name in ["unknown", *spec.names])
-    # records Java does not vouch for: validated in Python, one row each if valid (rejects -> dead letters)
+    # everything else goes to Python once: turned away (dead letters) or validated (a row if valid)
     t_env.execute_sql(f"""CREATE TEMPORARY VIEW valid_rows AS
 SELECT model, et, event_ms, `topic`, `partition`, `offset`, 0 AS `unknown`, {vouched}
 FROM classified WHERE {ON_TIME} AND f.`ok`
 UNION ALL
 SELECT model, et, event_ms, `topic`, `partition`, `offset`, {validated}
-FROM classified, LATERAL TABLE(dw_validate(`topic`, `partition`, `offset`, model, event_ms, `value`)) AS v({names})
-WHERE {ON_TIME} AND NOT f.`ok`""")
+FROM classified, LATERAL TABLE(dw_validate(`topic`, `partition`, `offset`, {turned_away_sql(config)}, model,
+                                           event_ms, `value`)) AS v({names})
+WHERE NOT ({ON_TIME} AND f.`ok`)""")
+
+
+def turned_away_sql(config: MonitorConfig) -> str:
+    """SQL of the JVM's verdict on a record (see :class:`jobs.udfs.ValidateRecord`): NULL when it is on time."""
+    future = f"future{REASON_SEPARATOR}event time more than {config.window.max_future_skew} ahead of its Kafka record's timestamp"
+    return (f"CASE WHEN envelope_bad THEN '{ENVELOPE}' WHEN `future` THEN '{future.replace(chr(39), chr(39) * 2)}' "
+            "WHEN late THEN 'late' ELSE CAST(NULL AS STRING) END")
 
 
 #: Partial summaries per subtask: a window's events are summarized in this many shards per subtask
@@ -79,28 +87,20 @@ WHERE {ON_TIME} AND NOT f.`ok`""")
 SHARDS_PER_SUBTASK = 4
 
 
-def statements(config: MonitorConfig, parallelism: int = 1) -> list[str]:
-    """The three INSERT statements of the job."""
+def window_statement(config: MonitorConfig, parallelism: int = 1) -> str:
+    """The job's one INSERT: window summaries, merged, analyzed (dead letters are kept on the way)."""
     seconds = config.window.size_ms / 1000
     shards = 1 if parallelism == 1 else SHARDS_PER_SUBTASK * parallelism
     columns = "".join(f", `{name}`" for name in FeatureColumnSpec.from_config(config).names)
-    future = f"future{REASON_SEPARATOR}event time more than {config.window.max_future_skew} ahead of its Kafka record's timestamp"
-    return [
-        """INSERT INTO done SELECT dw_dead_letter(`topic`, `partition`, `offset`, CAST(NULL AS STRING), model,
-             CAST(NULL AS BIGINT), `value`) FROM classified WHERE envelope_bad""",
-        f"""INSERT INTO done SELECT dw_dead_letter(`topic`, `partition`, `offset`,
-             CASE WHEN `future` THEN '{future.replace("'", "''")}' ELSE 'late' END, model, event_ms, `value`)
-             FROM classified WHERE NOT envelope_bad AND (`future` OR late)""",
-        # partial summaries per (model, shard, window), then merged per (model, window): a cascaded
-        # window aggregation (the inner window's window_time is the outer one's time attribute)
-        f"""INSERT INTO done SELECT dw_analyze(summary) FROM (
+    # partial summaries per (model, shard, window), then merged per (model, window): a cascaded
+    # window aggregation (the inner window's window_time is the outer one's time attribute)
+    return f"""INSERT INTO done SELECT dw_analyze(summary) FROM (
               SELECT dw_merge_summaries(part) AS summary FROM (
                 SELECT model, window_start, window_end, window_time,
                        dw_window_summary(model, event_ms, `topic`, `partition`, `offset`, `unknown`{columns}) AS part
                 FROM TABLE(TUMBLE(TABLE valid_rows, DESCRIPTOR(et), INTERVAL '{seconds:g}' SECOND))
                 GROUP BY model, MOD(`offset`, {shards}), window_start, window_end, window_time)
-              GROUP BY model, window_start, window_end)""",
-    ]
+              GROUP BY model, window_start, window_end)"""
 
 
 def run_drift_job(config: MonitorConfig, store_url: str, reference_path: str | None = None,
@@ -113,10 +113,7 @@ def run_drift_job(config: MonitorConfig, store_url: str, reference_path: str | N
                               idleness_ms=config.window.idleness_ms, checkpoint_dir=checkpoint_dir,
                               resume_from=resume_from, bundle_size=bundle_size)
     register(t_env, config, store_url, reference_path, bounded)
-    statement_set = t_env.create_statement_set()
-    for sql in statements(config, parallelism):
-        statement_set.add_insert_sql(sql)
-    result = statement_set.execute()
+    result = t_env.execute_sql(window_statement(config, parallelism))
     if wait:
         result.wait()
     return result

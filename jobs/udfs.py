@@ -5,15 +5,17 @@ can vouch for, its features (``DW_FEATURES``), and the window aggregate is Java 
 (``WindowSummaryAgg``: deterministic mergeable summaries, see ``sketches/FORMAT.md``). Python
 runs where it must:
 
-* :class:`ValidateRecord`: the one validator (:func:`schemas.events.validate_event`, as in replay)
-  for the records Java does not vouch for, a table function: a valid record comes back as the
-  same typed columns, a rejected one yields no row and is kept in the dead letters with its reason.
+* :class:`ValidateRecord`: every record the JVM cannot take straight to a window, one table
+  function: a record turned away in the JVM (no readable event time or model, late, a future
+  clock) is kept in the dead letters (the store's ``dead_letters`` table and a Kafka topic) with
+  its reason; a record whose features Java does not vouch for goes through the one validator
+  (:func:`schemas.events.validate_event`, as in replay) and comes back as the same typed columns,
+  or is kept in the dead letters when rejected. One Python operator for all three: each Python
+  operator is a Python worker process of its own.
 * :class:`AnalyzeWindow`: the results sink, once per (model, window): gate, deep check, store,
   alerts (one transaction).
-* :class:`DeadLetter`: the dead-letter sink for records whose envelope (event time, model) Java
-  could not read, and for late records; the store's ``dead_letters`` table and a Kafka topic.
 
-Sinks are scalar functions feeding a blackhole table (PyFlink's Table API has no Python sink):
+Sinks are Python functions feeding a blackhole table (PyFlink's Table API has no Python sink):
 each write is an idempotent upsert, so replays after a restart leave the store unchanged, and a
 write is retried while the store is unavailable (jobs/store_retry.py).
 """
@@ -36,10 +38,13 @@ from schemas.config import MonitorConfig, feature_kinds_lookup
 from jobs.columns import configured_values
 from schemas.events import CATEGORICAL, validate_event
 
-__all__ = ["REASON_SEPARATOR", "reject_reason", "feature_kinds_lookup", "ValidateRecord", "AnalyzeWindow",
-           "DeadLetter", "validate_record_udtf", "analyze_window_udf", "dead_letter_udf"]
+__all__ = ["REASON_SEPARATOR", "ENVELOPE", "reject_reason", "feature_kinds_lookup", "ValidateRecord", "AnalyzeWindow",
+           "validate_record_udtf", "analyze_window_udf"]
 
 log = logging.getLogger(__name__)
+
+#: The JVM's verdict for a record whose event time or model it could not read: Python finds the exact reason.
+ENVELOPE = "envelope"
 
 
 def reject_reason(value: bytes | str, config: MonitorConfig) -> str | None:
@@ -90,37 +95,29 @@ class _DeadLetters:
         self.engine.dispose()
 
 
-class DeadLetter(_DeadLetters, ScalarFunction):
-    """Dead-letter sink: keep a record Java could not place (or a late one) with its reason."""
-
-    def eval(self, topic: str, partition: int, offset: int, reason: str | None, model: str | None,
-             event_ms: int | None, value: bytes) -> int:
-        self.keep(Rejected(topic, partition, offset, reason or self._reason(value), value), model, event_ms)
-        return 1
-
-    def _reason(self, value: bytes) -> str:
-        """Python's reason for a record whose event time or model Java could not read."""
-        reason = _reject_reason(value, self.kinds_of)
-        return reason or f"bad_event_time{REASON_SEPARATOR}not accepted by the job's RFC 3339 parser"
-
-    def is_deterministic(self) -> bool:
-        return False
-
-
 class ValidateRecord(_DeadLetters, TableFunction):
-    """Validate a record Java did not vouch for: one row of typed columns, or none (and a dead letter).
+    """A record the JVM cannot take straight to a window: a dead letter, or validated into one row.
 
+    ``turned_away`` is the JVM's verdict: None when it only could not vouch for the features (the
+    record is validated here), :data:`ENVELOPE` when it could not read the event time or the model
+    (the validator names the exact reason), else the reason itself (``late``, ``future | ...``).
     A valid record yields ``(unknown, c0 .. cN)``: its configured features in the columns of
-    :class:`FeatureColumnSpec` and the count of its values of unconfigured features. A rejected
-    record is written to the dead letters here and yields nothing.
+    :class:`FeatureColumnSpec` and the count of its values of unconfigured features. Anything else
+    is written to the dead letters here and yields nothing.
     """
 
     def open(self, function_context: FunctionContext) -> None:
         super().open(function_context)
         self.spec = FeatureColumnSpec.from_config(self.config)
 
-    def eval(self, topic: str, partition: int, offset: int, model: str | None, event_ms: int | None,
-             value: bytes):
+    def eval(self, topic: str, partition: int, offset: int, turned_away: str | None, model: str | None,
+             event_ms: int | None, value: bytes):
+        if turned_away == ENVELOPE:
+            self.keep(Rejected(topic, partition, offset, self._envelope_reason(value), value), model, None)
+            return
+        if turned_away is not None:
+            self.keep(Rejected(topic, partition, offset, turned_away, value), model, event_ms)
+            return
         try:
             event = validate_event(value, self.kinds_of)
         except InvalidEventError as exc:
@@ -129,6 +126,11 @@ class ValidateRecord(_DeadLetters, TableFunction):
         kinds = self.kinds_of(event.model)  # None: a model the config does not monitor (counted, not sketched)
         unknown = configured_values(event.features, kinds, event.by_kind)[1] if kinds is not None else 0
         yield Row(unknown, *self.spec.row_values(event.model, event.features))
+
+    def _envelope_reason(self, value: bytes) -> str:
+        """Python's reason for a record whose event time or model Java could not read."""
+        reason = _reject_reason(value, self.kinds_of)
+        return reason or f"bad_event_time{REASON_SEPARATOR}not accepted by the job's RFC 3339 parser"
 
     def is_deterministic(self) -> bool:
         return False  # it writes dead letters: the planner must call it once per record
@@ -202,8 +204,3 @@ class AnalyzeWindow(ScalarFunction):
 def analyze_window_udf(config: MonitorConfig, store_url: str, reference_path: str | None):
     """The AnalyzeWindow sink as a Flink UDF."""
     return udf(AnalyzeWindow(config, store_url, reference_path), result_type=DataTypes.INT())
-
-
-def dead_letter_udf(config: MonitorConfig, store_url: str):
-    """The DeadLetter sink as a Flink UDF."""
-    return udf(DeadLetter(config, store_url), result_type=DataTypes.INT())
