@@ -3,8 +3,11 @@
 The outbox stores each alert's newest state in its native form (:func:`alert_document`); a
 delivery renders one notification of a (route, group) - every alert of the group with its own
 status - into the route's format with :func:`render`. Bodies are rendered once, when a group is
-sealed, so that every retry sends the same bytes. Native version 2: one alert per (model,
-feature, segment); version 1 had one alert per drifted feature set.
+sealed, so that every retry sends the same bytes. Native version 3: one alert per (model,
+feature, segment), and for a high-cardinality categorical feature its unseen-value share against
+the reference's baseline and the head values that moved (version 2 without those two keys;
+version 1 had one alert per drifted feature set). Value names are data: JSON strings in the
+native body, quoted in the text of the other formats, and Slack-escaped in Slack's.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from urllib.parse import quote
 from core.records import ALERT_STATUSES, Alert, FeatureOutcome, utc
 from alerting.rules import AlertRules
 
-NATIVE_VERSION = "2"
+NATIVE_VERSION = "3"
 NATIVE_TYPE = "driftwarden.alerts"
 ALERTNAME = "DriftwardenFeatureDrift"
 _ZERO_TIME = "0001-01-01T00:00:00Z"
@@ -70,7 +73,7 @@ def feature_document(feature: FeatureOutcome) -> dict[str, Any]:
     """Return the native JSON object of one feature's verdict and scores."""
     deep = {"ks_stat": feature.ks_stat, "ks_pvalue": feature.ks_pvalue, "psi": feature.psi,
             "emd": feature.emd, "p_adjusted": feature.p_adjusted}
-    doc = {
+    document = {
         "name": feature.name, "kind": feature.kind, "count": feature.count, "missing": feature.missing,
         "severity": feature.severity, "drifted": feature.drifted,
         "gate": {"ks": _num(feature.gate_ks), "psi": _num(feature.gate_psi), "emd": _num(feature.gate_emd),
@@ -78,8 +81,12 @@ def feature_document(feature: FeatureOutcome) -> dict[str, Any]:
         "deep": {k: _num(v) for k, v in deep.items()} if any(v is not None for v in deep.values()) else None,
     }
     if feature.evidence is not None:  # optional, additive: which test decided and what moved
-        doc["evidence"] = dict(feature.evidence)
-    return doc
+        document["evidence"] = dict(feature.evidence)
+    if feature.unseen_baseline is not None:  # a high-cardinality categorical feature
+        document["unseen_share"] = {"window": _num(feature.gate_new_share), "baseline": _num(feature.unseen_baseline)}
+        document["moved_values"] = [{"value": v, "reference": _num(r), "window": _num(w)}
+                                    for v, r, w in feature.moved_values]
+    return document
 
 
 def group_status(alerts: Sequence[dict[str, Any]]) -> str:
@@ -159,7 +166,7 @@ def _am_alert(alert: dict[str, Any]) -> dict[str, Any]:
         "status": "resolved" if alert["status"] == "resolved" else "firing",
         "labels": _labels(alert),
         "annotations": {"summary": _summary(alert), "description": _describe(alert), "state": alert["status"],
-                        "replay_command": alert["links"]["replay"]},
+                        "replay_command": alert["links"]["replay"], **_cardinality_annotations(alert)},
         "startsAt": alert["starts_at"], "endsAt": alert["ends_at"] or _ZERO_TIME,
         "generatorURL": alert["links"]["dashboard"] or "", "fingerprint": alert["fingerprint"],
     }
@@ -183,10 +190,36 @@ def _slack_text(alert: dict[str, Any]) -> str:
 
 
 def _describe(alert: dict[str, Any]) -> str:
-    """The latest window's scores of the alert's feature."""
+    """The latest window's scores of the alert's feature (and, for a high-cardinality one, its evidence)."""
     f = alert["latest"]
-    return (f"{f['name']}: {f['severity']} psi={_fmt(f['gate']['psi'])} ks={_fmt(f['gate']['ks'])}"
+    text = (f"{f['name']}: {f['severity']} psi={_fmt(f['gate']['psi'])} ks={_fmt(f['gate']['ks'])}"
             f" emd={_fmt(f['gate']['emd'])} n={f['count']}")
+    notes = _cardinality_annotations(alert)
+    return "\n".join([text, *(f"{key.replace('_', ' ')}: {note}" for key, note in notes.items())])
+
+
+def _cardinality_annotations(alert: dict[str, Any]) -> dict[str, str]:
+    """``unseen_share`` and ``moved_values`` as text, for a high-cardinality categorical feature (else none)."""
+    f = alert["latest"]
+    if not f.get("unseen_share"):
+        return {}
+    unseen = f["unseen_share"]
+    moved = "; ".join(f"{_value_name(m['value'])} {_pct(m['reference'])} → {_pct(m['window'])}"
+                      for m in f.get("moved_values", []))
+    return {"unseen_share": f"{_pct(unseen['window'])} of the window's values were never seen in the reference "
+                            f"(reference baseline {_pct(unseen['baseline'])})",
+            "moved_values": moved or "n/a"}
+
+
+def _value_name(value: str | None) -> str:
+    """A category value as text: JSON-quoted (control characters escaped), cut at 60 characters."""
+    if value is None:
+        return "(all other values)"
+    return json.dumps(value if len(value) <= 60 else value[:59] + "…", ensure_ascii=False)
+
+
+def _pct(share: float | None) -> str:
+    return "n/a" if share is None else f"{share * 100:.2f}%"
 
 
 def _fmt(value: float | None) -> str:

@@ -59,11 +59,17 @@ class FeatureOutcome:
     chi2_pvalue: float | None = None
     segment: Mapping[str, str] | None = field(default=None, hash=False)  # {key: value} when segments are on; part of the alert identity
     evidence: Mapping[str, Any] | None = field(default=None, hash=False)  # sketches.analysis.verdict_evidence
+    # a high-cardinality categorical feature (its reference has a membership profile): the reference's own
+    # unseen-value share (gate_new_share is the window's), and the head values whose share moved most as
+    # (value, reference share, window share), value None for all values outside the head
+    unseen_baseline: float | None = None
+    moved_values: tuple[tuple[str | None, float, float], ...] = ()
 
     def __post_init__(self) -> None:
         severity_rank(self.severity)
         if self.segment is not None:
             object.__setattr__(self, "segment", {str(k): str(v) for k, v in sorted(self.segment.items())} or None)
+        object.__setattr__(self, "moved_values", tuple((v, float(r), float(w)) for v, r, w in self.moved_values))
 
     def scores(self) -> dict[str, float | None]:
         """Return the named scores of this feature (gate and deep), None where not computed."""

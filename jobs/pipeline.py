@@ -24,18 +24,20 @@ from schemas.config import ModelConfig, ThresholdConfig
 from jobs.columns import ARROW_TYPES, configured_values, feature_columns
 from schemas.events import FeatureKinds, utc_from_ms
 from sketches import DriftPolicy, FeatureVerdict, Reference, ReservoirSample, analyze_window, new_sketch
+from sketches.categorical import CategoricalSketch
 from sketches.feature import FeatureSketch, copy_sketch, deserialize_sketch
 from sketches.analysis import verdict_evidence
 from sketches.policy import budget_alpha
 from sketches.hashing import event_keys, split_coordinates, window_seed
+from sketches.reference import FeatureReference, baseline_unseen_share
 from sketches.sample import EventSample
 from sketches.serialization import Reader, Writer
 
 #: Frame kind of a serialized WindowSummary (``sketches/FORMAT.md``).
 KIND_WINDOW = 17
 
-__all__ = ["KIND_WINDOW", "WindowSummary", "WindowRows", "analyze_summary", "drift_policy", "feature_outcome",
-           "merge_summaries", "summarize_window", "window_seed", "window_start"]
+__all__ = ["KIND_WINDOW", "WindowSummary", "WindowRows", "analyze_summary", "cardinality_evidence", "drift_policy",
+           "feature_outcome", "merge_summaries", "summarize_window", "window_seed", "window_start"]
 
 
 @dataclass
@@ -246,14 +248,22 @@ def analyze_summary(summary: WindowSummary, reference: Reference, policy: DriftP
         model=summary.model,
         window_start=utc_from_ms(summary.window_start_ms),
         window_end=utc_from_ms(summary.window_end_ms),
-        features=[feature_outcome(v) for v in verdicts],
+        features=[feature_outcome(v, cardinality_evidence(reference.features.get(v.name), summary.sketches.get(v.name)))
+                  for v in verdicts],
     )
 
 
-def feature_outcome(v: FeatureVerdict) -> FeatureOutcome:
-    """Flatten a sketches FeatureVerdict into alerting's FeatureOutcome record."""
+def cardinality_evidence(ref: FeatureReference | None, sketch: FeatureSketch | None, top: int = 5) -> dict:
+    """For a high-cardinality categorical feature: the reference's own unseen-value share, the head values that moved."""
+    if ref is None or ref.profile is None or not isinstance(sketch, CategoricalSketch):
+        return {}
+    return {"unseen_baseline": baseline_unseen_share(ref), "moved_values": tuple(ref.profile.moved(sketch, top))}
+
+
+def feature_outcome(v: FeatureVerdict, evidence: dict | None = None) -> FeatureOutcome:
+    """Flatten a sketches FeatureVerdict (and :func:`cardinality_evidence`) into alerting's FeatureOutcome record."""
     deep = v.deep
-    return FeatureOutcome(
+    return FeatureOutcome(**(evidence or {}),
         name=v.name, kind=v.kind, count=v.count, missing=v.missing,
         gate_ks=v.gate.ks, gate_psi=v.gate.psi, gate_emd=v.gate.emd, alarm=v.alarm,
         ks_stat=deep.ks_stat if deep else None, ks_pvalue=deep.ks_pvalue if deep else None,

@@ -43,10 +43,7 @@ def moved_values(detail, top: int = 10) -> list[dict]:
     profile, win = profile_of(detail), detail.window_sketch
     if profile is None or win is None or win.n == 0:
         return []
-    r, w = profile.head_probs(win)
-    rows = [{"value": v, "reference": float(a), "window": float(b)}
-            for v, a, b in zip(profile.head_labels(win) + ["(other)"], r, w)]
-    return sorted(rows, key=lambda row: -abs(row["window"] - row["reference"]))[:top]
+    return [{"value": "(other)" if v is None else v, "reference": a, "window": b} for v, a, b in profile.moved(win, top)]
 
 
 def unseen_summary(detail, doc: dict) -> dict | None:

@@ -77,7 +77,7 @@ class CategoricalSketch:
         """
         if len(values) <= 2 * self.max_exact or not pa.types.is_string(values.type):
             return False
-        return pc.count_distinct(values.slice(0, 4 * self.max_exact)).as_py() > self.max_exact // 2
+        return pc.count_distinct(values.slice(0, self.max_exact)).as_py() > self.max_exact // 2
 
     def _update_arrow(self, values: pa.Array | pa.ChunkedArray) -> CategoricalSketch:
         """Arrow batch: hash every value on the Arrow buffers and count only the candidates as str.
@@ -93,25 +93,56 @@ class CategoricalSketch:
             present = present.combine_chunks()
         if not len(present) or pa.types.is_null(present.type):
             return self
-        hashes = value_hashes(present).astype(np.int64)
-        below = np.flatnonzero(hashes < self.threshold)
-        if below.size:
-            below = below[hashes[below] <= self._cut(hashes[below])]
-        counted = pc.value_counts(present.take(pa.array(below))) if below.size else None
-        chosen = dict(zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist())) if counted else {}
-        self._n += len(present) - below.size
-        self._add_counts(chosen)
+        rows, hashes = self._candidates(present)
+        self._n += len(present) - rows.size
+        if rows.size:
+            names, counts, own = self._count_rows(present.take(pa.array(rows)), hashes)
+            if not self._counts and self.is_exact and len(names) > self.max_exact:  # _add_counts's result, sooner
+                self._n += int(counts.sum())
+                self._keep_smallest(names, counts, own)
+            else:
+                self._add_counts(dict(zip(names, counts.tolist())))
         return self
 
-    def _cut(self, hashes: np.ndarray) -> int:
-        """The (max_exact + 1)-th smallest distinct hash (the largest one when there are fewer)."""
+    def _candidates(self, present: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        """Rows (and their hashes) at or below the (max_exact + 1)-th smallest distinct hash under the threshold."""
+        hashes = value_hashes(present).view(np.int64)  # 63-bit: the same numbers as int64
+        rows = None if self.is_exact else np.flatnonzero(hashes < self.threshold)
+        pool = hashes if rows is None else hashes[rows]
+        want = 4 * (self.max_exact + 1)  # rows that hold max_exact + 1 distinct values unless values repeat a lot
+        step, chosen = pool.size // (4 * want), None
+        if step > 1:  # a bound from every step-th hash, about ``want`` rows at or below it: no full partition
+            near = np.flatnonzero(pool <= np.partition(pool[::step], want // step)[want // step])
+            kth = self._kth(pool[near])
+            if kth is not None:
+                chosen = near[pool[near] <= kth]
+        if chosen is None:
+            chosen = np.flatnonzero(pool <= self._cut(pool)) if pool.size else np.empty(0, dtype=np.int64)
+        chosen = chosen if rows is None else rows[chosen]
+        return chosen, hashes[chosen]
+
+    def _count_rows(self, taken: pa.Array, hashes: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """The distinct values among ``taken`` (whose row hashes are ``hashes``), their counts and hashes."""
+        encoded = pc.dictionary_encode(taken)
+        codes, names = encoded.indices.to_numpy(), encoded.dictionary
+        own = np.empty(len(names), dtype=np.int64)
+        own[codes] = hashes  # equal values hash alike: any row of a value gives its hash
+        return names.to_numpy(zero_copy_only=False).tolist(), np.bincount(codes, minlength=len(names)), own
+
+    def _kth(self, hashes: np.ndarray) -> int | None:
+        """The (max_exact + 1)-th smallest distinct hash; None when there are fewer distinct hashes."""
         smallest = 4 * (self.max_exact + 1)
         if hashes.size > smallest:  # the smallest few thousand hold it unless values repeat a lot
             distinct = np.unique(np.partition(hashes, smallest - 1)[:smallest])
             if distinct.size > self.max_exact:
                 return int(distinct[self.max_exact])
         distinct = np.unique(hashes)
-        return int(distinct[min(self.max_exact, distinct.size - 1)])
+        return int(distinct[self.max_exact]) if distinct.size > self.max_exact else None
+
+    def _cut(self, hashes: np.ndarray) -> int:
+        """The (max_exact + 1)-th smallest distinct hash (the largest one when there are fewer)."""
+        kth = self._kth(hashes)
+        return int(hashes.max()) if kth is None else kth
 
     def update_nulls(self, count: int) -> CategoricalSketch:
         """Count ``count`` nulls without values."""
@@ -135,8 +166,8 @@ class CategoricalSketch:
     def _hashes_of(self, values: list[str]) -> np.ndarray:
         """Value hashes of ``values`` (int64), vectorised (the cache holds only kept values)."""
         if len(values) <= 64:
-            return np.array([self._hash(v) for v in values], dtype=np.int64)
-        return value_hashes(values).astype(np.int64)
+            return np.fromiter(map(self._hash, values), dtype=np.int64, count=len(values))
+        return value_hashes(values).view(np.int64)
 
     def _below(self, counts: Counter | dict, threshold: int) -> dict[str, int]:
         values = list(counts)
@@ -152,13 +183,17 @@ class CategoricalSketch:
     def _cap(self) -> None:
         """Keep the values hashing below the (max_exact + 1)-th smallest hash, which becomes the threshold."""
         values = list(self._counts)
-        hashes = self._hashes_of(values)
+        self._keep_smallest(values, np.fromiter(self._counts.values(), np.int64, len(values)), self._hashes_of(values))
+
+    def _keep_smallest(self, values: list[str], counts: np.ndarray, hashes: np.ndarray) -> None:
+        """Hold, of ``values`` (more than max_exact), those hashing below the (max_exact + 1)-th smallest hash."""
         order = np.argsort(hashes, kind="stable")
         self.threshold = int(hashes[order[self.max_exact]])
         # strictly below: on a (63-bit) hash tie at the threshold every tied value goes, as in FORMAT.md
-        kept = [i for i in order[: self.max_exact].tolist() if int(hashes[i]) < self.threshold]
-        self._counts = Counter({values[i]: self._counts[values[i]] for i in kept})
-        self._hashes = {values[i]: int(hashes[i]) for i in kept}
+        kept = order[: self.max_exact][hashes[order[: self.max_exact]] < self.threshold]
+        names = [values[i] for i in kept.tolist()]
+        self._counts = Counter(dict(zip(names, counts[kept].tolist())))
+        self._hashes = dict(zip(names, hashes[kept].tolist()))
 
     def merge(self, other: CategoricalSketch) -> CategoricalSketch:
         """Fold ``other`` into this sketch (in place) and return self; exact and order-independent."""

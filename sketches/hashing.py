@@ -73,33 +73,82 @@ def value_hash(value: str) -> int:
     return _mix64_int(h) >> 1
 
 
+#: Values hashed together by :func:`value_hashes`: a block's arrays stay in the CPU cache.
+_BLOCK = 32768
+
+
 def value_hashes(values: Sequence[str] | pa.Array) -> np.ndarray:
     """:func:`value_hash` of many values at once (a list of str or an Arrow string array) as ``uint64``.
 
-    Vectorised over byte positions on the Arrow buffers: no Python string is touched.
+    Vectorised over byte positions on the Arrow buffers, one block of values at a time (its arrays
+    stay in the CPU cache): no Python string is touched.
     """
     arr = values if isinstance(values, pa.Array) else pa.array(values, pa.large_string())
+    out = np.empty(len(arr), dtype=np.uint64)
     if len(arr) == 0:
-        return np.empty(0, dtype=np.uint64)
+        return out
     if not pa.types.is_string(arr.type):
         arr = arr.cast(pa.large_string())
     buffers = arr.buffers()
     width = np.int32 if pa.types.is_string(arr.type) else np.int64
-    offsets = np.frombuffer(buffers[1], dtype=width)[arr.offset:arr.offset + len(arr) + 1].astype(np.int64)
+    offsets = np.frombuffer(buffers[1], dtype=width)[arr.offset:arr.offset + len(arr) + 1]
     data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else np.zeros(1, np.uint8)
-    starts, lengths = offsets[:-1], np.diff(offsets)
-    out = np.empty(len(arr), dtype=np.uint64)
+    for first in range(0, len(arr), _BLOCK):
+        bounds = offsets[first:first + _BLOCK + 1]
+        _finish(_fnv_block(data, bounds[:-1].astype(np.int64), np.diff(bounds), out[first:first + _BLOCK]))
+    return out
+
+
+def _fnv_block(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """FNV-1a of the byte strings data[start:start+length] into ``h``."""
     longest = int(lengths.max())
+    if lengths.size * longest <= 2 * int(lengths.sum(dtype=np.int64)) + lengths.size:  # ids: lengths near the longest
+        return _fnv_together(data, starts, lengths, h)
     sizes = np.flatnonzero(np.bincount(lengths)) if longest < 4096 else np.unique(lengths)
-    if sizes.size <= 16:  # ids: a few lengths; hash each length's values together, no masking
+    if sizes.size <= 16:  # a few lengths far apart: hash each length's values together, no masking
         for size in sizes.tolist():
             rows = np.flatnonzero(lengths == size)
-            out[rows] = _fnv_columns(data, starts[rows], size, np.ones(rows.size, dtype=bool))
+            h[rows] = _fnv_columns(data, starts[rows], size, np.ones(rows.size, dtype=bool))
     else:
-        out[:] = _fnv_columns(data, starts, int(sizes[-1]), lengths)
+        h[:] = _fnv_columns(data, starts, int(sizes[-1]), lengths)
+    return h
+
+
+def _finish(z: np.ndarray) -> np.ndarray:
+    """:func:`mix64` then ``>> 1``, overwriting ``z`` (one scratch array, no other temporaries)."""
+    scratch = np.empty_like(z)
     with np.errstate(over="ignore"):
-        out = mix64(out) >> np.uint64(1)
-    return out
+        for shift, factor in ((30, _M1), (27, _M2), (31, None)):
+            np.right_shift(z, np.uint64(shift), out=scratch)
+            np.bitwise_xor(z, scratch, out=z)
+            if factor is not None:
+                np.multiply(z, factor, out=z)
+    return np.right_shift(z, np.uint64(1), out=z)
+
+
+def _fnv_together(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """FNV-1a of every string into ``h``, all stepping through the longest one's byte positions together.
+
+    A shorter string's hash is set aside when its bytes end (the bytes read past its end, from the
+    next value or the buffer's last byte, then only touch a hash that is thrown away).
+    """
+    longest = int(lengths.max())
+    short = np.flatnonzero(lengths < longest)
+    short_lengths = lengths[short].astype(np.uint8 if longest < 256 else np.int64)  # narrow: argsort by radix
+    short = short[np.argsort(short_lengths, kind="stable")]
+    ends = np.searchsorted(lengths[short], np.arange(longest + 1))  # short[ends[j]:ends[j + 1]] have length j
+    saved = np.empty(short.size, dtype=np.uint64)
+    byte, prime = np.empty(starts.size, dtype=np.uint8), np.uint64(_FNV_PRIME)
+    h.fill(_FNV_OFFSET)
+    with np.errstate(over="ignore"):
+        for j in range(longest):
+            if ends[j + 1] > ends[j]:
+                saved[ends[j]:ends[j + 1]] = h[short[ends[j]:ends[j + 1]]]
+            np.take(data[j:], starts, out=byte, mode="clip")  # clipped: past the buffer, a row has ended
+            np.bitwise_xor(h, byte, out=h)
+            np.multiply(h, prime, out=h)
+    h[short] = saved
+    return h
 
 
 def _fnv_columns(data: np.ndarray, starts: np.ndarray, width: int, lengths: np.ndarray) -> np.ndarray:

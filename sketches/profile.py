@@ -145,6 +145,22 @@ class CategoricalProfile:
         r[-1], w[-1] = max(self.n - r.sum(), 0.0), max(window.n - w.sum(), 0.0)
         return r / max(r.sum(), 1.0), w / max(w.sum(), 1.0)
 
+    def moved(self, window: CategoricalSketch, top: int = 10) -> list[tuple[str | None, float, float]]:
+        """The ``top`` head values whose share moved most: ``(value, reference share, window share)``.
+
+        ``None`` stands for every value outside the head (the "other" bucket); largest move first,
+        ties in head order. Empty when the window has no values.
+
+        >>> p = CategoricalProfile(*bloom_size(3), head=["a", "b"]).add_counts({"a": 6, "b": 2, "c": 2})
+        >>> p.moved(CategoricalSketch().update(["a", "b", "b", "b"]), top=2)
+        [('b', 0.2, 0.75), ('a', 0.6, 0.25)]
+        """
+        if window.n == 0:
+            return []
+        r, w = self.head_probs(window)
+        rows = list(zip(self.head_labels(window) + [None], r.tolist(), w.tolist()))
+        return sorted(rows, key=lambda row: -abs(row[2] - row[1]))[:top]
+
     @property
     def nbytes(self) -> int:
         """Bytes held: the filter, the head values and their counts."""

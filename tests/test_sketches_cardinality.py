@@ -53,6 +53,24 @@ def test_value_hashes_match_the_scalar_hash() -> None:
     assert [int(h) for h in value_hashes(values)] == [value_hash(v) for v in values]
 
 
+@pytest.mark.parametrize("spread", [False, True])
+def test_value_hashes_of_many_blocks_match_the_scalar_hash(spread: bool) -> None:
+    """Over several hashing blocks: ids of near-equal lengths (hashed side by side, the shorter ones
+    set aside as they end) among short odd values, or lengths far apart; sliced Arrow arrays."""
+    import pyarrow as pa
+
+    rng = np.random.default_rng(int(spread))
+    alphabet = np.array(list("ab0é中\x00"))
+    odd = ["".join(rng.choice(alphabet, size=rng.integers(0, 60 if spread else 4))) for _ in range(5_000)]
+    values = zipf_ids(rng, 70_000, ids=1_000_000, exponent=0.5)
+    for i, v in zip(rng.integers(0, len(values), len(odd)), odd):
+        values[i] = v
+    expected = [value_hash(v) for v in values]
+    for column, first in ((pa.array(values), 0), (pa.array(values).slice(33_001), 33_001),
+                          (pa.array(values, pa.large_string()).slice(5, 40_000), 5)):
+        assert value_hashes(column).tolist() == expected[first:first + len(column)]
+
+
 def test_bloom_filter_false_positive_rate_and_memory() -> None:
     values = [f"seen{i}" for i in range(100_000)]
     bits, probes = bloom_size(len(values), 0.01)
@@ -155,6 +173,19 @@ def test_arrow_fast_path_gives_the_same_bytes_as_counting_every_value(ids: int) 
     assert CategoricalSketch().update(pa.chunked_array([column.slice(0, 9), column.slice(9)])).serialize() == plain
     halves = CategoricalSketch().update(column.slice(0, 7000)).merge(CategoricalSketch().update(column.slice(7000)))
     assert halves.serialize() == plain
+
+
+@pytest.mark.parametrize("ids", [3000, 1_000_000])
+def test_arrow_fast_path_on_large_batches_gives_the_same_bytes(ids: int) -> None:
+    """Batches large enough for the sampled bound; a second batch into an already capped sketch."""
+    import pyarrow as pa
+
+    rng = np.random.default_rng(ids)
+    first, second = (zipf_ids(rng, 120_000, ids=ids, exponent=0.5) for _ in range(2))
+    plain = CategoricalSketch().update(first)
+    fast = CategoricalSketch().update(pa.array(first))
+    assert fast.serialize() == plain.serialize() and not plain.is_exact
+    assert fast.update(pa.array(second)).serialize() == plain.update(second).serialize()
 
 
 def test_reference_written_before_profiles_still_reads() -> None:
