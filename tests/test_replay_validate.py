@@ -62,7 +62,7 @@ def test_the_live_jobs_python_validation_counts_unknown_features_as_replay_does(
     live = ValidateRecord(CONFIG, f"sqlite:///{tmp_path}/store.db")
     live.open(None)
     try:
-        rows = {i: list(live.eval("t", 0, i, None, None, raws[i])) for i in valid}
+        rows = {i: list(live.eval("t", 0, i, None, None, None, raws[i])) for i in valid}
     finally:
         live.close()
     assert [rows[i][0][0] for i in valid] == [batch.unknown[i] for i in valid] == [0, 0, 0, 1]
