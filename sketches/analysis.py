@@ -11,8 +11,10 @@ Rules for the awkward cases (each tested):
 * Deep tests (one rule, :func:`_deep`): where both sides count every value exactly (histograms;
   uncapped categorical sketches) the full-window tests of ``sketches/window_tests.py`` - numeric:
   KS, tail-refined binned chi-square, exceedance beyond the reference's range; categorical:
-  chi-square, new categories - else the tests on the two samples (KS; chi-square; a
-  high-cardinality profile's test); plus a chi-square test of the missing rates when the
+  chi-square, new categories - a high-cardinality categorical (a reference with a profile):
+  ``sketches.deep.profile_test`` (a one-sided test of the whole window's unseen share, from its
+  exact kept counts completed by its sample, against the reference windows' own; chi-square on
+  the head) - else the tests on the two samples (KS; chi-square); plus a chi-square test of the missing rates when the
   missing-rate gate fired. The feature's p-value is the Bonferroni combination of that family,
   ``min(1, m * min p)``; the test with the smallest p is the one that decided
   (``DeepResult.decided_by``).
@@ -37,7 +39,7 @@ from sketches.feature import FeatureSketch, is_numeric
 from sketches.histogram import HistogramSketch
 from sketches.gate import GateScores, gate_alarm, gate_scores
 from sketches.policy import DriftPolicy, verdict
-from sketches.reference import FeatureReference, Reference, baseline_unseen_share
+from sketches.reference import FeatureReference, Reference, baseline_unseen_share, unseen_null
 from sketches.reservoir import ReservoirSample
 from sketches.window_tests import TestResult, WindowTests, category_tests, histogram_tests
 
@@ -127,12 +129,10 @@ def _distribution_tests(ref: FeatureReference, sketch: FeatureSketch, sample: Re
         full = category_tests(ref.sketch, sketch, baseline_unseen_share(ref))
     if full is not None:
         return _from_full(full, ref.kind, scores)
+    if ref.profile is not None and isinstance(sketch, CategoricalSketch):
+        return profile_test(ref.profile, ref.sample, sketch, sample, unseen_null(ref), baseline_unseen_share(ref))
     if sample.is_empty or ref.sample.is_empty:
         return DeepResult(None, None, None, None, None, None, pvalue=1.0)
-    if ref.profile is not None:
-        result = profile_test(ref.profile, baseline_unseen_share(ref), ref.sample, sample)
-        return dataclasses.replace(result, tests=(TestResult("profile", result.chi2_stat or 0.0, result.pvalue,
-                                                             "psi", result.psi or 0.0),))
     result = deep_test(ref.sample, sample, ref.kind, policy.bins)
     if ref.kind == "numeric":
         test = TestResult("ks_sample", result.ks_stat, result.ks_pvalue, "ks", result.ks_stat)
