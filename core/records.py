@@ -59,6 +59,8 @@ class FeatureOutcome:
     chi2_pvalue: float | None = None
     segment: Mapping[str, str] | None = field(default=None, hash=False)  # {key: value} when segments are on; part of the alert identity
     evidence: Mapping[str, Any] | None = field(default=None, hash=False)  # sketches.analysis.verdict_evidence
+    cusum_up: float | None = None  # slow-drift CUSUM sums after this window (sketches/sequential.py)
+    cusum_down: float | None = None
 
     def __post_init__(self) -> None:
         severity_rank(self.severity)

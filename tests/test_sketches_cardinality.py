@@ -184,8 +184,9 @@ def _unseen_pvalues(reference: Reference, new_share: float, seed: int, windows: 
 def test_unseen_test_is_calibrated_on_drift_free_windows_and_powerful_on_new_ids(reference: Reference) -> None:
     """Null: P(p <= 5%) and P(p <= 1%) within their binomial 99.9% bounds over 300 drift-free windows.
 
-    Power at the budget's level (1 alert a week at 60 s windows, halved by the Bonferroni pair
-    unseen + head): 5% of traffic on new ids is caught in >= 70% of single 3,000-event windows
+    Power at the budget's level (1 alert a week at 60 s windows: alpha 9.9e-5, half of it for the
+    per-window tests, halved again by the Bonferroni pair unseen + head): 5% of traffic on new ids
+    is caught in >= 70% of single 3,000-event windows
     (the sample-only test against the kept-values baseline it replaces: 0.32 here; this estimate
     against that baseline instead of the windows' own estimates: 0.45, red).
     """
@@ -194,4 +195,4 @@ def test_unseen_test_is_calibrated_on_drift_free_windows_and_powerful_on_new_ids
         assert (null <= level).sum() <= stats.binom.ppf(0.999, 300, level), (level, (null <= level).sum())
     assert (null <= 0.5).mean() > 0.3  # not degenerate: a test that never rejects would pass the line above
     drifted = _unseen_pvalues(reference, 0.05, 32, 60)
-    assert (drifted <= 9.92e-5 / 2).mean() >= 0.7, np.sort(drifted)[:10]
+    assert (drifted <= 9.92e-5 / 4).mean() >= 0.7, np.sort(drifted)[:10]
