@@ -64,6 +64,8 @@ class FeatureOutcome:
     # (value, reference share, window share), value None for all values outside the head
     unseen_baseline: float | None = None
     moved_values: tuple[tuple[str | None, float, float], ...] = ()
+    cusum_up: float | None = None  # slow-drift CUSUM sums after this window (sketches/sequential.py)
+    cusum_down: float | None = None
 
     def __post_init__(self) -> None:
         severity_rank(self.severity)

@@ -28,6 +28,7 @@ from sketches.categorical import CategoricalSketch
 from sketches.feature import FeatureSketch, copy_sketch, deserialize_sketch
 from sketches.analysis import verdict_evidence
 from sketches.policy import budget_alpha
+from sketches.sequential import CusumState
 from sketches.hashing import event_keys, split_coordinates, window_seed
 from sketches.reference import FeatureReference, baseline_unseen_share
 from sketches.sample import EventSample
@@ -36,8 +37,8 @@ from sketches.serialization import Reader, Writer
 #: Frame kind of a serialized WindowSummary (``sketches/FORMAT.md``).
 KIND_WINDOW = 17
 
-__all__ = ["KIND_WINDOW", "WindowSummary", "WindowRows", "analyze_summary", "cardinality_evidence", "drift_policy",
-           "feature_outcome", "merge_summaries", "summarize_window", "window_seed", "window_start"]
+__all__ = ["KIND_WINDOW", "WindowSummary", "WindowRows", "analyze_summary", "cardinality_evidence", "cusum_state",
+           "drift_policy", "feature_outcome", "merge_summaries", "summarize_window", "window_seed", "window_start"]
 
 
 @dataclass
@@ -230,20 +231,25 @@ def drift_policy(thresholds: ThresholdConfig, window_ms: int | None = None) -> D
     """The sketches' DriftPolicy from the config's thresholds section and the window length.
 
     ``alpha``: the configured one, else derived from ``false_alerts_per_week`` at one window per
-    ``window_ms`` (:func:`sketches.policy.budget_alpha`); without a window length (building a
-    reference, which never judges) DriftPolicy's default.
+    ``window_ms`` (:func:`sketches.policy.budget_alpha`), split in two equal halves: one for the
+    per-window tests (Benjamini-Hochberg level), one for the slow-drift CUSUM
+    (``sketches/sequential.py``); without a window length (building a reference, which never
+    judges) DriftPolicy's default, CUSUM off.
     """
-    alpha = thresholds.alpha
-    if alpha is None:
-        alpha = budget_alpha(thresholds.false_alerts_per_week, window_ms) if window_ms else DriftPolicy.alpha
-    return DriftPolicy(alpha=alpha, psi_minor=thresholds.psi_minor, psi_major=thresholds.psi_major,
+    alpha, sequential = thresholds.alpha, 0.0
+    if alpha is None and window_ms:
+        alpha = sequential = budget_alpha(thresholds.false_alerts_per_week, window_ms) / 2
+    elif alpha is None:
+        alpha = DriftPolicy.alpha
+    return DriftPolicy(alpha=alpha, sequential_alpha=sequential, psi_minor=thresholds.psi_minor, psi_major=thresholds.psi_major,
                        false_alarm_rate=thresholds.false_alarm_rate, bins=thresholds.bins,
                        min_count=thresholds.min_count)
 
 
-def analyze_summary(summary: WindowSummary, reference: Reference, policy: DriftPolicy) -> WindowReport:
-    """Gate, deep-test and judge one window against the reference."""
-    verdicts = analyze_window(summary.features, reference, policy)
+def analyze_summary(summary: WindowSummary, reference: Reference, policy: DriftPolicy,
+                    state: Mapping[str, CusumState] | None = None) -> WindowReport:
+    """Gate, deep-test and judge one window against the reference, given each feature's CUSUM after the previous window."""
+    verdicts = analyze_window(summary.features, reference, policy, state)
     return WindowReport(
         model=summary.model,
         window_start=utc_from_ms(summary.window_start_ms),
@@ -273,5 +279,12 @@ def feature_outcome(v: FeatureVerdict, evidence: dict | None = None) -> FeatureO
         gate_missing_delta=v.gate.missing_delta,
         chi2_stat=deep.chi2_stat if deep else None, chi2_pvalue=deep.chi2_pvalue if deep else None,
         evidence=verdict_evidence(v),
+        cusum_up=v.cusum.up if v.cusum is not None else None,
+        cusum_down=v.cusum.down if v.cusum is not None else None,
     )
+
+
+def cusum_state(report: WindowReport) -> dict[str, CusumState]:
+    """Each feature's CUSUM after a judged window: the state the next window of the model starts from."""
+    return {f.name: CusumState(f.cusum_up, f.cusum_down or 0.0) for f in report.features if f.cusum_up is not None}
 

@@ -88,8 +88,9 @@ def reference_from_summaries(summaries: Sequence[WindowSummary], kinds: dict[str
         sketches = [s.sketches[name] for s in summaries if name in s.sketches]
         if sketches:
             counts = (value_counts or {}).get(name)
+            samples = [s.sample.feature(name) for s in summaries if name in s.sketches]
             features[name] = reference_from_window_sketches(name, kind, sketches, sample.feature(name), policy,
-                                                            counts)
+                                                            counts, samples)
     return Reference(features)
 
 

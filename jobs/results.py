@@ -13,6 +13,7 @@ from core.records import WindowReport
 from alerting.rules import AlertRules
 from core.store import store_text, upsert
 from schemas.tables import dead_letters, window_counts, window_results
+from sketches.sequential import CusumState
 
 #: Length of the store's model columns.
 MODEL_CHARS = window_counts.c.model.type.length
@@ -38,6 +39,19 @@ def store_window(conn: Connection, report: WindowReport, events: int, unknown_fe
     return enqueue_alerts(conn, report, rules, now) if rules is not None else 0
 
 
+def previous_cusum(conn: Connection, model: str, window_start: datetime) -> dict[str, CusumState]:
+    """Each feature's CUSUM as the model's latest stored window before ``window_start`` left it.
+
+    The live job's slow-drift state across windows and restarts: read back from the results, so a
+    re-judged window after a restart starts from the same sums (replay carries them in memory).
+    """
+    latest = select(func.max(window_results.c.window_start)).where(
+        window_results.c.model == model, window_results.c.window_start < window_start).scalar_subquery()
+    rows = conn.execute(select(window_results.c.feature, window_results.c.cusum_up, window_results.c.cusum_down)
+                        .where(window_results.c.model == model, window_results.c.window_start == latest)).all()
+    return {feature: CusumState(up, down or 0.0) for feature, up, down in rows if up is not None}
+
+
 def late_events(conn: Connection, model: str, start: datetime, end: datetime) -> int:
     """Events of (model, window) that arrived after the window closed (kept in dead_letters)."""
     query = select(func.count()).select_from(dead_letters).where(and_(
@@ -57,5 +71,5 @@ def _result_row(report: WindowReport, f, now: datetime) -> dict:
         "deep_chi2_stat": f.chi2_stat, "deep_chi2_pvalue": f.chi2_pvalue,
         "p_adjusted": f.p_adjusted, "drifted": f.drifted, "severity": f.severity,
         "evidence": json.dumps(f.evidence, sort_keys=True) if f.evidence is not None else None,
-        "computed_at": now,
+        "cusum_up": f.cusum_up, "cusum_down": f.cusum_down, "computed_at": now,
     }

@@ -180,7 +180,8 @@ class AnalyzeWindow(ScalarFunction):
 
     def _judge_and_store(self, conn, summary) -> None:
         from jobs.pipeline import analyze_summary
-        from jobs.results import store_window
+        from jobs.results import previous_cusum, store_window
+        from schemas.events import utc_from_ms
         from sketches import Reference
 
         if self.config.model(summary.model) is None:
@@ -191,7 +192,8 @@ class AnalyzeWindow(ScalarFunction):
             reference = self.stored_references.reference_for(conn, summary.model, summary.window_start_ms)
             self.stored_references.remember(conn, summary)
             reference = reference or Reference()  # warming up: counts only, no alarms
-        report = analyze_summary(summary, reference, self.policy)
+        state = previous_cusum(conn, summary.model, utc_from_ms(summary.window_start_ms))
+        report = analyze_summary(summary, reference, self.policy, state)
         store_window(conn, report, summary.events, summary.unknown_features, self.rules)
 
     def is_deterministic(self) -> bool:

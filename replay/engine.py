@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from core.records import WindowReport
-from jobs.pipeline import WindowRows, WindowSummary, analyze_summary
+from jobs.pipeline import WindowRows, WindowSummary, analyze_summary, cusum_state
 from replay.ordering import PartitionMerger
 from replay.records import RawRecord
 from replay.setup import ReplaySetup
@@ -82,6 +82,7 @@ class Replayer:
         self._wanted = setup.models  # the --model filter (None: every model)
         self._lo, self._hi = math.inf, -math.inf
         self._placed: dict[tuple[int, int], _Placed] = {}  # (window, batch) -> rows not yet in the window
+        self._cusum: dict[str, dict] = {}  # model -> each feature's CUSUM after its last judged window
 
     @property
     def event_time_covered(self) -> tuple[int | None, int | None]:
@@ -212,7 +213,8 @@ class Replayer:
             reference = self.setup.references.reference_for(window.model, window.start_ms) if monitored else Reference()
             if monitored:
                 self.setup.references.remember(summary)
-            report = analyze_summary(summary, reference, self.setup.policy)
+            report = analyze_summary(summary, reference, self.setup.policy, self._cusum.get(window.model))
+            self._cusum[window.model] = cusum_state(report)
             late = self._windower.late_by_window.get((window.model, window.start_ms), 0)
             self.outcome.windows.append(WindowResult(report, summary.events, summary.unknown_features, late))
             self.outcome.counts["windowed"] += summary.events

@@ -22,9 +22,10 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: Older versions a store is upgraded from in place, each with the columns it lacks (additive only).
-ADDED_COLUMNS = {2: (("window_results", "evidence", "TEXT"),)}
+_CUSUM = (("window_results", "cusum_up", "FLOAT"), ("window_results", "cusum_down", "FLOAT"))
+ADDED_COLUMNS = {2: (("window_results", "evidence", "TEXT"),) + _CUSUM, 3: _CUSUM}
 
 metadata = MetaData()
 
@@ -67,6 +68,8 @@ window_results = Table(
     Column("severity", String(16), nullable=False),
     Column("computed_at", DateTime(timezone=True), nullable=False),
     Column("evidence", Text),  # JSON of sketches.analysis.verdict_evidence when the deep test ran (version 3)
+    Column("cusum_up", Float),  # slow-drift CUSUM sums after this window, the next window's start (version 4)
+    Column("cusum_down", Float),
     UniqueConstraint("model", "feature", "window_start", name="uq_window_results"),
 )
 

@@ -11,8 +11,10 @@ Rules for the awkward cases (each tested):
 * Deep tests (one rule, :func:`_deep`): where both sides count every value exactly (histograms;
   uncapped categorical sketches) the full-window tests of ``sketches/window_tests.py`` - numeric:
   KS, tail-refined binned chi-square, exceedance beyond the reference's range; categorical:
-  chi-square, new categories - else the tests on the two samples (KS; chi-square; a
-  high-cardinality profile's test); plus a chi-square test of the missing rates when the
+  chi-square, new categories - a high-cardinality categorical (a reference with a profile):
+  ``sketches.deep.profile_test`` (a one-sided test of the whole window's unseen share, from its
+  exact kept counts completed by its sample, against the reference windows' own; chi-square on
+  the head) - else the tests on the two samples (KS; chi-square); plus a chi-square test of the missing rates when the
   missing-rate gate fired. The feature's p-value is the Bonferroni combination of that family,
   ``min(1, m * min p)``; the test with the smallest p is the one that decided
   (``DeepResult.decided_by``).
@@ -28,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Mapping
 
 from core.errors import SketchError
 from sketches.calibration import thresholds_for_count
@@ -37,8 +40,9 @@ from sketches.feature import FeatureSketch, is_numeric
 from sketches.histogram import HistogramSketch
 from sketches.gate import GateScores, gate_alarm, gate_scores
 from sketches.policy import DriftPolicy, verdict
-from sketches.reference import FeatureReference, Reference, baseline_unseen_share
+from sketches.reference import FeatureReference, Reference, baseline_unseen_share, unseen_null
 from sketches.reservoir import ReservoirSample
+from sketches.sequential import CusumState, cusum_threshold, next_state, window_z
 from sketches.window_tests import TestResult, WindowTests, category_tests, histogram_tests
 
 
@@ -56,10 +60,13 @@ class FeatureVerdict:
     p_adjusted: float | None
     drifted: bool
     severity: str
+    cusum: CusumState | None = None
+    z: float | None = None
+    by_cusum: bool = False
 
 
 def analyze_window(window: dict[str, tuple[FeatureSketch, ReservoirSample]], reference: Reference,
-                   policy: DriftPolicy) -> list[FeatureVerdict]:
+                   policy: DriftPolicy, state: Mapping[str, CusumState] | None = None) -> list[FeatureVerdict]:
     """Gate, deep-test and judge every feature of one window (reference features first).
 
     Example (a reference of 10 windows, then a window whose mean moved by one standard deviation):
@@ -79,7 +86,25 @@ def analyze_window(window: dict[str, tuple[FeatureSketch, ReservoirSample]], ref
     judged = [i for i, name in enumerate(names) if name in reference.features and name in window]
     adjusted = benjamini_hochberg([staged[i][1].pvalue if staged[i][1] is not None else 1.0 for i in judged])
     p_adj = {i: p for i, p in zip(judged, adjusted.tolist()) if staged[i][1] is not None}
-    return [_finish(fv, deep, p_adj.get(i), policy) for i, (fv, deep) in enumerate(staged)]
+    verdicts = [_finish(fv, deep, p_adj.get(i), policy) for i, (fv, deep) in enumerate(staged)]
+    if policy.sequential_alpha > 0 and reference.features:
+        h = cusum_threshold(policy.sequential_alpha / (2 * len(reference.features)))
+        verdicts = [_sequential(fv, window.get(fv.name), reference.features.get(fv.name), (state or {}).get(fv.name), h)
+                    for fv in verdicts]
+    return verdicts
+
+
+def _sequential(fv: FeatureVerdict, pair: tuple[FeatureSketch, ReservoirSample] | None,
+                ref: FeatureReference | None, state: CusumState | None, h: float) -> FeatureVerdict:
+    """Carry the feature's CUSUM one window on; a CUSUM alarm makes a not-yet-drifted feature drifted, "minor"."""
+    if pair is None or ref is None or pair[0].count < 1:
+        return dataclasses.replace(fv, cusum=state)
+    z, two_sided = window_z(ref, *pair)
+    after = next_state(state, z, two_sided, h)
+    fv = dataclasses.replace(fv, cusum=after, z=z)
+    if after is not None and after.alarm(h) and not fv.drifted:
+        fv = dataclasses.replace(fv, drifted=True, severity="minor", by_cusum=True)
+    return fv
 
 
 def _stage(name: str, pair: tuple[FeatureSketch, ReservoirSample] | None, ref: FeatureReference | None,
@@ -127,12 +152,10 @@ def _distribution_tests(ref: FeatureReference, sketch: FeatureSketch, sample: Re
         full = category_tests(ref.sketch, sketch, baseline_unseen_share(ref))
     if full is not None:
         return _from_full(full, ref.kind, scores)
+    if ref.profile is not None and isinstance(sketch, CategoricalSketch):
+        return profile_test(ref.profile, ref.sample, sketch, sample, unseen_null(ref), baseline_unseen_share(ref))
     if sample.is_empty or ref.sample.is_empty:
         return DeepResult(None, None, None, None, None, None, pvalue=1.0)
-    if ref.profile is not None:
-        result = profile_test(ref.profile, baseline_unseen_share(ref), ref.sample, sample)
-        return dataclasses.replace(result, tests=(TestResult("profile", result.chi2_stat or 0.0, result.pvalue,
-                                                             "psi", result.psi or 0.0),))
     result = deep_test(ref.sample, sample, ref.kind, policy.bins)
     if ref.kind == "numeric":
         test = TestResult("ks_sample", result.ks_stat, result.ks_pvalue, "ks", result.ks_stat)
@@ -173,6 +196,10 @@ def verdict_evidence(fv: FeatureVerdict) -> dict | None:
     >>> verdict_evidence(FeatureVerdict("x", "numeric", 0, 0, GateScores(), False, None, None, False, "none"))
     """
     deep = fv.deep
+    if fv.by_cusum and fv.cusum is not None:
+        return {"test": "cusum", "statistic": _finite(max(fv.cusum.up, fv.cusum.down)), "p_value": None,
+                "p_adjusted": _finite(fv.p_adjusted), "family": ["cusum_up", "cusum_down"], "effect": "z",
+                "effect_size": _finite(fv.z), "moved": []}
     if deep is None or deep.decided_by is None:
         return None
     top = deep.decided_by

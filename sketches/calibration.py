@@ -51,21 +51,37 @@ def leave_one_out_scores(windows: list[FeatureSketch], bins: int = 10,
     Uses prefix and suffix merges, so it costs O(windows) merges rather than O(windows^2).
     ``profiles`` (one per window, from ``sketches.profile.window_profiles``) are left out the same way.
     """
-    others = _leave_one_out(windows, _merged)
-    other_profiles = _leave_one_out(profiles, _merged_profile) if profiles else [None] * len(windows)
+    others = leave_one_out(windows, _merged)
+    other_profiles = leave_one_out(profiles, merged_profile_or_none) if profiles else [None] * len(windows)
     rows = [gate_scores(o, w, bins, p).as_array() for o, w, p in zip(others, windows, other_profiles)]
     return np.array(rows).reshape(len(windows), len(SCORE_NAMES))
 
 
-def _leave_one_out(items: list, merge) -> list:
+def leave_one_out(items: list, merge) -> list:
     """For each position, the merge of every other item (prefix and suffix merges)."""
+    prefix, suffix = _prefix_suffix(items, merge)
+    return [merge(prefix[i], suffix[i]) for i in range(len(items))]
+
+
+def leave_two_out(items: list, merge) -> list:
+    """For each position i but the last, the merge of every item except i and i + 1.
+
+    >>> leave_two_out([{1}, {2}, {3}, {4}], lambda a, b: (a or set()) | (b or set()))
+    [{3, 4}, {1, 4}, {1, 2}]
+    """
+    prefix, suffix = _prefix_suffix(items, merge)
+    return [merge(prefix[i], suffix[i + 1]) for i in range(len(items) - 1)]
+
+
+def _prefix_suffix(items: list, merge) -> tuple[list, list]:
+    """prefix[i]: merge of items[:i]; suffix[i]: merge of items[i + 1:] (None when empty)."""
     count = len(items)
     prefix, suffix = [None] * count, [None] * count
     for i in range(1, count):
         prefix[i] = merge(prefix[i - 1], items[i - 1])
         j = count - 1 - i
         suffix[j] = merge(suffix[j + 1], items[j + 1])
-    return [merge(prefix[i], suffix[i]) if prefix[i] is not None else suffix[i] for i in range(count)]
+    return prefix, suffix
 
 
 def _merged(base: FeatureSketch | None, extra: FeatureSketch | None) -> FeatureSketch | None:
@@ -74,7 +90,9 @@ def _merged(base: FeatureSketch | None, extra: FeatureSketch | None) -> FeatureS
     return copy_sketch(base) if extra is None else copy_sketch(base).merge(extra)
 
 
-def _merged_profile(base: CategoricalProfile | None, extra: CategoricalProfile | None) -> CategoricalProfile | None:
+def merged_profile_or_none(base: CategoricalProfile | None,
+                           extra: CategoricalProfile | None) -> CategoricalProfile | None:
+    """A new profile merging ``base`` and ``extra`` (either may be None; None if both are)."""
     if base is None:
         return None if extra is None else extra.copy()
     return base.copy() if extra is None else base.copy().merge(extra)

@@ -11,14 +11,17 @@ feature (a reference with a ``CategoricalProfile``) is tested by :func:`profile_
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 
 from sketches import distances
+from sketches.categorical import CategoricalSketch
+from sketches.hashing import value_hashes
 from sketches.profile import CategoricalProfile
 from sketches.reservoir import ReservoirSample
 from sketches.window_tests import Region, TestResult
@@ -78,33 +81,127 @@ def _categorical(ref: np.ndarray, win: np.ndarray) -> DeepResult:
     return DeepResult(None, None, psi, None, float(chi2.statistic), float(chi2.pvalue), pvalue=float(chi2.pvalue))
 
 
-def profile_test(profile: CategoricalProfile, baseline: float, reference: ReservoirSample,
-                 window: ReservoirSample) -> DeepResult:
-    """Exact tests of a high-cardinality window sample against the reference's profile.
+@dataclass(frozen=True)
+class UnseenEstimate:
+    """A window's share of events whose value the reference never saw, and its effective size.
 
-    Unseen values: one-sided binomial test of the window sample's unseen count (values the
-    profile judges) against ``baseline``, the reference's own unseen share (the mean null score).
+    ``share`` estimates the share over the whole window (NaN when nothing could be judged);
+    ``n_eff`` is the number of independent events a plain binomial share would need for the
+    same variance.
+    """
+
+    share: float
+    n_eff: float
+
+
+def unseen_estimate(profile: CategoricalProfile, sketch: CategoricalSketch, sample: ReservoirSample) -> UnseenEstimate:
+    """The window's unseen share from its exact kept counts, completed by its event sample.
+
+    Stratified by value hash: the values the window sketch kept (hash below its threshold) are
+    counted exactly (K_A events, U_A unseen); the other judged values' mass N_B (exact total,
+    times the sample's share of it that the profile judges) gets the unseen share u_B of the
+    sample's events there (n_B of them). share = (U_A + N_B u_B) / (K_A + N_B); under a
+    binomial law of rate p its variance is p (1 - p) (K_A + N_B^2 / n_B) / (K_A + N_B)^2, hence
+    ``n_eff``. An exact (uncapped) window sketch gives the whole window's share exactly.
+    """
+    counts = sketch.frequencies()
+    values = list(counts)
+    weights = np.array([counts[v] for v in values], dtype=np.float64)
+    judged = profile.judged(values) if values else np.zeros(0, dtype=bool)
+    k_a = float(weights[judged].sum())
+    u_a = float(weights[judged & ~profile.contains(values)].sum()) if values else 0.0
+    n_b, u_b, mass_b = 0, 0.0, 0.0
+    rest = float(sketch.n - weights.sum())
+    if rest > 0 and not sample.is_empty:
+        seen = sample.values.tolist()
+        hashes = value_hashes(seen)
+        outside = hashes >= np.uint64(sketch.threshold)
+        inside_b = outside & (hashes < np.uint64(profile.limit))
+        n_b = int(inside_b.sum())
+        if n_b:
+            mass_b = rest * n_b / int(outside.sum())
+            u_b = float((~profile.contains([v for v, b in zip(seen, inside_b.tolist()) if b])).mean())
+    total = k_a + mass_b
+    if total <= 0:
+        return UnseenEstimate(float("nan"), 0.0)
+    share = (u_a + mass_b * u_b) / total
+    return UnseenEstimate(share, total * total / (k_a + (mass_b * mass_b / n_b if n_b else 0.0)))
+
+
+def unseen_pvalue(estimate: UnseenEstimate, null: np.ndarray | None, baseline: float) -> float:
+    """One-sided p-value that the window's unseen share rose above the reference's own.
+
+    ``null``: one row per reference window (``sketches.reference.unseen_null``): its
+    :func:`unseen_estimate` (share, n_eff) against the merge of the other k - 1 windows, and its
+    share against k - 2 of them. The baseline m is what a new window should show against all k:
+    the mean leave-one-out share minus the drop from one more window, extrapolated from the
+    drop between k - 2 and k - 1 windows times ((k - 1.5) / (k - 0.5))^2 (the unseen share of a
+    power-law tail falls like N^-a, a <= 1: this under-corrects, so m errs high). The windows'
+    dispersion phi (their variance over the binomial one, at least 1: traffic burstier than
+    independent events widens the test) and m's own standard error lower the effective size:
+    1 / n_test = phi / n_eff + var(m) / (m (1 - m)). The p-value is the binomial upper tail
+    P(X >= share n_test) at rate m, continued to non-integer counts (regularised incomplete
+    beta). Without ``null`` (a reference built before it was stored), m is ``baseline``, phi 1.
+
+    >>> round(unseen_pvalue(UnseenEstimate(0.12, 2000.0), None, 0.10), 4)  # binom.sf(239, 2000, 0.1)
+    0.002
+    """
+    if not estimate.n_eff > 0 or not math.isfinite(estimate.share):
+        return 1.0
+    m, phi, var_m = _unseen_baseline(null, baseline)
+    n_test = 1.0 / (phi / estimate.n_eff + var_m / (m * (1 - m)))
+    x = estimate.share * n_test
+    if x <= 0:
+        return 1.0
+    return float(np.clip(special.betainc(x, n_test - x + 1, m), 0.0, 1.0)) if x < n_test + 1 else 0.0
+
+
+def _unseen_baseline(null: np.ndarray | None, baseline: float) -> tuple[float, float, float]:
+    """(m, phi, var(m)) of :func:`unseen_pvalue` from the reference windows' estimates."""
+    rows = null[np.isfinite(null[:, :2]).all(axis=1) & (null[:, 1] > 0)] if null is not None and null.size else None
+    if rows is None or len(rows) < 3:
+        return float(np.clip(baseline, 1e-6, 1 - 1e-6)), 1.0, 0.0
+    k = len(rows)
+    m = float(np.mean(rows[:, 0]))
+    drops = rows[np.isfinite(rows[:, 2]), 2] - rows[np.isfinite(rows[:, 2]), 0]
+    shrink = ((k - 1.5) / (k - 0.5)) ** 2
+    drop = max(0.0, float(np.mean(drops)) * shrink) if drops.size else 0.0
+    binomial = max(m * (1 - m), 1e-12) / rows[:, 1]
+    phi = max(1.0, float(np.sum((rows[:, 0] - m) ** 2) / np.sum(binomial) * k / (k - 1)))
+    var_m = phi * float(np.mean(binomial)) / k + (shrink ** 2 * float(np.var(drops, ddof=1)) / drops.size
+                                                  if drops.size > 1 else 0.0)
+    return float(np.clip(m - drop, 1e-6, 1 - 1e-6)), phi, var_m
+
+
+def profile_test(profile: CategoricalProfile, reference: ReservoirSample, sketch: CategoricalSketch,
+                 window: ReservoirSample, null: np.ndarray | None, baseline: float) -> DeepResult:
+    """Exact tests of a high-cardinality window against the reference's profile.
+
+    Unseen values: :func:`unseen_pvalue` on the window's :func:`unseen_estimate` (its sketch's
+    exact kept counts completed by its sample), one-sided (only a rise is drift), against the reference windows' own estimates ``null``.
     Head: chi-square test of homogeneity of the two samples over the profile's head values plus
     "other". ``pvalue`` is their Bonferroni combination.
     """
     win, ref = window.values.tolist(), reference.values.tolist()
-    judged = profile.judged(win)
-    unseen, total = int((judged & ~profile.contains(win)).sum()), int(judged.sum())
-    p0 = float(np.clip(baseline, 1e-6, 1 - 1e-6))
-    unseen_p = float(stats.binomtest(unseen, total, p0, alternative="greater").pvalue) if total else 1.0
+    estimate = unseen_estimate(profile, sketch, window)
+    unseen_p = unseen_pvalue(estimate, null, baseline)
     head = {v: i for i, v in enumerate(profile.head)}
     table = np.zeros((2, len(head) + 1))
     for row, values in enumerate((ref, win)):
         for value in values:
             table[row, head.get(value, len(head))] += 1
     if not table[0].sum() or not table[1].sum():
-        return DeepResult(None, None, None, None, None, None, pvalue=min(1.0, 2 * unseen_p))
+        return DeepResult(None, None, None, None, None, None, pvalue=min(1.0, 2 * unseen_p),
+                          tests=(TestResult("unseen", estimate.share, unseen_p, "new_share", estimate.share),))
     table = table[:, table.sum(axis=0) > 0]
     psi = distances.psi(table[0] / table[0].sum(), table[1] / table[1].sum())
     chi2 = stats.chi2_contingency(table, correction=False) if table.shape[1] > 1 else None
     head_p = float(chi2.pvalue) if chi2 is not None else 1.0
-    return DeepResult(None, None, psi, None, float(chi2.statistic) if chi2 is not None else 0.0, head_p,
-                      pvalue=min(1.0, 2 * min(unseen_p, head_p)))
+    chi2_stat = float(chi2.statistic) if chi2 is not None else 0.0
+    tests = (TestResult("unseen", estimate.share, unseen_p, "new_share", estimate.share),
+             TestResult("head_chi2", chi2_stat, head_p, "psi", psi))
+    return DeepResult(None, None, psi, None, chi2_stat, head_p, pvalue=min(1.0, 2 * min(unseen_p, head_p)),
+                      tests=tests)
 
 
 def missing_rate_pvalue(ref_missing: int, ref_count: int, win_missing: int, win_count: int) -> float:

@@ -43,6 +43,9 @@ class DriftPolicy:
     on a window without drift. ``min_windows``: fewer reference windows -> fixed thresholds.
     ``head_size`` and ``membership_fpr``: the head values the gate compares and the Bloom filter's
     false-positive rate of a high-cardinality categorical reference (``sketches/profile.py``).
+    ``sequential_alpha``: per-window false-alarm probability spent by the slow-drift CUSUM across all
+    features and both directions (``sketches/sequential.py``); 0 turns it off (the default here;
+    ``jobs.pipeline.drift_policy`` gives it half the monitor's budget).
     """
 
     alpha: float = 0.05
@@ -61,10 +64,13 @@ class DriftPolicy:
     max_exact: int = 1000
     head_size: int = 20
     membership_fpr: float = 0.01
+    sequential_alpha: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1 or not 0 < self.false_alarm_rate < 1:
             raise ValueError("alpha and false_alarm_rate must lie strictly between 0 and 1")
+        if not 0 <= self.sequential_alpha < 1:
+            raise ValueError(f"sequential_alpha must lie in [0, 1), got {self.sequential_alpha}")
         if self.bins < 2:
             raise ValueError(f"bins must be >= 2, got {self.bins}")
         if self.head_size < 1 or not 0 < self.membership_fpr < 1:

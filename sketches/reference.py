@@ -14,7 +14,9 @@ from typing import Any
 import numpy as np
 
 from core.errors import SerializationError
-from sketches.calibration import calibrate_thresholds, leave_one_out_scores, score_dof
+from sketches.calibration import (calibrate_thresholds, leave_one_out, leave_one_out_scores, leave_two_out,
+                                  merged_profile_or_none, score_dof)
+from sketches.deep import unseen_estimate
 from sketches.feature import FEATURE_KINDS, FeatureSketch, copy_sketch, deserialize_sketch, new_sketch
 from sketches.gate import SCORE_NAMES, GateThresholds
 from sketches._values import count_strings
@@ -22,6 +24,11 @@ from sketches.policy import DriftPolicy
 from sketches.reservoir import ReservoirSample
 from sketches.profile import CategoricalProfile, merged_profile, window_profiles
 from sketches.serialization import KIND_REFERENCE, KIND_REFERENCE_PROFILED, Reader, Writer
+
+#: Extra ``null_scores`` columns of a high-cardinality categorical reference, after ``SCORE_NAMES``:
+#: each window's :class:`sketches.deep.UnseenEstimate` against the other windows, and its share against
+#: every window but itself and the next (how fast the share falls as the reference grows).
+UNSEEN_NULL_NAMES = ("unseen_share", "unseen_n_eff", "unseen_share_fewer")
 
 
 @dataclass
@@ -107,7 +114,9 @@ def build_feature_reference(name: str, kind: str, windows: list[Any], policy: Dr
     for values in windows:
         sample.update(values)
     counts = [value_counts(w) for w in windows] if kind == "categorical" else None
-    return reference_from_window_sketches(name, kind, sketches, sample, policy, counts)
+    samples = [ReservoirSample(sample_capacity, seed + 1 + i, name).update(w) for i, w in enumerate(windows)] \
+        if kind == "categorical" else None
+    return reference_from_window_sketches(name, kind, sketches, sample, policy, counts, samples)
 
 
 def value_counts(values: Any) -> dict[str, int]:
@@ -116,14 +125,17 @@ def value_counts(values: Any) -> dict[str, int]:
 
 
 def reference_from_window_sketches(name: str, kind: str, sketches: list[FeatureSketch], sample: ReservoirSample,
-                                   policy: DriftPolicy,
-                                   window_counts: list[dict[str, int]] | None = None) -> FeatureReference:
+                                   policy: DriftPolicy, window_counts: list[dict[str, int]] | None = None,
+                                   window_samples: list[ReservoirSample] | None = None) -> FeatureReference:
     """Merge per-window sketches into a reference and calibrate the gate on those windows.
 
     A categorical reference whose merged sketch is capped (more distinct values than
     ``policy.max_exact``) gets a :class:`CategoricalProfile`: from ``window_counts`` (every value of
     each window, counted from the raw events) when given, else from each window sketch's kept
     values (complete only below the smallest window threshold: see ``sketches/profile.py``).
+    With ``window_samples`` (each window's deep-test sample) such a reference's ``null_scores``
+    gain the ``UNSEEN_NULL_NAMES`` columns: each window's unseen estimate against the others
+    (:func:`sketches.deep.unseen_estimate`), the null of the deep unseen test.
     With fewer than ``policy.min_windows`` windows, thresholds are the fixed ones (source "fixed").
     """
     merged = copy_sketch(sketches[0])
@@ -134,6 +146,8 @@ def reference_from_window_sketches(name: str, kind: str, sketches: list[FeatureS
     if len(sketches) < policy.min_windows:
         return FeatureReference(name, kind, merged, sample, GateThresholds.fixed(), profile=profile)
     null_scores = leave_one_out_scores(sketches, policy.bins, profiles)
+    if profiles and window_samples is not None and len(window_samples) == len(sketches):
+        null_scores = np.hstack([null_scores, _unseen_null_columns(profiles, sketches, window_samples)])
     thresholds = calibrate_thresholds(null_scores, kind, policy.false_alarm_rate,
                                       score_dof(merged, policy.bins, profile))
     return FeatureReference(name, kind, merged, sample, thresholds, null_scores, profile)
@@ -147,6 +161,28 @@ def _profiles(kind: str, merged: FeatureSketch, sketches: list[FeatureSketch], p
         return window_profiles(window_counts, policy.head_size, policy.membership_fpr)
     limit = min(sketch.threshold for sketch in sketches)
     return window_profiles([s.frequencies() for s in sketches], policy.head_size, policy.membership_fpr, limit)
+
+
+def _unseen_null_columns(profiles: list[CategoricalProfile], sketches: list[FeatureSketch],
+                         samples: list[ReservoirSample]) -> np.ndarray:
+    """Per window: its unseen estimate (share, n_eff) against the other windows, and its share
+    against all windows but itself and the next one (NaN for the last window)."""
+    others = leave_one_out(profiles, merged_profile_or_none)
+    fewer = leave_two_out(profiles, merged_profile_or_none) + [None]
+    rows = []
+    for one, two, sketch, sample in zip(others, fewer, sketches, samples):
+        estimate = unseen_estimate(one, sketch, sample)
+        rows.append((estimate.share, estimate.n_eff,
+                     unseen_estimate(two, sketch, sample).share if two is not None else np.nan))
+    return np.array(rows, dtype=np.float64).reshape(len(rows), len(UNSEEN_NULL_NAMES))
+
+
+def unseen_null(ref: FeatureReference) -> np.ndarray | None:
+    """Per reference window: ``UNSEEN_NULL_NAMES`` (share and n_eff against the other windows, share against
+    all but two); None if not stored."""
+    if ref.null_scores.ndim != 2 or ref.null_scores.shape[1] < len(SCORE_NAMES) + len(UNSEEN_NULL_NAMES):
+        return None
+    return ref.null_scores[:, len(SCORE_NAMES):len(SCORE_NAMES) + len(UNSEEN_NULL_NAMES)]
 
 
 def baseline_unseen_share(ref: FeatureReference) -> float:

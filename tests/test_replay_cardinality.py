@@ -42,10 +42,6 @@ def replayed(tmp_path_factory) -> dict:
     return {"doc": orjson.loads((folder / "r.json").read_bytes()), "html": (folder / "r.html").read_text()}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 16: at the budget-derived level (1 false alert a week at 60 s windows: "
-                   "alpha 9.9e-5) the sample-based unseen test of a high-cardinality feature gives p_adj 1e-4..4e-3 "
-                   "for 5% new ids at 3,000 events/window: not caught (it was at alpha 0.05); needs a stronger "
-                   "full-window unseen test")
 def test_new_ids_drift_from_their_first_window(replayed: dict) -> None:
     doc = replayed["doc"]
     validate_report(doc)
@@ -54,10 +50,6 @@ def test_new_ids_drift_from_their_first_window(replayed: dict) -> None:
     assert min(f["gate"]["new_share"] for f in merchant[4:]) > max(f["gate"]["new_share"] for f in merchant[:4])
 
 
-@pytest.mark.xfail(strict=True, reason="issue 16: at the budget-derived level (1 false alert a week at 60 s windows: "
-                   "alpha 9.9e-5) the sample-based unseen test of a high-cardinality feature gives p_adj 1e-4..4e-3 "
-                   "for 5% new ids at 3,000 events/window: not caught (it was at alpha 0.05); needs a stronger "
-                   "full-window unseen test")
 def test_html_shows_unseen_share_and_moved_head_values_not_one_bar_per_value(replayed: dict) -> None:
     page = replayed["html"]
     assert "values the reference never saw" in page and "reference baseline" in page

@@ -1,0 +1,103 @@
+"""Slow drift: a CUSUM over per-window standardised scores, within the monitor's false-alarm budget.
+
+A shift too small for one window (0.1 sd at 1,000 events: a window-mean z of about 3, short of
+the ~4 one window needs at the budget's level) adds up over windows. Per feature and window
+(:func:`window_z`), a score that is N(0, 1) on a drift-free window:
+
+* numeric: the window mean against the reference mean, z = (mean_w - mean_r) / (sd_r sqrt(1/n_w
+  + 1/n_r)), watched both ways (a rise and a fall);
+* high-cardinality categorical: the whole-window unseen share against the reference windows'
+  own (``sketches.deep.unseen_estimate`` and its null), a rise only;
+* other features: none (their per-window tests already use every count).
+
+Two one-sided CUSUMs, S_t = min(cap, max(0, S_{t-1} + z_t - k)) upward and the same on -z_t,
+with reference value ``CUSUM_K`` = 1 (best for shifts of about 2 standard errors a window) and
+``cap`` = 2 h (a finished drift stops counting within about h windows). The feature has drifted
+in window t when S_t > h. h comes from the budget share ``alpha`` per side, feature and window
+through Siegmund's approximation of the in-control run length, ARL0 = (exp(2 k b) - 2 k b - 1)
+/ (2 k^2) with b = h + 1.166, solved for ARL0 = 1 / alpha (:func:`cusum_threshold`).
+Assumes independent events (the reference windows are not used to widen it: a reference with
+daily cycles makes the mean CUSUM alarm; the per-window gate absorbs them, this rule does not).
+
+The state (two floats per feature) is what the previous window left: replay keeps it in memory,
+the live job reads it back from the previous window's stored result (``window_results``), so a
+restart resumes the same sums.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import optimize
+
+from sketches.categorical import CategoricalSketch
+from sketches.deep import _unseen_baseline, unseen_estimate
+from sketches.feature import FeatureSketch, is_numeric
+from sketches.reference import FeatureReference, baseline_unseen_share, unseen_null
+from sketches.reservoir import ReservoirSample
+
+#: Reference value k of the CUSUM (in standard errors of one window's score).
+CUSUM_K = 1.0
+#: Siegmund's correction to the threshold for a normal CUSUM.
+_SIEGMUND = 1.166
+
+
+@dataclass(frozen=True)
+class CusumState:
+    """Upward and downward CUSUM sums of one feature after a window."""
+
+    up: float = 0.0
+    down: float = 0.0
+
+    def step(self, z: float, h: float, k: float = CUSUM_K) -> CusumState:
+        """The sums after one more window's score ``z`` (capped at 2 h)."""
+        return CusumState(min(2 * h, max(0.0, self.up + z - k)), min(2 * h, max(0.0, self.down - z - k)))
+
+    def alarm(self, h: float) -> bool:
+        """True when either sum exceeds ``h``."""
+        return self.up > h or self.down > h
+
+
+def cusum_threshold(alpha: float, k: float = CUSUM_K) -> float:
+    """CUSUM threshold h whose in-control run length is 1 / ``alpha`` windows (Siegmund).
+
+    >>> round(cusum_threshold(1 / 40_000), 2)
+    4.48
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie strictly between 0 and 1, got {alpha}")
+    target = 1.0 / alpha
+
+    def arl(h: float) -> float:
+        b = 2 * k * (h + _SIEGMUND)
+        return (math.expm1(b) - b) / (2 * k * k) - target
+
+    return float(optimize.brentq(arl, 0.0, 200.0))
+
+
+def window_z(ref: FeatureReference, sketch: FeatureSketch, sample: ReservoirSample) -> tuple[float | None, bool]:
+    """The window's standardised score and whether both directions count; (None, _) when none applies."""
+    if is_numeric(ref.sketch) and is_numeric(sketch):
+        n_w, n_r, sd = sketch.n, ref.sketch.n, ref.sketch.std
+        if n_w < 2 or n_r < 2 or not sd > 0 or not math.isfinite(sd):
+            return None, True
+        z = (sketch.mean - ref.sketch.mean) / (sd * math.sqrt(1.0 / n_w + 1.0 / n_r))
+        return (float(z), True) if math.isfinite(z) else (None, True)
+    if ref.profile is not None and isinstance(sketch, CategoricalSketch):
+        estimate = unseen_estimate(ref.profile, sketch, sample)
+        if not estimate.n_eff > 0 or not math.isfinite(estimate.share):
+            return None, False
+        m, phi, var_m = _unseen_baseline(unseen_null(ref), baseline_unseen_share(ref))
+        sd = math.sqrt(m * (1 - m) * phi / estimate.n_eff + var_m)
+        return float((estimate.share - m) / sd), False
+    return None, False
+
+
+def next_state(state: CusumState | None, z: float | None, two_sided: bool, h: float) -> CusumState | None:
+    """The feature's CUSUM after this window: unchanged without a score; the downward sum only if two-sided."""
+    if z is None:
+        return state
+    after = (state or CusumState()).step(float(np.clip(z, -50.0, 50.0)), h)
+    return after if two_sided else CusumState(after.up, 0.0)
