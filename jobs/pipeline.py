@@ -22,7 +22,7 @@ import pyarrow as pa
 from core.records import FeatureOutcome, WindowReport
 from schemas.config import ModelConfig, ThresholdConfig
 from jobs.columns import ARROW_TYPES, configured_values, feature_columns
-from schemas.events import utc_from_ms
+from schemas.events import PREDICTION, utc_from_ms
 from sketches import DriftPolicy, FeatureVerdict, Reference, ReservoirSample, analyze_window, new_sketch
 from sketches.categorical import CategoricalSketch
 from sketches.feature import FeatureSketch, copy_sketch, deserialize_sketch
@@ -245,7 +245,8 @@ def drift_policy(thresholds: ThresholdConfig, window_ms: int | None = None) -> D
 
 def analyze_summary(summary: WindowSummary, reference: Reference, policy: DriftPolicy) -> WindowReport:
     """Gate, deep-test and judge one window against the reference."""
-    verdicts = analyze_window(summary.features, reference, policy)
+    reference, features = judged_features(summary, reference)
+    verdicts = analyze_window(features, reference, policy)
     return WindowReport(
         model=summary.model,
         window_start=utc_from_ms(summary.window_start_ms),
@@ -253,6 +254,18 @@ def analyze_summary(summary: WindowSummary, reference: Reference, policy: DriftP
         features=[feature_outcome(v, cardinality_evidence(reference.features.get(v.name), summary.sketches.get(v.name)))
                   for v in verdicts],
     )
+
+
+def judged_features(summary: WindowSummary, reference: Reference) -> tuple[Reference, dict]:
+    """The reference and the window's features that one window is judged on and reports: all, less
+    the prediction where it has nothing to say: not monitored (the summary has none, so a reference's
+    prediction is ignored), or carried by neither the window's events nor the reference."""
+    sketch = summary.sketches.get(PREDICTION)
+    if sketch is None and PREDICTION in reference.features:
+        return Reference({n: f for n, f in reference.features.items() if n != PREDICTION}), summary.features
+    if sketch is None or PREDICTION in reference.features or sketch.missing < sketch.count:
+        return reference, summary.features
+    return reference, {name: pair for name, pair in summary.features.items() if name != PREDICTION}
 
 
 def cardinality_evidence(ref: FeatureReference | None, sketch: FeatureSketch | None, top: int = 5) -> dict:
