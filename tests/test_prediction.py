@@ -118,6 +118,13 @@ def test_replay_attributes_an_output_shift_to_prediction_in_its_first_window(sce
     assert alerted == {w["window_start"]: ["prediction"] for w in windows[SHIFT_FROM:]}
 
 
+def test_replay_can_keep_only_the_prediction(scenario):
+    doc = _replay(scenario, "--config", str(scenario["config"]), "--features", "prediction")
+    assert [[f["name"] for f in w["features"]] for w in doc["windows"]] == [["prediction"]] * N_WINDOWS
+    assert [f["drifted"] for w in sorted(doc["windows"], key=lambda w: w["window_start"]) for f in w["features"]] == [
+        i >= SHIFT_FROM for i in range(N_WINDOWS)]
+
+
 def test_opting_out_leaves_the_prediction_unmonitored(scenario, tmp_path):
     data = yaml.safe_load(scenario["config"].read_text())
     data["models"][0]["monitor_prediction"] = False
