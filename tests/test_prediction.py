@@ -176,11 +176,13 @@ def test_a_stream_without_predictions_reports_none():
 
 @pytest.mark.services
 @pytest.mark.slow
+@pytest.mark.parametrize("parallelism", [1, 2])
 def test_the_live_job_attributes_the_shift_to_prediction_as_replay_does(scenario, kafka_bootstrap, topic_name,
-                                                                        tmp_path):
-    """The live job on the real Kafka (2 partitions): the stored results attribute the drift to
-    ``prediction`` from the first shifted window on, raise an alert on feature ``prediction``, and
-    equal replay's stored results column for column."""
+                                                                        tmp_path, parallelism):
+    """The live job on the real Kafka (2 partitions; embedded, at parallelism 1 and 2: partial
+    summaries merged): the stored results attribute the drift to ``prediction`` from the first
+    shifted window on, raise an alert on feature ``prediction``, and equal replay's stored results
+    column for column."""
     from jobs.drift_job import run_drift_job
     from schemas.alert_tables import alerts
     from core.store import make_engine
@@ -194,7 +196,7 @@ def test_the_live_job_attributes_the_shift_to_prediction_as_replay_does(scenario
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(data))
     config = load_config(tmp_path / "config.yaml")
     live = f"sqlite:///{tmp_path}/live.db"
-    run_drift_job(config, live, config.reference.path, bounded=True, checkpoint_interval_ms=0)
+    run_drift_job(config, live, config.reference.path, bounded=True, checkpoint_interval_ms=0, parallelism=parallelism)
 
     verdicts = stored_verdicts(live)
     shifted = BASE_MS + SHIFT_FROM * WINDOW_MS
