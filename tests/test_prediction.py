@@ -103,7 +103,10 @@ def _missing_per_window(events: list[dict]) -> list[int]:
 
 
 def test_replay_attributes_an_output_shift_to_prediction_in_its_first_window(scenario):
-    doc = _replay(scenario, "--config", str(scenario["config"]))
+    page = scenario["folder"] / "report.html"
+    doc = _replay(scenario, "--config", str(scenario["config"]), "--report-html", str(page))
+    text = page.read_text()
+    assert ">prediction<" in text and text.count("data:image/png;base64,") == 3  # the one drifted feature's plots
     windows = sorted(doc["windows"], key=lambda w: w["window_start"])
     assert len(windows) == N_WINDOWS
     missing = _missing_per_window(scenario["events"])
