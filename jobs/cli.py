@@ -249,8 +249,9 @@ def reference_build_command(
         raise ConfigError(f"{input}: no valid events ({len(rejected)} rejected)")
     if cfg is None:
         kinds = infer_feature_kinds(events)
-        cfg = MonitorConfig.model_validate({"models": [{"name": m, "features": k, "monitor_prediction": "prediction" not in k}
-                                                       for m, k in kinds.items()]})
+        # a feature named "prediction" in the events is then monitored as a feature, not the events' prediction
+        cfg = MonitorConfig.model_validate({"models": [
+            {"name": m, "features": k, "monitor_prediction": "prediction" not in k} for m, k in kinds.items()]})
     references = build_reference_set(events, cfg, drift_policy(cfg.thresholds))
     references.save(out)
     for model, ref in references.models.items():

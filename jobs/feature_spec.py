@@ -72,7 +72,8 @@ class FeatureColumnSpec:
 
     def to_json(self) -> str:
         """The spec as ``DW_FEATURES`` reads it (``models``: the features in the event's ``features`` object)."""
-        models = {model: {name: i for name, i in columns.items() if not (name == PREDICTION and model in self.prediction_of)}
+        models = {model: {name: i for name, i in columns.items()
+                          if not (name == PREDICTION and model in self.prediction_of)}
                   for model, columns in self.columns_of.items()}
         return json.dumps({"columns": list(self.kinds), "models": models, "prediction": self.prediction_of},
                           separators=(",", ":"))

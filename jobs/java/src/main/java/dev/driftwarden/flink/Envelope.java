@@ -18,7 +18,8 @@ import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.JsonToken;
  * Java reading of the features equals the Python validation's (see {@link FeatureColumns}): ASCII
  * bytes without a backslash escape, only the contract's top-level fields and each at most once,
  * {@code event_time} an integer or a strict RFC 3339 text, {@code prediction} absent, null or a
- * finite number (kept in {@link #prediction}), {@code request_id} absent, null or a string, {@code features} an object.
+ * finite number (kept in {@link #prediction}), {@code request_id} absent, null or a string,
+ * {@code features} an object.
  *
  * <p>The job asks for these fields several times per record (the watermark, the event time, the
  * model, the envelope check), each time with a fresh copy of the same bytes. The last record's

@@ -26,8 +26,9 @@ import org.apache.flink.table.types.inference.TypeInference;
  * {@code {"columns": ["numeric", "categorical", ...], "models": {"m": {"x": 0, "c": 1}},
  * "prediction": {"m": 2}}}. The result is {@code ROW<ok BOOLEAN, c0 .. cN>}, column {@code ci} a
  * DOUBLE (numeric) or STRING (categorical); a model listed under {@code prediction} gets the
- * event's top-level prediction (null when absent) in that numeric column. {@code ok} is true only when the Python validation would accept the event and
- * take exactly these values from it: a {@link Envelope#plain plain} record of a configured model
+ * event's top-level prediction (null when absent or null) in that numeric column. {@code ok} is
+ * true only when the Python validation would accept the event and take exactly these values from
+ * it (the prediction included): a {@link Envelope#plain plain} record of a configured model
  * whose features are exactly that model's, each once, each null or of its kind's JSON type
  * (numbers as doubles, as Python's float64 columns hold them). Every other record, valid or not,
  * gets {@code ok = false} and is validated by Python from its bytes, which decides its fate.
