@@ -234,7 +234,8 @@ def reference_build_command(
     out: Path = typer.Option(..., "--out", "-o", help="Reference file to write."),
     config: Optional[Path] = typer.Option(None, "--config", "-c", exists=True, dir_okay=False,
                                           help="Monitor config; without it feature kinds are inferred "
-                                               "(numbers numeric, strings categorical)."),
+                                               "(numbers numeric, strings categorical) and the events' "
+                                               "prediction is monitored as feature 'prediction'."),
 ) -> None:
     """Turn a training snapshot into reference sketches, samples and calibrated gate thresholds."""
     from core.event_files import load_events
@@ -248,7 +249,9 @@ def reference_build_command(
         raise ConfigError(f"{input}: no valid events ({len(rejected)} rejected)")
     if cfg is None:
         kinds = infer_feature_kinds(events)
-        cfg = MonitorConfig.model_validate({"models": [{"name": m, "features": k} for m, k in kinds.items()]})
+        # a feature named "prediction" in the events is then monitored as a feature, not the events' prediction
+        cfg = MonitorConfig.model_validate({"models": [
+            {"name": m, "features": k, "monitor_prediction": "prediction" not in k} for m, k in kinds.items()]})
     references = build_reference_set(events, cfg, drift_policy(cfg.thresholds))
     references.save(out)
     for model, ref in references.models.items():

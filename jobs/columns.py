@@ -1,4 +1,4 @@
-"""Validated events' features as Arrow columns: one column per configured feature.
+"""Validated events' features as Arrow columns: one column per configured feature (and the prediction).
 
 Validation (:class:`schemas.events.FeatureKinds`) hands over each event's configured values split
 by kind, in the config's order; these functions turn many events' values into columns without
@@ -19,23 +19,33 @@ ARROW_TYPES = {NUMERIC: pa.float64(), CATEGORICAL: pa.string()}
 
 
 def configured_values(features: Mapping[str, object], kinds: FeatureKinds,
-                      by_kind: tuple[tuple, tuple] | None = None) -> tuple[tuple[tuple, tuple], int]:
-    """A validated event's configured values split by kind (absent ones as nulls), and how many
+                      by_kind: tuple[tuple, tuple] | None = None,
+                      prediction: float | None = None) -> tuple[tuple[tuple, tuple], int]:
+    """A validated event's monitored values split by kind (absent ones as nulls), and how many
     non-null values it holds for features not in ``kinds`` (counted, not sketched).
 
+    The numeric values end with the event's ``prediction`` when ``kinds`` monitors it
+    (:attr:`FeatureKinds.numeric_columns`): the one place where the prediction becomes a column.
     ``by_kind`` is :attr:`schemas.events.Event.by_kind` when validation already split the event
     with these kinds: the common shape, which has no other features.
+
+    >>> kinds = FeatureKinds({"x": "numeric", "c": "categorical"}, prediction=True)
+    >>> configured_values({"x": 1, "c": "a", "z": 2}, kinds, prediction=0.75)
+    (((1, 0.75), ('a',)), 1)
     """
     split = by_kind or kinds.split(features)
-    if split is not None:
-        return split, 0
-    unknown = sum(1 for name, value in features.items() if value is not None and name not in kinds)
-    return kinds.values_in_order(features), unknown
+    unknown = 0
+    if split is None:
+        unknown = sum(1 for name, value in features.items() if value is not None and name not in kinds)
+        split = kinds.values_in_order(features)
+    if kinds.prediction:
+        split = (split[0] + (prediction,), split[1])
+    return split, unknown
 
 
 def feature_columns(numbers: list, labels: list, kinds: FeatureKinds) -> dict[str, pa.Array]:
     """One Arrow column per feature out of row-major values split by kind (see FeatureKinds)."""
-    return {**_columns(numbers, kinds.numeric, ARROW_TYPES[NUMERIC]),
+    return {**_columns(numbers, kinds.numeric_columns, ARROW_TYPES[NUMERIC]),
             **_columns(labels, kinds.categorical, ARROW_TYPES[CATEGORICAL])}
 
 

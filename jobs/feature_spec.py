@@ -10,17 +10,22 @@ valid, rejected and their reasons are decided as before (and as in replay).
 
 The spec is JSON, passed to ``DW_FEATURES`` as a string literal::
 
-    {"columns": ["numeric", "categorical"], "models": {"m": {"x": 0, "c": 1}}}
+    {"columns": ["numeric", "categorical", "numeric"], "models": {"m": {"x": 0, "c": 1}},
+     "prediction": {"m": 2}}
 
-Column ``ci`` of the result holds the features of kind ``columns[i]``; a feature name of that kind
-shares its column across models.
+Column ``ci`` of the result holds the values of kind ``columns[i]``; a feature name of that kind
+shares its column across models. ``prediction`` names, per model that monitors it
+(``monitor_prediction``), the numeric column of the event's top-level ``prediction``: Java puts
+the prediction there for every record it vouches for, Python for every record it validates.
 
 >>> from schemas.config import MonitorConfig
 >>> cfg = MonitorConfig.model_validate({"models": [{"name": "m", "features": {"x": "numeric", "c": "categorical"}},
-...                                               {"name": "n", "features": {"x": "numeric"}}]})
+...                                               {"name": "n", "features": {"x": "numeric"}, "monitor_prediction": False}]})
 >>> spec = FeatureColumnSpec.from_config(cfg)
->>> (spec.kinds, spec.columns_of["n"], spec.names)
-(('numeric', 'categorical'), {'x': 0}, ['c0', 'c1'])
+>>> (spec.kinds, spec.columns_of["m"], spec.columns_of["n"], spec.names)
+(('numeric', 'categorical', 'numeric'), {'x': 0, 'c': 1, 'prediction': 2}, {'x': 0}, ['c0', 'c1', 'c2'])
+>>> spec.row_values("m", ((1, 0.5), ("a",)))
+[1.0, 'a', 0.5]
 """
 
 from __future__ import annotations
@@ -30,28 +35,35 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from schemas.config import MonitorConfig
-from schemas.events import NUMERIC
+from schemas.events import NUMERIC, PREDICTION
 from sketches.categorical import DEFAULT_MAX_EXACT as MAX_EXACT
 from sketches.histogram import DEFAULT_PRECISION as HISTOGRAM_PRECISION
 
 
 @dataclass(frozen=True)
 class FeatureColumnSpec:
-    """Which column of ``DW_FEATURES``'s row holds which model's feature."""
+    """Which column of ``DW_FEATURES``'s row holds which model's monitored value (feature or prediction)."""
 
     kinds: tuple[str, ...]  # the kind of column c0, c1, ...
-    columns_of: Mapping[str, Mapping[str, int]]  # model -> feature -> column
+    columns_of: Mapping[str, Mapping[str, int]]  # model -> monitored name -> column (ModelConfig.monitored order)
+    prediction_of: Mapping[str, int]  # model -> column of its prediction (models that monitor it)
+    # model -> the columns of its values in configured_values' order (numeric columns, then categorical)
+    order_of: Mapping[str, tuple[int, ...]]
 
     @classmethod
     def from_config(cls, config: MonitorConfig) -> "FeatureColumnSpec":
-        """One column per (feature name, kind) over all configured models."""
+        """One column per (name, kind) over all configured models; the prediction is ("prediction", numeric)."""
         column_of: dict[tuple[str, str], int] = {}
         for model in config.models:
-            for name, kind in model.features.items():
+            for name, kind in model.monitored.items():
                 column_of.setdefault((name, kind), len(column_of))
-        columns_of = {m.name: {name: column_of[name, kind] for name, kind in m.features.items()}
+        columns_of = {m.name: {name: column_of[name, kind] for name, kind in m.monitored.items()}
                       for m in config.models}
-        return cls(tuple(kind for _, kind in column_of), columns_of)
+        prediction_of = {m.name: column_of[PREDICTION, NUMERIC] for m in config.models if m.monitor_prediction}
+        order_of = {m.name: tuple(column_of[name, NUMERIC] for name in m.kinds.numeric_columns)
+                    + tuple(column_of[name, kind] for name, kind in m.monitored.items() if kind != NUMERIC)
+                    for m in config.models}
+        return cls(tuple(kind for _, kind in column_of), columns_of, prediction_of, order_of)
 
     @property
     def names(self) -> list[str]:
@@ -59,21 +71,27 @@ class FeatureColumnSpec:
         return [f"c{i}" for i in range(len(self.kinds))]
 
     def to_json(self) -> str:
-        """The spec as ``DW_FEATURES`` reads it."""
-        return json.dumps({"columns": list(self.kinds), "models": self.columns_of}, separators=(",", ":"))
+        """The spec as ``DW_FEATURES`` reads it (``models``: the features in the event's ``features`` object)."""
+        models = {model: {name: i for name, i in columns.items()
+                          if not (name == PREDICTION and model in self.prediction_of)}
+                  for model, columns in self.columns_of.items()}
+        return json.dumps({"columns": list(self.kinds), "models": models, "prediction": self.prediction_of},
+                          separators=(",", ":"))
 
     def aggregate_spec(self, config: MonitorConfig) -> str:
         """The spec of the Java window aggregate (``WindowSummaryAgg``): window, columns, per-model sketches."""
-        models = {m.name: {"features": [[name, self.columns_of[m.name][name]] for name in m.features],
+        models = {m.name: {"features": [[name, self.columns_of[m.name][name]] for name in m.monitored],
                            "sample_size": m.sample_size, "precision": HISTOGRAM_PRECISION,
                            "max_buckets": m.sketch_buckets, "max_exact": MAX_EXACT} for m in config.models}
         return json.dumps({"window_ms": config.window.size_ms, "columns": list(self.kinds), "models": models},
                           separators=(",", ":"))
 
-    def row_values(self, model: str, by_name: Mapping[str, object]) -> list:
-        """One record's values in column order (c0, c1, ...): its model's features, None elsewhere."""
+    def row_values(self, model: str, values: tuple[tuple, tuple] | None) -> list:
+        """One record's values in column order (c0, c1, ...): its model's monitored values as
+        :func:`jobs.columns.configured_values` splits them (None: not monitored), None elsewhere."""
         row: list = [None] * len(self.kinds)
-        for name, i in self.columns_of.get(model, {}).items():
-            value = by_name.get(name)
+        if values is None:
+            return row
+        for i, value in zip(self.order_of[model], values[0] + values[1]):
             row[i] = float(value) if value is not None and self.kinds[i] == NUMERIC else value
         return row

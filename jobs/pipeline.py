@@ -22,7 +22,7 @@ import pyarrow as pa
 from core.records import FeatureOutcome, WindowReport
 from schemas.config import ModelConfig, ThresholdConfig
 from jobs.columns import ARROW_TYPES, configured_values, feature_columns
-from schemas.events import FeatureKinds, utc_from_ms
+from schemas.events import PREDICTION, utc_from_ms
 from sketches import DriftPolicy, FeatureVerdict, Reference, ReservoirSample, analyze_window, new_sketch
 from sketches.categorical import CategoricalSketch
 from sketches.feature import FeatureSketch, copy_sketch, deserialize_sketch
@@ -147,7 +147,7 @@ class WindowRows:
 
     def __init__(self, config: ModelConfig) -> None:
         self.config = config
-        self.kinds = FeatureKinds(config.features)
+        self.kinds = config.kinds
         self.numbers: list = []
         self.labels: list = []
         self.coordinates: list[tuple] = []
@@ -159,13 +159,13 @@ class WindowRows:
         return len(self.coordinates)
 
     def add(self, features: Mapping[str, object], coordinates: tuple,
-            by_kind: tuple[tuple, tuple] | None = None) -> None:
-        """Append one validated event's configured features (absent ones as nulls).
+            by_kind: tuple[tuple, tuple] | None = None, prediction: float | None = None) -> None:
+        """Append one validated event's configured features and prediction (absent ones as nulls).
 
         ``by_kind`` is the event's :attr:`schemas.events.Event.by_kind` when validation already
         split it with this model's kinds (saves doing it twice).
         """
-        split, unknown = configured_values(features, self.kinds, by_kind)
+        split, unknown = configured_values(features, self.kinds, by_kind, prediction)
         self.unknown_features += unknown
         self.numbers.extend(split[0])
         self.labels.extend(split[1])
@@ -173,32 +173,32 @@ class WindowRows:
 
     def add_columns(self, columns: Mapping[str, pa.Array], coordinates: Sequence[tuple],
                     unknown_features: int = 0) -> None:
-        """Append validated events given as one Arrow column per configured feature."""
+        """Append validated events given as one Arrow column per monitored name (features, prediction)."""
         self._seal()
-        self._chunks.append({name: columns[name] for name in self.kinds})
+        self._chunks.append({name: columns[name] for name in self.kinds.columns})
         self.coordinates.extend(coordinates)
         self._in_chunks = len(self.coordinates)
         self.unknown_features += unknown_features
 
     def columns(self) -> dict[str, pa.Array]:
-        """Each configured feature's column over the whole window, in the order the events came."""
+        """Each monitored name's column over the whole window, in the order the events came."""
         self._seal()
         columns = {}
-        for name, kind in self.kinds.items():
+        for name, kind in self.kinds.columns.items():
             parts = [chunk[name] for chunk in self._chunks]
             columns[name] = pa.concat_arrays(parts) if parts else pa.array([], ARROW_TYPES[kind])
         return columns
 
     def summarize(self, model: str, start_ms: int, window_ms: int) -> WindowSummary:
-        """The window's summary: counts, a sketch per configured feature, the event sample."""
+        """The window's summary: counts, a sketch per monitored name, the event sample."""
         columns = self.columns()
         topics, partitions, offsets = split_coordinates(self.coordinates)
         keys = event_keys(window_seed(model, start_ms), topics, partitions, offsets)
         return WindowSummary(model, start_ms, start_ms + window_ms, events=len(self),
                              unknown_features=self.unknown_features,
                              sketches={name: new_feature_sketch(kind, self.config, name).update(columns[name])
-                                       for name, kind in self.config.features.items()},
-                             sample=EventSample(self.config.sample_size, self.config.features).update(keys, columns))
+                                       for name, kind in self.kinds.columns.items()},
+                             sample=EventSample(self.config.sample_size, self.kinds.columns).update(keys, columns))
 
     def _seal(self) -> None:
         """Turn the values added event by event so far into one columnar chunk."""
@@ -219,11 +219,13 @@ def summarize_window(
     window_ms: int,
     feature_maps: Sequence[Mapping[str, object]],
     config: ModelConfig,
+    predictions: Sequence[float | None] | None = None,
 ) -> WindowSummary:
-    """Summarize one window's events given as feature maps (the i-th event has coordinates (i,))."""
+    """Summarize one window's events given as feature maps and predictions (none: all missing);
+    the i-th event has coordinates (i,)."""
     rows = WindowRows(config)
     for line, features in enumerate(feature_maps):
-        rows.add(features, (line,))
+        rows.add(features, (line,), prediction=predictions[line] if predictions is not None else None)
     return rows.summarize(model, start_ms, window_ms)
 
 
@@ -249,7 +251,8 @@ def drift_policy(thresholds: ThresholdConfig, window_ms: int | None = None) -> D
 def analyze_summary(summary: WindowSummary, reference: Reference, policy: DriftPolicy,
                     state: Mapping[str, CusumState] | None = None) -> WindowReport:
     """Gate, deep-test and judge one window against the reference, given each feature's CUSUM after the previous window."""
-    verdicts = analyze_window(summary.features, reference, policy, state)
+    reference, features = judged_features(summary, reference)
+    verdicts = analyze_window(features, reference, policy, state)
     return WindowReport(
         model=summary.model,
         window_start=utc_from_ms(summary.window_start_ms),
@@ -257,6 +260,18 @@ def analyze_summary(summary: WindowSummary, reference: Reference, policy: DriftP
         features=[feature_outcome(v, cardinality_evidence(reference.features.get(v.name), summary.sketches.get(v.name)))
                   for v in verdicts],
     )
+
+
+def judged_features(summary: WindowSummary, reference: Reference) -> tuple[Reference, dict]:
+    """The reference and the window's features that one window is judged on and reports: all, less
+    the prediction where it has nothing to say: not monitored (the summary has none, so a reference's
+    prediction is ignored), or carried by neither the window's events nor the reference."""
+    sketch = summary.sketches.get(PREDICTION)
+    if sketch is None and PREDICTION in reference.features:
+        return Reference({n: f for n, f in reference.features.items() if n != PREDICTION}), summary.features
+    if sketch is None or PREDICTION in reference.features or sketch.missing < sketch.count:
+        return reference, summary.features
+    return reference, {name: pair for name, pair in summary.features.items() if name != PREDICTION}
 
 
 def cardinality_evidence(ref: FeatureReference | None, sketch: FeatureSketch | None, top: int = 5) -> dict:

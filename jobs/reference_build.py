@@ -1,6 +1,7 @@
 """Build a ReferenceSet from a training snapshot: events cut into windows, summarized, calibrated.
 
-The snapshot is a file of events in the contract's shape (JSONL, gzip JSONL or Parquet).
+The snapshot is a file of events in the contract's shape (JSONL, gzip JSONL or Parquet); the
+events' predictions make the reference of the ``prediction`` feature (``monitor_prediction``).
 Each model's events are cut into the configured event-time windows and summarized with the
 same :func:`jobs.pipeline.summarize_window` as the streaming job; the gate is calibrated on
 those windows (leave one out). A snapshot spanning fewer windows than the policy needs for
@@ -45,9 +46,10 @@ def build_reference_set(events: list[Event], config: MonitorConfig, policy: Drif
         if model_config is not None:
             groups = _window_groups(model_events, config.window.size_ms, policy)
             summaries = [summarize_window(name, start, config.window.size_ms, [e.features for e in group],
-                                          model_config) for start, group in groups]
-            models[name] = reference_from_summaries(summaries, dict(model_config.features), policy,
-                                                    _value_counts(groups, model_config))
+                                          model_config, [e.prediction for e in group]) for start, group in groups]
+            models[name] = reference_from_summaries(summaries, model_config.monitored, policy,
+                                                    _value_counts(groups, model_config),
+                                                    prediction=model_config.monitor_prediction)
     return ReferenceSet(models)
 
 

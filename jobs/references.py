@@ -18,6 +18,7 @@ from core.errors import ConfigError, SerializationError
 from core.store import upsert
 from jobs.pipeline import WindowSummary, merge_summaries
 from schemas.config import MonitorConfig
+from schemas.events import PREDICTION
 from schemas.tables import window_summaries
 from sketches import DriftPolicy, Reference
 from sketches.reference import reference_from_window_sketches
@@ -74,18 +75,24 @@ def is_reference_file(path: str | PathLike) -> bool:
         return handle.read(4) == REFERENCE_MAGIC
 
 
-def reference_from_summaries(summaries: Sequence[WindowSummary], kinds: dict[str, str], policy: DriftPolicy,
-                             value_counts: Mapping[str, list[dict[str, int]]] | None = None) -> Reference:
+def reference_from_summaries(summaries: Sequence[WindowSummary], kinds: Mapping[str, str], policy: DriftPolicy,
+                             value_counts: Mapping[str, list[dict[str, int]]] | None = None,
+                             prediction: bool = False) -> Reference:
     """Merge window summaries into a reference and calibrate its gate on the windows themselves.
 
     ``value_counts``: per categorical feature, every value's count in each summary's window, from
     the raw events (``reference build``); without it a high-cardinality feature's membership is
     the union of the values the window summaries kept (see ``sketches/profile.py``).
+    ``prediction``: ``kinds``' ``prediction`` is the monitored prediction (ModelConfig.monitored);
+    it is left out of the reference when no reference event carried one (a stream without
+    predictions has none to judge; its windows still report the prediction's counts).
     """
     sample = merge_summaries(summaries).sample
     features = {}
     for name, kind in kinds.items():
         sketches = [s.sketches[name] for s in summaries if name in s.sketches]
+        if prediction and name == PREDICTION and all(sketch.missing == sketch.count for sketch in sketches):
+            continue
         if sketches:
             counts = (value_counts or {}).get(name)
             samples = [s.sample.feature(name) for s in summaries if name in s.sketches]
@@ -134,7 +141,8 @@ class StoredReferences:
         order = {start: i for i, start in enumerate(starts)}  # the merge order: see _reference_starts
         summaries = sorted((WindowSummary.deserialize(r[0]) for r in rows), key=lambda s: order[s.window_start_ms])
         model_config = self.config.model(model)
-        reference = reference_from_summaries(summaries, dict(model_config.features), self.policy)
+        reference = reference_from_summaries(summaries, model_config.monitored, self.policy,
+                                             prediction=model_config.monitor_prediction)
         self._built[model] = (starts, reference)
         return reference
 

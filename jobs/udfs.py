@@ -101,8 +101,9 @@ class ValidateRecord(_DeadLetters, TableFunction):
     ``turned_away`` is the JVM's verdict: None when it only could not vouch for the features (the
     record is validated here), :data:`ENVELOPE` when it could not read the event time or the model
     (the validator names the exact reason), else the reason itself (``late``, ``future | ...``).
-    A valid record yields ``(unknown, c0 .. cN)``: its configured features in the columns of
-    :class:`FeatureColumnSpec` and the count of its values of unconfigured features. Anything else
+    A valid record yields ``(unknown, c0 .. cN)``: its configured features (and its prediction,
+    where monitored) in the columns of :class:`FeatureColumnSpec` and the count of its values of
+    unconfigured features. Anything else
     is written to the dead letters here and yields nothing.
     """
 
@@ -124,8 +125,9 @@ class ValidateRecord(_DeadLetters, TableFunction):
             self.keep(Rejected(topic, partition, offset, _reason_text(exc), value), model, event_ms)
             return
         kinds = self.kinds_of(event.model)  # None: a model the config does not monitor (counted, not sketched)
-        unknown = configured_values(event.features, kinds, event.by_kind)[1] if kinds is not None else 0
-        yield Row(unknown, *self.spec.row_values(event.model, event.features))
+        values, unknown = (configured_values(event.features, kinds, event.by_kind, event.prediction)
+                           if kinds is not None else (None, 0))
+        yield Row(unknown, *self.spec.row_values(event.model, values))
 
     def _envelope_reason(self, value: bytes) -> str:
         """Python's reason for a record whose event time or model Java could not read."""

@@ -28,7 +28,7 @@ def replay_command(
     reference: Annotated[Optional[Path], typer.Option(help="Reference: a file from `driftwarden reference build`, or raw reference events.", show_default="none: the config's reference")] = None,
     config: Annotated[Optional[Path], typer.Option(help="Monitor config YAML.", show_default="none: kinds from the reference, 60s windows, default thresholds")] = None,
     model: Annotated[Optional[list[str]], typer.Option("--model", help="Only this model (repeat for several).", show_default="all models")] = None,
-    features: Annotated[Optional[str], typer.Option(help="Only these features, comma-separated.", show_default="all features")] = None,
+    features: Annotated[Optional[str], typer.Option(help="Only these features, comma-separated (prediction: the monitored prediction).", show_default="all features")] = None,
     bootstrap: Annotated[Optional[str], typer.Option(help="Kafka bootstrap servers.", show_default=f"the config's, else {DEFAULT_BOOTSTRAP}")] = None,
     report_json: Annotated[Optional[Path], typer.Option(help="Write the JSON report here.", show_default="none")] = None,
     report_html: Annotated[Optional[Path], typer.Option(help="Write the self-contained HTML report here.", show_default="none")] = None,

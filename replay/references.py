@@ -70,8 +70,9 @@ class WindowReferences:
             return Reference()
         key = (model, tuple(s.window_start_ms for s in chosen))
         if key not in self._cache:
-            kinds = dict(self.config.model(model).features)
-            self._cache = {key: reference_from_summaries(chosen, kinds, self.policy)}
+            config = self.config.model(model)
+            self._cache = {key: reference_from_summaries(chosen, config.monitored, self.policy,
+                                                         prediction=config.monitor_prediction)}
         return self._cache[key]
 
     def _chosen(self, model: str, start_ms: int) -> list[WindowSummary]:

@@ -19,6 +19,7 @@ from jobs.references import ReferenceSet, is_reference_file
 from replay.file_input import check_file
 from replay.references import FileReferences, ReferenceProvider, WindowReferences
 from schemas.config import ModelConfig, MonitorConfig, load_config
+from schemas.events import PREDICTION
 from sketches import DriftPolicy
 
 
@@ -39,8 +40,10 @@ class ReplaySetup:
 
 
 def default_config(kinds: dict[str, dict[str, str]]) -> MonitorConfig:
-    """The documented defaults with one monitored model per entry of ``kinds``."""
-    models = [ModelConfig(name=m, features=k) for m, k in sorted(kinds.items()) if k]
+    """The documented defaults with one monitored model per entry of ``kinds`` (inferred from events:
+    a feature named ``prediction`` is then monitored as a feature, instead of the events' prediction)."""
+    models = [ModelConfig(name=m, features=k, monitor_prediction=PREDICTION not in k) for m, k in sorted(kinds.items())
+              if k]
     if not models:
         raise ConfigError("the reference holds no feature with a value: nothing to compare with")
     return MonitorConfig(models=models)
@@ -75,8 +78,9 @@ def _file_references(config: MonitorConfig | None, path: Path) -> tuple[MonitorC
         raise ConfigError(f"reference file {path} does not exist")
     if is_reference_file(path):
         references = ReferenceSet.load(path)
-        if config is None:
-            kinds = {m: {n: f.kind for n, f in r.features.items()} for m, r in references.models.items()}
+        if config is None:  # a reference's "prediction" is the events' prediction (monitored by default)
+            kinds = {m: {n: f.kind for n, f in r.features.items() if n != PREDICTION}
+                     for m, r in references.models.items()}
             config = default_config(kinds)
         return config, references
     events, _rejected = load_events(check_file(path))
@@ -93,11 +97,12 @@ def _filtered(config: MonitorConfig, models: list[str] | None, features: list[st
         raise ConfigError(f"--model {', '.join(unknown)}: not monitored; monitored models: {', '.join(known)}")
     if not features:
         return config
-    all_features = {f for m in config.models for f in m.features}
+    all_features = {f for m in config.models for f in m.monitored}
     missing = sorted(set(features) - all_features)
     if missing:
         raise ConfigError(f"--features {', '.join(missing)}: no monitored model has them; "
                           f"known features: {', '.join(sorted(all_features))}")
-    kept = [m.model_copy(update={"features": {n: k for n, k in m.features.items() if n in features}})
+    kept = [m.model_copy(update={"features": {n: k for n, k in m.features.items() if n in features},
+                                 "monitor_prediction": m.monitor_prediction and PREDICTION in features})
             for m in config.models]
     return config.model_copy(update={"models": kept})

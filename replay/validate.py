@@ -117,7 +117,7 @@ def validate_batch(values: Sequence[bytes], config: MonitorConfig) -> ValidatedB
         if into is None:  # a model the config does not monitor: counted, not sketched
             unknown.append(0), rows.append(-1)
             continue
-        by_kind, unknown_values = configured_values(event.features, into.kinds, event.by_kind)
+        by_kind, unknown_values = configured_values(event.features, into.kinds, event.by_kind, event.prediction)
         unknown.append(unknown_values)
         into.numbers.extend(by_kind[0])
         into.labels.extend(by_kind[1])

@@ -10,6 +10,7 @@ Validated once, before any job starts; an error names the file, the line and the
     models:
       - name: fraud-v3
         features: {amount: numeric, country: categorical}
+        monitor_prediction: true   # default: the event's `prediction` is monitored as feature `prediction`
 
 >>> cfg = MonitorConfig.model_validate({"models": [{"name": "m", "features": {"x": "numeric"}}]})
 >>> (cfg.window.size_ms, cfg.model("m").features["x"])
@@ -27,7 +28,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from core.errors import ConfigError
-from schemas.events import FeatureKinds
+from schemas.events import PREDICTION, FeatureKinds
 
 FeatureKind = Literal["numeric", "categorical"]
 
@@ -191,12 +192,42 @@ class ThresholdConfig(_Strict):
 
 
 class ModelConfig(_Strict):
-    """One monitored model and the kind of each feature."""
+    """One monitored model and the kind of each feature.
+
+    ``monitor_prediction`` (default true): the event's top-level ``prediction`` is monitored like
+    a numeric feature named ``prediction`` (reported, stored and alerted under that name; an
+    event without one counts as a missing value). A feature of the model named ``prediction``
+    would share that name: it is refused unless ``monitor_prediction`` is false.
+
+    >>> ModelConfig(name="m", features={"x": "categorical"}).monitored
+    {'x': 'categorical', 'prediction': 'numeric'}
+    >>> ModelConfig(name="m", features={"x": "numeric"}, monitor_prediction=False).monitored
+    {'x': 'numeric'}
+    """
 
     name: str = Field(min_length=1, max_length=200)  # the store's model columns hold 200 characters
     features: dict[str, FeatureKind] = Field(min_length=1)
+    monitor_prediction: bool = True
     sample_size: int = Field(default=2000, ge=10)
     sketch_buckets: int = Field(default=1024, ge=16, le=65536)
+
+    @model_validator(mode="after")
+    def _prediction_name_is_free(self) -> "ModelConfig":
+        if self.monitor_prediction and PREDICTION in self.features:
+            raise ValueError(f"model {self.name!r}: a feature named {PREDICTION!r} clashes with the monitored "
+                             f"prediction (reported as feature {PREDICTION!r}); rename the feature, or set "
+                             "monitor_prediction: false for this model")
+        return self
+
+    @property
+    def kinds(self) -> FeatureKinds:
+        """The model's feature kinds for validation, with the prediction as a column when monitored."""
+        return FeatureKinds(self.features, prediction=self.monitor_prediction)
+
+    @property
+    def monitored(self) -> dict[str, str]:
+        """Every monitored name and its kind, in summary order: the features, then ``prediction`` when monitored."""
+        return self.kinds.columns
 
     @field_validator("name")
     @classmethod
@@ -241,8 +272,8 @@ class MonitorConfig(_Strict):
 
 
 def feature_kinds_lookup(config: MonitorConfig) -> Callable[[str], Mapping[str, str] | None]:
-    """model name -> its feature kinds (None for a model the config does not monitor)."""
-    return {m.name: FeatureKinds(m.features) for m in config.models}.get
+    """model name -> its feature kinds, prediction column included (None for a model the config does not monitor)."""
+    return {m.name: m.kinds for m in config.models}.get
 
 
 def load_config(path: str | Path) -> MonitorConfig:

@@ -49,6 +49,8 @@ REJECT_REASONS = (
 
 NUMERIC = "numeric"
 CATEGORICAL = "categorical"
+#: The top-level field monitored like a numeric feature of this name (``monitor_prediction`` in the config).
+PREDICTION = "prediction"
 _NUMBER_TYPES = frozenset((int, float))
 _NUMERIC_VALUE_TYPES = frozenset((int, float, type(None)))
 _CATEGORICAL_VALUE_TYPES = frozenset((str, type(None)))
@@ -147,17 +149,27 @@ class FeatureKinds(dict):
     True
     >>> kinds.values_in_order({"x": 2, "z": True})
     ((2, None), (None,))
+
+    With ``prediction`` the event's top-level prediction is one more numeric column, named
+    :data:`PREDICTION`, after the numeric features (the dict itself, which validation checks the
+    features against, holds the features only):
+
+    >>> FeatureKinds({"x": NUMERIC, "c": CATEGORICAL}, prediction=True).columns
+    {'x': 'numeric', 'c': 'categorical', 'prediction': 'numeric'}
     """
 
-    def __init__(self, kinds: Mapping[str, str]) -> None:
+    def __init__(self, kinds: Mapping[str, str], prediction: bool = False) -> None:
         super().__init__(kinds)
+        self.prediction = prediction
         self.numeric = tuple(name for name, kind in kinds.items() if kind == NUMERIC)
         self.categorical = tuple(name for name, kind in kinds.items() if kind == CATEGORICAL)
+        self.numeric_columns = self.numeric + ((PREDICTION,) if prediction else ())
+        self.columns = {**kinds, PREDICTION: NUMERIC} if prediction else dict(kinds)
         self._numeric_of = _values_getter(self.numeric)
         self._categorical_of = _values_getter(self.categorical)
 
     def __reduce__(self) -> tuple:  # pickled with the job's functions: rebuild the getters on load
-        return FeatureKinds, (dict(self),)
+        return FeatureKinds, (dict(self), self.prediction)
 
     def split(self, features: Mapping[str, Any]) -> tuple[tuple, tuple] | None:
         """``(numeric values, categorical values)`` in this object's order, when ``features`` holds

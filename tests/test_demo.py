@@ -229,6 +229,7 @@ def test_compose_monitor_config_matches_the_generator():
 
     cfg = load_config(REPO / "deploy/demo/monitor.yaml")
     assert dict(cfg.model("credit-risk").features) == FEATURE_KINDS
+    assert not cfg.model("credit-risk").monitor_prediction  # as the demo's own config (demo/stack.py)
     assert cfg.window.size_ms == 10_000 and cfg.source.topics == ["features"]
     rules = parse_rules(cfg.alerting)
     assert rules.min_severity == "moderate" and rules.routes[0].secret_env == "DRIFTWARDEN_WEBHOOK_SECRET"

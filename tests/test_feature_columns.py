@@ -3,7 +3,9 @@
 The live job takes the features of the records Java vouches for from Java's typed columns and
 validates only the others in Python (jobs/feature_spec.py). That is right only if every record
 Java vouches for is one the Python validation accepts, with exactly the same values. Runs the
-real Java function in a local Flink job (batch mode) and compares record by record.
+real Java function in a local Flink job (batch mode) and compares record by record; the
+prediction's column (``monitor_prediction``) is compared the same way, and with the live job's
+Python validator (ValidateRecord) and replay's (validate_batch) on every valid record.
 """
 
 from __future__ import annotations
@@ -17,11 +19,11 @@ import pytest
 from core.errors import InvalidEventError
 from jobs.feature_spec import FeatureColumnSpec
 from schemas.config import MonitorConfig, feature_kinds_lookup
-from schemas.events import validate_event
+from schemas.events import PREDICTION, validate_event
 
 CONFIG = MonitorConfig.model_validate({"models": [
     {"name": "m", "features": {"x": "numeric", "y": "numeric", "c": "categorical"}},
-    {"name": "n", "features": {"y": "numeric", "x": "categorical"}},
+    {"name": "n", "features": {"y": "numeric", "x": "categorical"}, "monitor_prediction": False},
 ]})
 T = 1_767_225_600_000
 PLAIN = b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1.5, "y": -2, "c": "a"}}'
@@ -32,6 +34,13 @@ TRICKY = [
     b'{"event_time": "2026-01-01T00:00:01+02:00", "model": "m", "features": {"x": 0, "y": null, "c": "b"},'
     b' "prediction": 0.3, "request_id": "r1"}',
     b'  {"event_time": 1767225600000, "model": "n", "features": {"y": 12345678901234567, "x": "q"}}  \n',
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 2, "c": "a"}, "prediction": null}',
+    b'{"event_time": 1767225600000, "model": "m", "prediction": 7, "features": {"x": 1, "y": 2, "c": "a"}}',
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 2, "c": "a"}, "prediction": -0.0}',
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 2, "c": "a"}, "prediction": 12345678901234567}',
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 2, "c": "a"}, "prediction": 1.7976931348623157e308}',
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 2, "c": "a"}, "prediction": 5e-324}',
+    b'{"event_time": 1767225600000, "model": "n", "features": {"y": 2, "x": "a"}, "prediction": 0.5}',
     # Python rejects these, or takes other values: Java must not vouch
     b'{"event_time": 1767225600000, "model": "m", "features": {"x": true, "y": 1, "c": "a"}}',
     b'{"event_time": 1767225600000, "model": "m", "features": {"x": "1", "y": 1, "c": "a"}}',
@@ -48,6 +57,14 @@ TRICKY = [
     b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 2, "c": "a\xff"}}',
     b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 2, "c": "a"}, "prediction": true}',
     b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 2, "c": "a"}, "prediction": "1"}',
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 2, "c": "a"}, "prediction": [1]}',
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 2, "c": "a"}, "prediction": NaN}',
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 2, "c": "a"}, "prediction": 1e400}',
+    # valid in Python (an unsigned 64-bit integer, the last of two, beside a feature of that name):
+    # Python fills the prediction's column
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 2, "c": "a"}, "prediction": 18446744073709551615}',
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 2, "c": "a"}, "prediction": 1, "prediction": 2}',
+    b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 2, "c": "a", "prediction": 3}, "prediction": 4}',
     b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 2, "c": "a"}, "request_id": 7}',
     b'{"event_time": 1767225600000, "model": "m", "features": {"x": 1, "y": 2, "c": "a"}, "extra": 1e999}',
     b'{"event_time": 1767225600000, "model": "m", "model": "n", "features": {"y": 2, "x": "a"}}',
@@ -66,6 +83,9 @@ TRICKY = [
     b'[1, 2]',
     b'not json',
 ]
+
+
+PLAIN_SHAPES = 11  # TRICKY's first entries: Java vouches for these
 
 
 def _random_number(rng: random.Random) -> str:
@@ -102,7 +122,9 @@ def _random_events(n: int, seed: int = 7) -> list[bytes]:
         rng.shuffle(names)
         body = ", ".join(f'"{name}": {fields[name]}' for name in names)
         event_time = rng.choice([str(T + rng.randrange(10**6)), '"2026-01-01T00:00:00.123456Z"', '"2026-01-01T00:00:00.1Z"'])
-        events.append(f'{{"event_time": {event_time}, "model": "{model}", "features": {{{body}}}}}'.encode())
+        prediction = rng.choice(["", ', "prediction": null', f', "prediction": {_random_number(rng)}',
+                                 f', "prediction": {_random_number(rng)}'])
+        events.append(f'{{"event_time": {event_time}, "model": "{model}", "features": {{{body}}}{prediction}}}'.encode())
     return events
 
 
@@ -138,7 +160,7 @@ def _python_values(payload: bytes, spec: FeatureColumnSpec):
         return "not the common shape"
     values = [None] * len(spec.kinds)
     for name, column in spec.columns_of[event.model].items():
-        value = event.features[name]
+        value = event.prediction if name == PREDICTION and name not in event.features else event.features[name]
         values[column] = float(value) if spec.kinds[column] == "numeric" and value is not None else value
     return values
 
@@ -165,8 +187,8 @@ def test_every_vouched_record_is_valid_in_python_with_the_same_values(java_rows)
 def test_java_vouches_for_the_plain_shapes_and_nothing_python_rejects(java_rows):
     spec, pairs = java_rows
     verdicts = {payload: ok for payload, (ok, *_) in pairs}
-    assert all(verdicts[p] for p in TRICKY[:4])
-    for payload in TRICKY[4:]:
+    assert all(verdicts[p] for p in TRICKY[:PLAIN_SHAPES])
+    for payload in TRICKY[PLAIN_SHAPES:]:
         assert not verdicts[payload], payload
     rejected_by_python = [p for p, _ in pairs if _python_values(p, spec) is None]
     assert rejected_by_python and not any(verdicts[p] for p in rejected_by_python)
@@ -174,6 +196,54 @@ def test_java_vouches_for_the_plain_shapes_and_nothing_python_rejects(java_rows)
 
 def test_spec_gives_each_feature_name_and_kind_its_own_column():
     spec = FeatureColumnSpec.from_config(CONFIG)
-    assert spec.kinds == ("numeric", "numeric", "categorical", "categorical")
-    assert spec.columns_of == {"m": {"x": 0, "y": 1, "c": 2}, "n": {"y": 1, "x": 3}}
-    assert orjson.loads(spec.to_json())["models"]["n"] == {"y": 1, "x": 3}
+    assert spec.kinds == ("numeric", "numeric", "categorical", "numeric", "categorical")
+    assert spec.columns_of == {"m": {"x": 0, "y": 1, "c": 2, "prediction": 3}, "n": {"y": 1, "x": 4}}
+    assert orjson.loads(spec.to_json())["models"] == {"m": {"x": 0, "y": 1, "c": 2}, "n": {"y": 1, "x": 4}}
+    assert orjson.loads(spec.to_json())["prediction"] == {"m": 3}
+
+
+def _prediction_of(payload: bytes):
+    """The payload's prediction as the contract reads it: a float, None when absent or null."""
+    value = orjson.loads(payload).get("prediction")
+    return None if value is None else float(value)
+
+
+def test_the_prediction_takes_its_column_alike_in_java_the_live_validator_and_replay(java_rows, tmp_path):
+    """Record for record: Java's column for the records it vouches for, ValidateRecord's (the live
+    job's Python path) and replay's (validate_batch) for every valid one, hold the event's prediction
+    for a model that monitors it and nothing for one that does not."""
+    from jobs.udfs import ValidateRecord
+    from replay.validate import validate_batch
+
+    spec, pairs = java_rows
+    column = spec.prediction_of["m"]
+    payloads = [p for p, _ in pairs]
+    replay = validate_batch(payloads, CONFIG)
+    live = ValidateRecord(CONFIG, f"sqlite:///{tmp_path}/store.db")
+    live.open(None)
+    checked = {"vouched": 0, "validated": 0, "with a prediction": 0}
+    try:
+        for i, (payload, (ok, *java_values)) in enumerate(pairs):
+            if replay.reasons[i] is not None:  # rejected: no row anywhere (the dead letters keep it)
+                assert not ok, payload
+                continue
+            [(unknown, *python_values)] = live.eval("t", 0, i, None, None, T, payload)
+            model = replay.models[i]
+            if model not in spec.columns_of:
+                assert all(v is None for v in python_values), payload
+                continue
+            columns = replay.columns[model]
+            replayed = [None] * len(spec.kinds)
+            for name, j in spec.columns_of[model].items():
+                replayed[j] = columns[name][replay.rows[i]].as_py()
+            assert all(_same(a, b) for a, b in zip(python_values, replayed)), (payload, python_values, replayed)
+            if ok:
+                checked["vouched"] += 1
+                assert all(_same(a, b) for a, b in zip(java_values, python_values)), (payload, java_values, python_values)
+            checked["validated"] += 1
+            expected = _prediction_of(payload) if model == "m" else None
+            checked["with a prediction"] += expected is not None
+            assert _same(python_values[column], expected), (payload, python_values[column], expected)
+    finally:
+        live.close()
+    assert min(checked.values()) > 500, checked

@@ -131,8 +131,8 @@ def test_a_stored_reference_is_built_once_per_set_of_windows(tmp_path, monkeypat
     builds = []
     real = references.reference_from_summaries
     monkeypatch.setattr(references, "reference_from_summaries",
-                        lambda summaries, *rest: builds.append([s.window_start_ms for s in summaries])
-                        or real(summaries, *rest))
+                        lambda summaries, *rest, **options: builds.append([s.window_start_ms for s in summaries])
+                        or real(summaries, *rest, **options))
     config = CONFIG.model_copy(update={"reference": CONFIG.reference.model_copy(
         update={"mode": "rolling", "rolling_windows": 2, "lag_windows": 0})})
     for cfg in (CONFIG, config):

@@ -14,7 +14,7 @@ CONFIG = MonitorConfig.model_validate({"models": [
 ]})
 T = 1_767_225_600_000
 VALUES = [
-    {"event_time": T, "model": "a", "features": {"x": 1.0, "c": "u"}},
+    {"event_time": T, "model": "a", "features": {"x": 1.0, "c": "u"}, "prediction": 7},
     {"event_time": T, "model": "b", "features": {"x": "s"}},          # valid for b, a mismatch under a's kinds
     {"event_time": T, "model": "a", "features": {"x": "s"}},          # mismatch for a
     {"event_time": T, "model": "b", "features": {"x": 2.0}},          # mismatch for b
@@ -46,7 +46,7 @@ def test_each_monitored_models_features_are_gathered_as_columns():
     raws = [orjson.dumps(value) for value in VALUES]
     batch = ValidatedBatch.from_ipc(validate_batch(raws, CONFIG).to_ipc())  # as a worker hands it over
     assert {m: {n: c.to_pylist() for n, c in cols.items()} for m, cols in batch.columns.items()} == {
-        "a": {"x": [1.0], "c": ["u"]}, "b": {"x": ["s"]}}
+        "a": {"x": [1.0], "prediction": [7.0], "c": ["u"]}, "b": {"prediction": [None], "x": ["s"]}}
     assert batch.rows[:2] == [0, 0] and batch.models[5] == "z" and batch.rows[5] == -1
 
 
@@ -62,7 +62,7 @@ def test_the_live_jobs_python_validation_counts_unknown_features_as_replay_does(
     live = ValidateRecord(CONFIG, f"sqlite:///{tmp_path}/store.db")
     live.open(None)
     try:
-        rows = {i: list(live.eval("t", 0, i, None, None, None, raws[i])) for i in valid}
+        rows = {i: list(live.eval("t", 0, i, None, None, T, raws[i])) for i in valid}
     finally:
         live.close()
     assert [rows[i][0][0] for i in valid] == [batch.unknown[i] for i in valid] == [0, 0, 0, 1]

@@ -15,6 +15,7 @@ import random
 import numpy as np
 import pytest
 
+from jobs.columns import configured_values
 from jobs.feature_spec import FeatureColumnSpec
 from jobs.java_summary import java_summaries
 from jobs.pipeline import WindowRows, WindowSummary, window_start
@@ -26,6 +27,7 @@ CONFIG = MonitorConfig.model_validate({
         {"name": "m", "features": {"x": "numeric", "y": "numeric", "c": "categorical"}, "sample_size": 40,
          "sketch_buckets": 16},
         {"name": "n", "features": {"y": "categorical", "z": "numeric"}, "sample_size": 2000},
+        {"name": "p", "features": {"z": "numeric"}, "monitor_prediction": False},
     ]})
 SPEC = FeatureColumnSpec.from_config(CONFIG)
 TRICKY = [0.0, -0.0, 1.0, -1.0, 5e-324, -5e-324, 1.7976931348623157e308, -1.7976931348623157e308, math.nan,
@@ -37,12 +39,12 @@ def _records(seed: int, n: int) -> list[dict]:
     rng = random.Random(seed)
     records = []
     for i in range(n):
-        model = rng.choice(["m", "m", "n", "unmonitored"])
+        model = rng.choice(["m", "m", "n", "p", "unmonitored"])
         features = {"m": {"x": _number(rng), "y": _number(rng), "c": _label(rng)},
-                    "n": {"y": _label(rng), "z": _number(rng)}}.get(model, {})
+                    "n": {"y": _label(rng), "z": _number(rng)}, "p": {"z": _number(rng)}}.get(model, {})
         records.append({"model": model, "event_ms": 1_767_225_600_000 + rng.randrange(0, 35_000),
                         "topic": rng.choice(["t", "other-tøpic"]), "partition": rng.randrange(3), "offset": i,
-                        "unknown": rng.randrange(2), "features": features})
+                        "unknown": rng.randrange(2), "features": features, "prediction": _number(rng)})
     return records
 
 
@@ -69,7 +71,7 @@ def _python(records: list[dict]) -> list[tuple[str, int, bytes]]:
         events, unknown = counts.get(key, (0, 0))
         counts[key] = (events + 1, unknown + r["unknown"])
         if rows is not None:
-            rows.add(r["features"], (r["topic"], r["partition"], r["offset"]))
+            rows.add(r["features"], (r["topic"], r["partition"], r["offset"]), prediction=r.get("prediction"))
             rows.unknown_features += r["unknown"]
     out = []
     for (model, start), rows in sorted(windows.items()):
@@ -82,9 +84,15 @@ def _python(records: list[dict]) -> list[tuple[str, int, bytes]]:
     return out
 
 
+def _configured(record: dict) -> tuple[tuple, tuple] | None:
+    """The record's monitored values as validation hands them over (None: a model not monitored)."""
+    model = CONFIG.model(record["model"])
+    return configured_values(record["features"], model.kinds, prediction=record.get("prediction"))[0] if model else None
+
+
 def _java(records: list[dict], partials: int) -> list[tuple[str, int, bytes]]:
     rows = [{**{k: r[k] for k in ("model", "event_ms", "topic", "partition", "offset", "unknown")},
-             "values": SPEC.row_values(r["model"], r["features"])} for r in records]
+             "values": SPEC.row_values(r["model"], _configured(r))} for r in records]
     return java_summaries(SPEC.aggregate_spec(CONFIG), rows, partials)
 
 
@@ -102,6 +110,8 @@ def test_java_and_python_summaries_are_the_same_bytes(seed: int, n: int, partial
                         f"events {j.events}/{p.events}, unknown {j.unknown_features}/{p.unknown_features}")
     capped = [WindowSummary.deserialize(b) for m, _, b in python if m == "m"]
     assert any(s.sketches["x"].shift > 0 for s in capped)  # the bucket cap was exercised
+    assert all(s.sketches["prediction"].n > 0 for s in capped)  # the prediction was summarized, in both
+    assert all("prediction" not in WindowSummary.deserialize(b).sketches for m, _, b in python if m == "p")
 
 
 # 40,000 ids nearly all distinct in one window: Python hashes them and bounds the cap from a sample of hashes

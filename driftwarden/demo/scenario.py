@@ -210,7 +210,8 @@ def training_snapshot(model: str, base_ms: int, window_ms: int, per_window: int,
 
 
 def _risk_score(columns: dict[str, list], noise: np.ndarray) -> list[float]:
-    """The model's prediction: a logistic default risk from a few features (not monitored, only carried)."""
+    """The model's prediction: a logistic default risk from a few features (carried; the demo's config opts out
+    of monitoring it, as it drifts with credit_score)."""
     def col(name: str, fill: float) -> np.ndarray:
         return np.array([fill if v is None else v for v in columns[name]], dtype=float)
 

@@ -68,7 +68,9 @@ def monitor_config(topic: str, bootstrap: str, model: str, window_s: int, refere
         "window": {"size": f"{window_s}s", "out_of_orderness": "1s", "idleness": "30s"},
         "reference": reference,
         "thresholds": {"min_count": 30},
-        "models": [{"name": model, "features": dict(FEATURE_KINDS)}],
+        # the demo's prediction is computed from credit_score, which the schedule shifts: monitored, it would
+        # drift with it and count as a false alarm; until the schedule has a change of its own, it is left out
+        "models": [{"name": model, "features": dict(FEATURE_KINDS), "monitor_prediction": False}],
         "alerting": alerting,
     }
 

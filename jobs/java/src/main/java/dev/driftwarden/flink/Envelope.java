@@ -18,7 +18,8 @@ import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.JsonToken;
  * Java reading of the features equals the Python validation's (see {@link FeatureColumns}): ASCII
  * bytes without a backslash escape, only the contract's top-level fields and each at most once,
  * {@code event_time} an integer or a strict RFC 3339 text, {@code prediction} absent, null or a
- * finite number, {@code request_id} absent, null or a string, {@code features} an object.
+ * finite number (kept in {@link #prediction}), {@code request_id} absent, null or a string,
+ * {@code features} an object.
  *
  * <p>The job asks for these fields several times per record (the watermark, the event time, the
  * model, the envelope check), each time with a fresh copy of the same bytes. The last record's
@@ -41,17 +42,20 @@ final class Envelope {
     final String eventTime;
     final String model;
     final EventFeatures features;  // null when absent or not an object
+    final Double prediction;  // the prediction of a plain record: null when absent or null
     final boolean plain;
     private Long eventMillis;
     private boolean eventMillisKnown;
     Object cachedFor;  // the FeatureColumns spec whose row is cached
     Object cachedRow;
 
-    private Envelope(byte[] source, String eventTime, String model, EventFeatures features, boolean plain) {
+    private Envelope(byte[] source, String eventTime, String model, EventFeatures features, Double prediction,
+                     boolean plain) {
         this.source = source;
         this.eventTime = eventTime;
         this.model = model;
         this.features = features;
+        this.prediction = prediction;
         this.plain = plain;
     }
 
@@ -82,6 +86,7 @@ final class Envelope {
         String eventTime = null;
         String model = null;
         EventFeatures features = null;
+        Double prediction = null;
         boolean plain = asciiWithoutEscapes(value);
         int seen = 0;
         try (JsonParser parser = JSON.createParser(value)) {
@@ -102,9 +107,12 @@ final class Envelope {
                     parser.skipChildren();
                 } else if (bit == FEATURES && token == JsonToken.START_OBJECT) {
                     features = EventFeatures.read(parser);
+                } else if (bit == PREDICTION) {
+                    prediction = plainNumber(parser, token);
+                    plain &= prediction != null || token == JsonToken.VALUE_NULL;
+                    parser.skipChildren();
                 } else {
-                    plain &= bit == PREDICTION ? plainNumber(parser, token)
-                            : bit == REQUEST_ID && (token == JsonToken.VALUE_STRING || token == JsonToken.VALUE_NULL);
+                    plain &= bit == REQUEST_ID && (token == JsonToken.VALUE_STRING || token == JsonToken.VALUE_NULL);
                     parser.skipChildren();
                 }
             }
@@ -114,11 +122,11 @@ final class Envelope {
         } catch (IOException e) {
             return broken(value);
         }
-        return new Envelope(value, eventTime, model, features, plain && features != null);
+        return new Envelope(value, eventTime, model, features, prediction, plain && features != null);
     }
 
     private static Envelope broken(byte[] value) {
-        return new Envelope(value, null, null, null, false);
+        return new Envelope(value, null, null, null, null, false);
     }
 
     private static int fieldBit(String field) {
@@ -149,16 +157,16 @@ final class Envelope {
         return token == JsonToken.VALUE_STRING && STRICT_RFC3339.matcher(text).matches();
     }
 
-    private static boolean plainNumber(JsonParser parser, JsonToken token) throws IOException {
+    /** A number as Python's validation takes it (an integer that fits a long, or a finite double); else null. */
+    private static Double plainNumber(JsonParser parser, JsonToken token) throws IOException {
         switch (token) {
-            case VALUE_NULL:
-                return true;
             case VALUE_NUMBER_INT:
-                return EventFeatures.fitsLong(parser);
+                return EventFeatures.fitsLong(parser) ? (Double) (double) parser.getLongValue() : null;
             case VALUE_NUMBER_FLOAT:
-                return Double.isFinite(parser.getDoubleValue());
+                double value = parser.getDoubleValue();
+                return Double.isFinite(value) ? (Double) value : null;
             default:
-                return false;
+                return null;
         }
     }
 

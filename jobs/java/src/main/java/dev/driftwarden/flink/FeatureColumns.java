@@ -23,10 +23,12 @@ import org.apache.flink.table.types.inference.TypeInference;
  * in Java, with a flag {@code ok} saying whether Java vouches for the event.
  *
  * <p>The spec (a literal, written by {@code jobs/feature_spec.py}) is JSON:
- * {@code {"columns": ["numeric", "categorical", ...], "models": {"m": {"x": 0, "c": 1}}}}. The
- * result is {@code ROW<ok BOOLEAN, c0 .. cN>}, column {@code ci} a DOUBLE (numeric) or STRING
- * (categorical). {@code ok} is true only when the Python validation would accept the event and
- * take exactly these values from it: a {@link Envelope#plain plain} record of a configured model
+ * {@code {"columns": ["numeric", "categorical", ...], "models": {"m": {"x": 0, "c": 1}},
+ * "prediction": {"m": 2}}}. The result is {@code ROW<ok BOOLEAN, c0 .. cN>}, column {@code ci} a
+ * DOUBLE (numeric) or STRING (categorical); a model listed under {@code prediction} gets the
+ * event's top-level prediction (null when absent or null) in that numeric column. {@code ok} is
+ * true only when the Python validation would accept the event and take exactly these values from
+ * it (the prediction included): a {@link Envelope#plain plain} record of a configured model
  * whose features are exactly that model's, each once, each null or of its kind's JSON type
  * (numbers as doubles, as Python's float64 columns hold them). Every other record, valid or not,
  * gets {@code ok = false} and is validated by Python from its bytes, which decides its fate.
@@ -69,6 +71,7 @@ public class FeatureColumns extends ScalarFunction {
         final String text;
         final boolean[] numeric;
         final Map<String, Map<String, Integer>> models = new HashMap<>();
+        final Map<String, Integer> predictionColumn = new HashMap<>();
 
         private Spec(String text, boolean[] numeric) {
             this.text = text;
@@ -89,6 +92,10 @@ public class FeatureColumns extends ScalarFunction {
                     Map<String, Integer> columnOf = new HashMap<>();
                     model.getValue().fields().forEachRemaining(f -> columnOf.put(f.getKey(), f.getValue().asInt()));
                     spec.models.put(model.getKey(), columnOf);
+                }
+                JsonNode prediction = root.get("prediction");
+                if (prediction != null) {
+                    prediction.fields().forEachRemaining(m -> spec.predictionColumn.put(m.getKey(), m.getValue().asInt()));
                 }
                 return spec;
             } catch (IOException | RuntimeException e) {
@@ -120,6 +127,10 @@ public class FeatureColumns extends ScalarFunction {
                     return notVouched();
                 }
                 seen[column] = true;
+            }
+            Integer prediction = predictionColumn.get(envelope.model);
+            if (prediction != null && envelope.prediction != null) {
+                row.setField(prediction + 1, envelope.prediction);
             }
             row.setField(0, true);
             return row;
