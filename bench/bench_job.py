@@ -1,6 +1,6 @@
 """End-to-end throughput of the streaming drift job vs a plain Flink SQL window over the same topic.
 
-    .venv/bin/python bench/bench_job.py [--events 300000] [--compare-reporter]
+    .venv/bin/python bench/bench_job.py [--events 1000000] [--compare-reporter]
 
 Pre-fills a real Kafka topic with events of 20 numeric + 5 categorical features, then runs, in
 one process and on the same topic, (1) the driftwarden job (bounded, embedded MiniCluster) and
@@ -14,8 +14,9 @@ aggregate holds per (model, window): sketches and the event sample) and the larg
 checkpoint on disk (checkpoints every second). Neither may grow with the rate.
 
 ``--compare-reporter``: instead, run the driftwarden job with Flink's Prometheus reporter on (the
-default, jobs/flink_metrics.py, scraped every second), off, and on again, on the same topic (each
-with its own start-up subtracted), and print the rates and the ratio on/off.
+default, jobs/flink_metrics.py, scraped every ``--scrape-interval`` seconds), off, and on again, on
+the same topic (each with its own start-up subtracted), and print the rates, the CPU per event and
+the ratios on/off.
 """
 
 from __future__ import annotations
@@ -215,17 +216,23 @@ def measure_state(topic: str, folder: Path, name: str) -> tuple[float, int]:
 
 
 def reporter(port: int | None) -> None:
-    """Turn Flink's Prometheus reporter of the next embedded jobs on (on ``port``) or off (None)."""
+    """Turn Flink's Prometheus reporter of the next embedded jobs on (on ``port``) or off (None).
+
+    The port is not registered with the local Prometheus (scripts/services.sh scrapes every second):
+    the bench's own Scraper is the only one scraping, at the interval asked for.
+    """
     from jobs.flink_metrics import PORT_ENV
 
     os.environ[PORT_ENV] = str(port) if port else "off"  # read by jobs.flink_env.make_table_env
+    # a run folder without Prometheus's file_sd folder: jobs.flink_metrics.register_scrape_target skips it
+    os.environ["DRIFTWARDEN_RUN_DIR"] = str(REPO / ".run" / "bench" / "run")
 
 
 class Scraper:
-    """Scrapes a /metrics URL every second, as the local Prometheus does (scrape_interval 1s)."""
+    """Scrapes the /metrics URL in ``url`` (set it per job) every ``interval`` seconds, as Prometheus does."""
 
-    def __init__(self, url: str) -> None:
-        self.url, self.scrapes = url, 0
+    def __init__(self, interval: float) -> None:
+        self.url, self.interval, self.scrapes = "", interval, 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -240,45 +247,59 @@ class Scraper:
     def _run(self) -> None:
         import httpx
 
-        while not self._stop.wait(1.0):
+        while not self._stop.wait(self.interval):
             try:
                 httpx.get(self.url, timeout=5).raise_for_status()
                 self.scrapes += 1
-            except httpx.HTTPError:
+            except httpx.HTTPError:  # the reporter's port opens when the job's cluster starts
                 continue
 
 
-def compare_reporter(events: int, full: str, empty: str, folder: Path, run: str) -> None:
-    """Drift job throughput with Flink's Prometheus reporter on (scraped every second) and off, same topic."""
+def _timed_reported(topic: str, store: Path, scraper: Scraper | None) -> tuple[float, float]:
+    """:func:`timed` drift job; with a scraper, its reporter on a port of its own (the previous job's
+    cluster may still hold the last one while the next starts)."""
     from jobs.flink_metrics import free_port
 
+    port = free_port() if scraper is not None else None
+    reporter(port)
+    if scraper is not None:
+        scraper.url = f"http://127.0.0.1:{port}/metrics"
+    return timed(run_driftwarden, topic, store)
+
+
+def compare_reporter(events: int, full: str, empty: str, folder: Path, run: str, interval: float) -> None:
+    """Drift job throughput and CPU with Flink's Prometheus reporter on (scraped every ``interval`` s) and off."""
     rates: dict[bool, list[float]] = {True: [], False: []}
+    cpus: dict[bool, list[float]] = {True: [], False: []}
     reporter(None)
     # warm-up on the full topic: the JVM starts and JIT-compiles the hot paths before any measurement
     run_driftwarden(full, folder / f"{run}-warm.db")
     for i, on in enumerate((True, False, True)):  # on, off, on: a drift of the machine's load cancels out
-        port = free_port() if on else None
-        reporter(port)
-        with Scraper(f"http://127.0.0.1:{port}/metrics") if on else contextlib.nullcontext() as scraper:
-            startup = run_driftwarden(empty, folder / f"{run}-empty-{i}.db")
-            total = run_driftwarden(full, folder / f"{run}-full-{i}.db")
+        with Scraper(interval) if on else contextlib.nullcontext() as scraper:
+            startup, startup_cpu = _timed_reported(empty, folder / f"{run}-empty-{i}.db", scraper)
+            total, total_cpu = _timed_reported(full, folder / f"{run}-full-{i}.db", scraper)
         if total <= startup:
             raise SystemExit(f"the {events:,}-event run ({total:.1f} s) was not slower than the empty one "
                              f"({startup:.1f} s): too noisy to measure; use more --events")
         rates[on].append(events / (total - startup))
+        cpus[on].append(1e6 * (total_cpu - startup_cpu) / events)
         scraped = f", {scraper.scrapes} scrapes" if on else ""
-        print(f"reporter {'on ' if on else 'off'}: {rates[on][-1]:>10,.0f} events/s  ({total:.1f} s total, "
-              f"{startup:.1f} s start-up{scraped})", flush=True)
+        print(f"reporter {'on ' if on else 'off'}: {rates[on][-1]:>10,.0f} events/s, {cpus[on][-1]:.1f} us CPU per event "
+              f"({total:.1f} s total, {startup:.1f} s start-up{scraped})", flush=True)
     ratio = float(np.mean(rates[True])) / rates[False][0]
-    print(f"ratio reporter on (mean of the two runs around off) / off: {ratio:.3f} "
-          f"(the reporter costs {100 * (1 - ratio):.1f}% of the throughput)")
+    cpu_ratio = cpus[False][0] / float(np.mean(cpus[True]))
+    print(f"ratio reporter on (mean of the two runs around off) / off, scraped every {interval:g} s: throughput "
+          f"{ratio:.3f}, CPU per event {cpu_ratio:.3f} (the reporter costs {100 * (1 - ratio):.1f}% of the throughput, "
+          f"{100 * (1 - cpu_ratio):.1f}% of the CPU)")
 
 
 def main() -> None:
     """Run both pipelines on the same topic and print the comparison."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--events", type=int, default=300_000, help="events in the throughput topic")
+    parser.add_argument("--events", type=int, default=1_000_000,
+                        help="events in the throughput topic (the JIT compiling the data paths, about 3 s of CPU, "
+                             "is not in the empty-topic start-up: smaller topics understate steady state)")
     parser.add_argument("--parallelism", type=int, default=1, help="of both pipelines")
     parser.add_argument("--window-seconds", type=int, default=10,
                         help="tumbling window of both pipelines (the job's own default is 60)")
@@ -286,6 +307,9 @@ def main() -> None:
                         help="events of the checkpointed state run at 1000 events/s (the other gets a quarter)")
     parser.add_argument("--compare-reporter", action="store_true",
                         help="instead of plain Flink: the drift job with Flink's Prometheus reporter on vs off")
+    parser.add_argument("--scrape-interval", type=float, default=15.0,
+                        help="seconds between scrapes with --compare-reporter (deploy/prometheus: 15; the local "
+                             "test Prometheus of scripts/services.sh: 1)")
     args = parser.parse_args()
     global PARALLELISM, WINDOW_SECONDS
     PARALLELISM, WINDOW_SECONDS = args.parallelism, args.window_seconds
@@ -297,7 +321,7 @@ def main() -> None:
     print(f"filling {full} with {args.events:,} events ...", flush=True)
     fill_topic(full, args.events, 1000)
     if args.compare_reporter:
-        compare_reporter(args.events, full, empty, folder, run)
+        compare_reporter(args.events, full, empty, folder, run, args.scrape_interval)
         return
     fill_topic(fast, args.state_events, 1000)
     fill_topic(slow, args.state_events // 4, 250)  # same windows, a quarter of the rate
