@@ -44,7 +44,9 @@ def previous_cusum(conn: Connection, model: str, window_start: datetime) -> dict
 
     The live job's slow-drift state across windows and restarts: read back from the results, so a
     re-judged window after a restart starts from the same sums (replay carries them in memory).
+    ``model`` as the event named it: looked up as stored (``core.store.store_text``).
     """
+    model = store_text(model, MODEL_CHARS)
     latest = select(func.max(window_results.c.window_start)).where(
         window_results.c.model == model, window_results.c.window_start < window_start).scalar_subquery()
     rows = conn.execute(select(window_results.c.feature, window_results.c.cusum_up, window_results.c.cusum_down)

@@ -12,7 +12,10 @@ the ~4 one window needs at the budget's level) adds up over windows. Per feature
 
 Two one-sided CUSUMs, S_t = min(cap, max(0, S_{t-1} + z_t - k)) upward and the same on -z_t,
 with reference value ``CUSUM_K`` = 1 (best for shifts of about 2 standard errors a window) and
-``cap`` = 2 h (a finished drift stops counting within about h windows). The feature has drifted
+``cap`` = h + k: a finished drift (z about 0) takes k off a capped sum, so the feature reads
+drifted no longer than the first window without it and its alert can resolve (a cap of 2 h kept
+a feature "drifted" for about h windows after the change ended). The cap does not change when a
+sum first crosses h, so the false-alarm rate is the same. The feature has drifted
 in window t when S_t > h. h comes from the budget share ``alpha`` per side, feature and window
 through Siegmund's approximation of the in-control run length, ARL0 = (exp(2 k b) - 2 k b - 1)
 / (2 k^2) with b = h + 1.166, solved for ARL0 = 1 / alpha (:func:`cusum_threshold`).
@@ -52,8 +55,8 @@ class CusumState:
     down: float = 0.0
 
     def step(self, z: float, h: float, k: float = CUSUM_K) -> CusumState:
-        """The sums after one more window's score ``z`` (capped at 2 h)."""
-        return CusumState(min(2 * h, max(0.0, self.up + z - k)), min(2 * h, max(0.0, self.down - z - k)))
+        """The sums after one more window's score ``z`` (capped at h + k)."""
+        return CusumState(min(h + k, max(0.0, self.up + z - k)), min(h + k, max(0.0, self.down - z - k)))
 
     def alarm(self, h: float) -> bool:
         """True when either sum exceeds ``h``."""

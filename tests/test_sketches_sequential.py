@@ -87,4 +87,14 @@ def test_live_state_read_back_from_the_store_is_the_replay_state(reference, tmp_
             store_window(conn, report, summary.events, 0, None)
             state = cusum_state(report)
     assert state["x"].up > 0 and set(state) == {"x", "y"}
-    assert CusumState(1.0, 0.0).step(5.0, h=2.0) == CusumState(4.0, 0.0)  # capped at 2 h
+    assert CusumState(1.0, 0.0).step(5.0, h=2.0) == CusumState(3.0, 0.0)  # capped at h + k
+
+
+def test_a_finished_drift_stops_alarming_after_one_window_without_it() -> None:
+    """Capped at h + k, a sum driven far past h by a large change is back at h after one window with
+    z = 0: the feature reads drifted no longer than the change lasted, and its alert can resolve."""
+    h, state = 6.0, CusumState()
+    for _ in range(5):
+        state = state.step(20.0, h)
+    assert state.alarm(h)
+    assert not state.step(0.0, h).alarm(h)
