@@ -117,12 +117,13 @@ def run_plain_flink(topic: str) -> float:
 
 
 class PeakRss:
-    """Samples the summed resident memory of this process's children (the Flink JVM, Python workers),
+    """Samples the summed resident memory of :func:`_process_tree` (client, Flink JVM, Python workers),
     and the largest completed checkpoint under ``checkpoint_dir`` when given."""
 
     def __init__(self, checkpoint_dir: Path | None = None) -> None:
         self.peak = 0
         self.checkpoint_peak = 0
+        self.own_cpu = 0.0
         self.checkpoint_dir = checkpoint_dir
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -137,9 +138,10 @@ class PeakRss:
 
     def _run(self) -> None:
         while not self._stop.wait(0.2):
-            self.peak = max(self.peak, _children_rss())
+            self.peak = max(self.peak, _tree_rss())
             if self.checkpoint_dir is not None:
                 self.checkpoint_peak = max(self.checkpoint_peak, _largest_checkpoint(self.checkpoint_dir))
+        self.own_cpu = time.thread_time()  # this sampler's CPU: counted in the process tree, not the job's
 
 
 def _largest_checkpoint(folder: Path) -> int:
@@ -153,15 +155,17 @@ def _largest_checkpoint(folder: Path) -> int:
     return max(sizes)
 
 
-def _descendants() -> list[int]:
-    """Pids of every live descendant of this process (the Flink JVM and its Python workers)."""
+def _process_tree() -> list[int]:
+    """This process and every live descendant: the Flink JVM, and the job's Python functions wherever
+    they run (PyFlink runs them in this process, "loopback", once it has run a local job; else in
+    worker processes the JVM starts), as `driftwarden run` is one client process and its JVM."""
     parents: dict[int, list[int]] = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             parents.setdefault(int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]), []).append(int(pid))
         except (OSError, ValueError, IndexError):
             continue
-    found, todo = [], list(parents.get(os.getpid(), []))
+    found, todo = [], [os.getpid()]
     while todo:
         pid = todo.pop()
         found.append(pid)
@@ -169,9 +173,9 @@ def _descendants() -> list[int]:
     return found
 
 
-def _children_rss() -> int:
+def _tree_rss() -> int:
     total = 0
-    for pid in _descendants():
+    for pid in _process_tree():
         try:
             total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
         except (OSError, ValueError, IndexError):
@@ -179,11 +183,11 @@ def _children_rss() -> int:
     return total
 
 
-def children_cpu_seconds() -> float:
-    """CPU seconds (user + system) of the live descendants, including their exited, reaped children
-    (a job's Python workers count into the JVM that reaped them): a load-independent work figure."""
+def tree_cpu_seconds() -> float:
+    """CPU seconds (user + system) of :func:`_process_tree`, including exited, reaped children (a
+    job's Python workers count into the JVM that reaped them): a load-independent work figure."""
     total = 0
-    for pid in _descendants():
+    for pid in _process_tree():
         try:
             total += sum(int(v) for v in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[11:15])
         except (OSError, ValueError, IndexError):
@@ -192,11 +196,11 @@ def children_cpu_seconds() -> float:
 
 
 def timed(run, *args) -> tuple[float, float]:
-    """Wall seconds and descendants' CPU seconds of ``run(*args)``."""
-    cpu = children_cpu_seconds()
+    """Wall seconds and the process tree's CPU seconds of ``run(*args)``."""
+    cpu = tree_cpu_seconds()
     wall = time.perf_counter()
     run(*args)
-    return time.perf_counter() - wall, children_cpu_seconds() - cpu
+    return time.perf_counter() - wall, tree_cpu_seconds() - cpu
 
 
 def window_state_bytes(store: Path) -> float:
@@ -344,11 +348,13 @@ def main() -> None:
     print(f"plain Flink SQL : {plain_rate:>10,.0f} events/s  ({full_plain:.1f} s total, {startup_plain:.1f} s start-up)")
     print(f"ratio driftwarden / plain Flink: {dw_rate / plain_rate:.2f}")
     dw_cpu, plain_cpu = (1e6 * max(full - empty, 1e-9) / args.events
-                         for full, empty in ((full_dw_cpu, startup_dw_cpu), (full_plain_cpu, startup_plain_cpu)))
-    print(f"CPU per event (JVM + Python workers, start-up subtracted; steadier than wall time on a shared "
+                         for full, empty in ((full_dw_cpu - rss_full.own_cpu, startup_dw_cpu),
+                                             (full_plain_cpu, startup_plain_cpu)))
+    print(f"CPU per event (this client process, the JVM, any Python workers; start-up subtracted; steadier than wall time on a shared "
           f"machine): driftwarden {dw_cpu:.1f} us, plain Flink {plain_cpu:.1f} us, ratio plain / driftwarden "
           f"{plain_cpu / dw_cpu:.2f}")
-    print(f"peak RSS of the Flink JVM + Python workers: {rss_full.peak / 2**20:,.0f} MiB")
+    print(f"peak RSS of the client process (PyFlink runs the Python functions in it), the Flink JVM and any "
+          f"Python workers: {rss_full.peak / 2**20:,.0f} MiB")
     for label, window, checkpoint in (("1000 events/s", fast_window, fast_checkpoint),
                                       (" 250 events/s", slow_window, slow_checkpoint)):
         print(f"state at {label}: {window / 1024:,.1f} KiB per open window ({window / features / 1024:,.1f} KiB "
