@@ -275,6 +275,9 @@ def compare_reporter(events: int, full: str, empty: str, folder: Path, run: str,
     """Drift job throughput and CPU with Flink's Prometheus reporter on (scraped every ``interval`` s) and off."""
     rates: dict[bool, list[float]] = {True: [], False: []}
     cpus: dict[bool, list[float]] = {True: [], False: []}
+    # Python functions in worker processes, as on a cluster: in PyFlink's loopback mode (this process)
+    # the fourth or fifth job of a process here waited forever on a vanished worker
+    os.environ["_python_worker_execution_mode"] = "process"
     reporter(None)
     # warm-up on the full topic: the JVM starts and JIT-compiles the hot paths before any measurement
     run_driftwarden(full, folder / f"{run}-warm.db")
