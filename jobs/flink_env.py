@@ -38,13 +38,11 @@ EMBEDDED_HEAP = "-Xmx768m"
 #: explicit partials instead (jobs/drift_job.py).
 ONE_PHASE_WINDOWS = {"table.optimizer.agg-phase-strategy": "ONE_PHASE", "table.exec.mini-batch.enabled": "false"}
 MERGE_SUMMARIES_AGG = "dev.driftwarden.flink.MergeSummaries"
-#: Engine options of the drift job, each measured with Java Flight Recorder on bench/bench_job.py.
+#: Engine options of the drift job, measured with Java Flight Recorder on bench/bench_job.py.
 #: Object reuse: chained operators hand records over without a defensive copy (Flink's SQL operators
 #: and the job's Java functions never keep or change an input row after the call); the copies were
-#: about a fifth of the source thread's CPU. Reuse of blocks by digest: the view every branch reads
-#: (jobs/drift_job.py ``classified``: event time, model, features, late) is computed once per record
-#: and shared, instead of each of the four branches calling the Java functions again.
-JOB_TUNING = {"pipeline.object-reuse": "true", "table.optimizer.reuse-optimize-block-with-digest-enabled": "true"}
+#: about a fifth of the source thread's CPU.
+JOB_TUNING = {"pipeline.object-reuse": "true"}
 
 
 def job_jars() -> list[str]:

@@ -11,7 +11,8 @@ runs where it must:
   its reason; a record whose features Java does not vouch for goes through the one validator
   (:func:`schemas.events.validate_event`, as in replay) and comes back as the same typed columns,
   or is kept in the dead letters when rejected. One Python operator for all three: each Python
-  operator is a Python worker process of its own.
+  operator has a Python runner of its own (a worker process, unless PyFlink runs it in the client
+  process: "loopback", for a local job after the first).
 * :class:`AnalyzeWindow`: the results sink, once per (model, window): gate, deep check, store,
   alerts (one transaction).
 
