@@ -13,12 +13,12 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from core.records import severity_rank
 from alerting.ssrf import UnsafeURLError, check_network, check_syntax
 from core.errors import ConfigError
+from schemas.config import describe_validation_error, read_yaml
 
 FORMATS = ("native", "alertmanager", "slack")
 MATCHER_OPS = ("=", "!=", "=~", "!~", "glob", ">=")
@@ -168,16 +168,25 @@ class AlertRules(BaseModel):
 
 
 def load_rules(path: str | Path | None) -> AlertRules:
-    """Load AlertRules from a YAML file (its ``alerting:`` key, or the whole file); defaults when None."""
+    """Load AlertRules from a YAML file (its ``alerting:`` key, or the whole file); defaults when None.
+
+    The file is read as the monitor config is (schemas.config.read_yaml): an error names the file,
+    the line and the field. A monitor config without an ``alerting:`` key has the default rules
+    (no routes), as it has for the job.
+    """
     if path is None:
         return AlertRules()
-    try:
-        data: Any = yaml.safe_load(Path(path).read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read alerting config {path}: {exc}") from exc
+    path = Path(path)
+    data, root = read_yaml(path)
+    under: tuple[str, ...] = ()
     if isinstance(data, dict) and "alerting" in data:
-        data = data["alerting"] or {}
-    return parse_rules(data, source=str(path))
+        data, under = data["alerting"], ("alerting",)
+    elif isinstance(data, dict) and "models" in data:
+        data = {}
+    try:
+        return AlertRules.model_validate(data or {})
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(path, root, exc, under)) from None
 
 
 def parse_rules(data: Any, source: str = "the monitor config") -> AlertRules:

@@ -279,21 +279,33 @@ def feature_kinds_lookup(config: MonitorConfig) -> Callable[[str], Mapping[str, 
 def load_config(path: str | Path) -> MonitorConfig:
     """Read and validate a monitor config file; ConfigError names file, line and field."""
     path = Path(path)
-    root = _compose(path, _read_text(path))
+    data, root = read_yaml(path)
     if root is None:
         raise ConfigError(f"{path}:1: the config is empty; it needs at least a models section")
     if not isinstance(root, yaml.MappingNode):
         raise ConfigError(f"{path}:{root.start_mark.line + 1}: the config must be a mapping (key: value) "
                           "at the top level")
-    _refuse_duplicate_keys(path, root, [])
-    try:
-        data = yaml.SafeLoader("").construct_document(root)
-    except yaml.YAMLError as exc:
-        raise ConfigError(_yaml_error(path, exc)) from exc
     try:
         return MonitorConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_describe(path, root, exc)) from exc
+        raise ConfigError(describe_validation_error(path, root, exc)) from exc
+
+
+def read_yaml(path: str | Path) -> tuple[Any, yaml.Node | None]:
+    """A YAML file's data and node tree (None, None when empty), read as every config file is read.
+
+    ConfigError naming the file and line for a missing, unreadable or non-UTF-8 file, invalid
+    YAML, nesting deeper than MAX_DEPTH, or a key given twice in one mapping.
+    """
+    path = Path(path)
+    root = _compose(path, _read_text(path))
+    if root is None:
+        return None, None
+    _refuse_duplicate_keys(path, root, [])
+    try:
+        return yaml.SafeLoader("").construct_document(root), root
+    except yaml.YAMLError as exc:
+        raise ConfigError(_yaml_error(path, exc)) from exc
 
 
 def _read_text(path: Path) -> str:
@@ -371,11 +383,15 @@ def _refuse_duplicate_keys(path: Path, node: yaml.Node, where: list[str]) -> Non
         _refuse_duplicate_keys(path, value, [*where, key.value])
 
 
-def _describe(path: Path, root: yaml.Node | None, exc: ValidationError) -> str:
-    """One line per validation error: ``file:line: field: message``."""
+def describe_validation_error(path: Path, root: yaml.Node | None, exc: ValidationError,
+                              under: tuple[str, ...] = ()) -> str:
+    """One line per validation error: ``file:line: field: message`` (never the offending value).
+
+    ``under``: where in the file the validated mapping sits (``("alerting",)`` for the alert rules).
+    """
     lines = []
-    for error in exc.errors():
-        loc = [p for p in error["loc"] if not isinstance(p, str) or not p.startswith("function-")]
+    for error in exc.errors(include_url=False, include_input=False):
+        loc = [*under, *(p for p in error["loc"] if not isinstance(p, str) or not p.startswith("function-"))]
         field = ".".join(str(p) for p in loc) or "(top level)"
         message = error["msg"].removeprefix("Value error, ")
         lines.append(f"{path}:{_line_of(root, loc)}: {field}: {message}")

@@ -116,3 +116,51 @@ def test_yaml_merge_keys_are_not_duplicates(tmp_path):
         load_config(path)
     path.write_text(f"{MODELS}window: {{<<: {{size: 5s, idleness: 1s}}, size: 7s}}\n")
     assert load_config(path).window.size_ms == 7000
+
+
+#: Rows that are about reading the file, not the monitor config's fields: the alert rules
+#: (`driftwarden alerts deliver --config`, the demo's delivery worker) read the same file the same way.
+READ_ERRORS = {"duplicate-section", "duplicate-nested", "duplicate-in-list", "not-utf8", "too-deep", "too-deep-block",
+               "nul-byte", "bad-yaml", "unhashable-key", "directory", "missing", "below-a-file", "unreadable"}
+
+
+@pytest.mark.parametrize("case,content,expected", [c for c in BAD_CONFIGS if c[0] in READ_ERRORS],
+                         ids=[c[0] for c in BAD_CONFIGS if c[0] in READ_ERRORS])
+def test_alerts_deliver_reads_the_config_the_same_way(tmp_path, case, content, expected):
+    path = _config_path(tmp_path, case, content)
+    result = CliRunner().invoke(app, ["alerts", "deliver", "--once", "--store", f"sqlite:///{tmp_path / 's.db'}",
+                                      "--config", str(path)])
+    assert isinstance(result.exception, ConfigError), result.output + repr(result.exception)  # main() prints it
+    message = str(result.exception)
+    assert message.startswith(f"{path}:") and "\n" not in message, message
+    assert expected in message, message
+
+
+BAD_ALERTING = [
+    ("format", "alerting:\n  routes:\n    - name: a\n      url: https://hooks.example.com/T0KEN\n      format: teams\n",
+     ":5: alerting.routes.0.format: Input should be 'native', 'alertmanager' or 'slack'"),
+    ("duration", f"{MODELS}alerting:\n  group_wait: soon\n", ":3: alerting.group_wait: Input should be a valid timedelta"),
+    ("not-a-mapping", f"{MODELS}alerting: [1]\n", ":2: alerting: Input should be a valid dictionary"),
+    ("rules-only-file", "group_wait: 30s\nroutes: 1\n", ":2: routes: Input should be a valid tuple"),
+]
+
+
+@pytest.mark.parametrize("case,content,expected", BAD_ALERTING, ids=[c[0] for c in BAD_ALERTING])
+def test_a_bad_alerting_section_names_file_line_and_field(tmp_path, case, content, expected):
+    from alerting.rules import load_rules
+
+    path = tmp_path / f"{case}.yaml"
+    path.write_text(content)
+    with pytest.raises(ConfigError) as caught:
+        load_rules(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}:") and "\n" not in message and "T0KEN" not in message, message
+    assert expected in message, message
+
+
+def test_a_monitor_config_without_alerting_has_the_default_rules(tmp_path):
+    from alerting.rules import AlertRules, load_rules
+
+    path = tmp_path / "monitor.yaml"
+    path.write_text(f"window: {{size: 60s}}\n{MODELS}")
+    assert load_rules(path) == AlertRules() and load_config(path).alerting == {}
