@@ -2,9 +2,7 @@
 
 Layers, lowest first:
 
-0. bottom    errors, records, events, config, tables, store, event files (``schemas/``, ``core/``;
-             until docs/LAYOUT_PLAN.md is applied, some of them still live in the top package and
-             in alerting: KNOWN_UPWARD lists the imports of them)
+0. bottom    errors, records, events, config, tables, store, event files (``schemas/``, ``core/``)
 1. sketches  the statistics (``sketches/``)
 2. pipeline  the per-window pipeline shared by the job and replay (``jobs/pipeline.py`` and the
              modules it is built from)
@@ -28,7 +26,7 @@ PACKAGES = ("core", "schemas", "sketches", "jobs", "alerting", "replay", "driftw
 
 #: module prefix -> layer; the longest matching prefix wins.
 LAYERS: dict[str, int] = {
-    "core": 0,  # the bottom package LAYOUT_PLAN.md moves errors, store, event files, records into
+    "core": 0,  # the bottom package: errors, store, event files, records (docs/LAYOUT_PLAN.md moved them here)
     "schemas": 0,
     "sketches": 1,
     "jobs.pipeline": 2, "jobs.columns": 2, "jobs.dead_letters": 2, "jobs.references": 2, "jobs.reference_build": 2,
@@ -37,10 +35,9 @@ LAYERS: dict[str, int] = {
 }
 LAYER_NAMES = ("bottom", "sketches", "pipeline", "services", "top")
 
-#: Upward imports that exist today, each (importer, imported module). They are the bottom layer's
-#: modules still living in the top package ``driftwarden/`` (and alerting's result records used by
-#: the pipeline). LAYOUT_PLAN.md moves them into the bottom package ``core/``; after that this set is
-#: empty. Never add to it: a new upward import is a design change, not an exception.
+#: Upward imports allowed, each (importer, imported module). Empty since docs/LAYOUT_PLAN.md moved the
+#: bottom layer out of ``driftwarden/`` and ``alerting/`` into ``core/`` (commit 5baf1ef). Never add
+#: to it: a new upward import is a design change, not an exception.
 KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset()
 
 #: What the statistics must never import (DESIGN.md: no Flink, Kafka, SQL or HTTP in sketches/).
@@ -128,7 +125,7 @@ def test_no_new_upward_import(upward):
 
 
 def test_the_known_upward_imports_still_exist(upward):
-    """A fixed one leaves the allow-list, so that it can only shrink (LAYOUT_PLAN.md empties it)."""
+    """A fixed one leaves the allow-list, so that it can only shrink (it is empty: LAYOUT_PLAN.md emptied it)."""
     gone = KNOWN_UPWARD - upward
     assert not gone, "no longer upward, remove from KNOWN_UPWARD:\n" + "\n".join(f"  {a} -> {b}" for a, b in sorted(gone))
 
