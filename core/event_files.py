@@ -31,11 +31,20 @@ def iter_raw_records(path: str | Path) -> Iterator[tuple[tuple[str, int], bytes]
         yield from batch
 
 
+def not_a_file(path: Path, what: str) -> str:
+    """Why ``path`` (not a regular file) cannot be read, for an error message.
+
+    >>> not_a_file(Path("/"), "input file"), not_a_file(Path("/no/such.jsonl"), "input file")
+    ('input file / is a directory, not a file', 'input file /no/such.jsonl does not exist')
+    """
+    return f"{what} {path} is a directory, not a file" if path.is_dir() else f"{what} {path} does not exist"
+
+
 def iter_raw_batches(path: str | Path, size: int = BATCH_RECORDS) -> Iterator[RawBatch]:
     """:func:`iter_raw_records` in lists of up to ``size`` records (lines are split in bulk)."""
     path = Path(path)
     if not path.is_file():
-        raise ReplayError(f"input file {path} does not exist")
+        raise ReplayError(not_a_file(path, "input file"))
     suffixes = "".join(path.suffixes[-2:]).lower()
     if path.suffix.lower() == ".parquet":
         yield from _batched(_parquet_records(path), size)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterator
 
 from core.errors import ReplayError
-from core.event_files import JSONL_SUFFIXES, iter_raw_batches
+from core.event_files import JSONL_SUFFIXES, iter_raw_batches, not_a_file
 from replay.records import RawRecord
 
 _MAGIC = {b"PAR1": "Parquet", b"\x1f\x8b": "gzip", b"DWSK": "a driftwarden reference file"}
@@ -43,7 +43,7 @@ def check_file(path: str | Path) -> Path:
     """The path, once it exists and its content matches its extension; ReplayError otherwise."""
     path = Path(path)
     if not path.is_file():
-        raise ReplayError(f"input file {path} does not exist")
+        raise ReplayError(not_a_file(path, "input file"))
     expected = expected_kind(path)
     if path.stat().st_size == 0:
         raise ReplayError(f"{path} is empty: nothing to replay")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import ConfigError
-from core.event_files import load_events
+from core.event_files import load_events, not_a_file
 from jobs.pipeline import drift_policy
 from jobs.reference_build import build_reference_set, infer_feature_kinds
 from jobs.references import ReferenceSet, is_reference_file
@@ -75,7 +75,7 @@ def load_setup(config_path: Path | None, reference_path: Path | None, models: li
 
 def _file_references(config: MonitorConfig | None, path: Path) -> tuple[MonitorConfig, ReferenceSet]:
     if not path.is_file():
-        raise ConfigError(f"reference file {path} does not exist")
+        raise ConfigError(not_a_file(path, "reference file"))
     if is_reference_file(path):
         references = ReferenceSet.load(path)
         if config is None:  # a reference's "prediction" is the events' prediction (monitored by default)

@@ -273,6 +273,15 @@ def test_bad_options_give_a_message_and_exit_1(files, args, message):
     assert message in result.output and "Traceback" not in result.output
 
 
+def test_a_directory_given_as_a_file_is_named_as_one(files, tmp_path):
+    """Not 'does not exist' (issue 18: a directory given as a file)."""
+    result = replay("--input", tmp_path, "--reference", files["reference"])
+    assert result.exit_code == 1 and f"input file {tmp_path} is a directory, not a file" in result.output, result.output
+    result = replay("--input", files["jsonl"], "--reference", tmp_path)
+    assert result.exit_code == 1 and f"reference file {tmp_path} is a directory, not a file" in result.output, \
+        result.output
+
+
 def test_no_reference_and_no_config_says_what_to_pass(files):
     result = replay("--input", files["jsonl"])
     assert result.exit_code == 1
