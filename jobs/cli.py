@@ -54,7 +54,7 @@ def run_command(
     from schemas.config import load_config
 
     cfg = load_config(config)
-    _scrub_environment(cfg)
+    _scrub_environment(cfg, config)
     url = job_store_url(store_url or cfg.store_url)
     ref = str(reference.resolve()) if reference else (cfg.reference.path if cfg.reference.mode == "file" else None)
     if cfg.reference.mode == "file" and not ref:
@@ -80,7 +80,7 @@ def run_command(
         job_main(args)
 
 
-def _scrub_environment(cfg) -> None:
+def _scrub_environment(cfg, config_path: Path) -> None:
     """Validate the alerting rules, then drop what the job must not see from its environment.
 
     Flink logs the whole environment of its Python workers, and the job never signs webhooks
@@ -91,9 +91,10 @@ def _scrub_environment(cfg) -> None:
     os.environ.pop("PYFLINK_GATEWAY_DISABLED", None)
     if not cfg.alerting:
         return
-    from alerting.rules import parse_rules
+    from alerting.rules import load_rules
 
-    for route in parse_rules(cfg.alerting).routes:  # a bad alerting section fails here, before the job
+    # a bad alerting section fails here, before the job, naming the file, line and field
+    for route in load_rules(config_path).routes:
         for name in (route.secret_env or "").split():
             os.environ.pop(name, None)
 

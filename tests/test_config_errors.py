@@ -164,3 +164,13 @@ def test_a_monitor_config_without_alerting_has_the_default_rules(tmp_path):
     path = tmp_path / "monitor.yaml"
     path.write_text(f"window: {{size: 60s}}\n{MODELS}")
     assert load_rules(path) == AlertRules() and load_config(path).alerting == {}
+
+
+def test_the_job_names_file_line_and_field_of_a_bad_alerting_section(tmp_path):
+    """`driftwarden run` refuses a bad alerting section before the job starts, as `alerts deliver` does."""
+    path = tmp_path / "monitor.yaml"
+    path.write_text(f"{MODELS}alerting:\n  group_wait: soon\n")
+    result = CliRunner().invoke(app, ["run", "--config", str(path), "--store-url", f"sqlite:///{tmp_path / 's.db'}"])
+    assert isinstance(result.exception, ConfigError), result.output + repr(result.exception)
+    message = str(result.exception)
+    assert message.startswith(f"{path}:3: alerting.group_wait: Input should be a valid timedelta"), message
