@@ -1,22 +1,25 @@
 """SSRF guard for webhook URLs: check a URL once, then connect to exactly the address checked.
 
-Refused: schemes other than http(s); credentials in the URL; control characters (NUL...)
-anywhere in it; hosts written as non-canonical IPv4 (decimal ``2130706433``, hex
-``0x7f000001``, octal ``0177.0.0.1``, short ``127.1``); and any host that resolves to a
-private, loopback, link-local, site-local (``fec0::/10``), shared (CGNAT), reserved,
-unspecified, multicast or IPv4-mapped address, or to an IPv6 form that embeds one (NAT64,
-6to4, Teredo). ``allow_private`` opens private, loopback, shared and reserved addresses, but
-never link-local or site-local ones (cloud metadata services live at 169.254.169.254 and
-fe80::/10): those, like any other address, are reached only inside a network listed in the
-route's ``allow_networks``. Multicast and unspecified addresses are never reached. Every
-resolved address must pass, and the first is pinned: the POST goes to that IP with the
-original Host header and TLS SNI, so a second DNS answer cannot redirect it.
+Refused: schemes other than http(s); credentials in the URL; control characters (C0 such as
+NUL, DEL, C1) anywhere in it; host names no resolver can look up (IDNA: an empty or over-long
+label, a prohibited character such as U+2028), a config error rather than a day of retries;
+hosts written as non-canonical IPv4 (decimal ``2130706433``, hex ``0x7f000001``, octal
+``0177.0.0.1``, short ``127.1``); and any host that resolves to a private, loopback,
+link-local, site-local (``fec0::/10``), shared (CGNAT), reserved, unspecified, multicast or
+IPv4-mapped address, or to an IPv6 form that embeds one (NAT64, 6to4, Teredo).
+``allow_private`` opens private, loopback, shared and reserved addresses, but never link-local
+or site-local ones (cloud metadata services live at 169.254.169.254 and fe80::/10): those, like
+any other address, are reached only inside a network listed in the route's ``allow_networks``.
+Multicast and unspecified addresses are never reached. Every resolved address must pass, and
+the first is pinned: the POST goes to that IP with the original Host header and TLS SNI, so a
+second DNS answer cannot redirect it.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import socket
+import unicodedata
 from dataclasses import dataclass
 from typing import Callable, Sequence
 from urllib.parse import urlsplit
@@ -133,7 +136,7 @@ def forbidden_reason(address: IPAddress) -> str | None:
 
 def _split(url: str) -> tuple[str, str, int, str]:
     """Split and syntax-check a URL; return (scheme, host, port, path+query)."""
-    bad = next((c for c in url if ord(c) < 0x20 or ord(c) == 0x7F), None)
+    bad = next((c for c in url if unicodedata.category(c) == "Cc"), None)  # C0, DEL and C1
     if bad is not None:
         raise UnsafeURLError(f"control character {bad!r} in the URL refused")
     try:
@@ -150,6 +153,7 @@ def _split(url: str) -> tuple[str, str, int, str]:
     if not host or any(c in host for c in "%\\ \t\r\n"):
         raise UnsafeURLError(f"host {parts.hostname!r} refused")
     _refuse_legacy_ipv4(host)
+    _refuse_unresolvable_name(host)
     path = parts.path or "/"
     return scheme, host, port or _DEFAULT_PORTS[scheme], path + (f"?{parts.query}" if parts.query else "")
 
@@ -168,6 +172,19 @@ def _refuse_legacy_ipv4(host: str) -> None:
             raise UnsafeURLError(f"numeric host {host!r} refused") from None
         return
     raise UnsafeURLError(f"non-canonical IPv4 host {host!r} refused")
+
+
+def _refuse_unresolvable_name(host: str) -> None:
+    """Refuse a host name the system resolver would refuse at every attempt (it IDNA-encodes it first)."""
+    try:
+        ipaddress.ip_address(host)
+        return
+    except ValueError:
+        pass
+    try:
+        host.encode("idna")
+    except UnicodeError as exc:
+        raise UnsafeURLError(f"host name refused: {exc}") from None
 
 
 def _parse_ip(text: str) -> IPAddress:

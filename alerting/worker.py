@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 import httpx
-from sqlalchemy import Engine, and_, func, insert, or_, select, update
+from sqlalchemy import Engine, and_, exists, func, insert, or_, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from alerting.delivery import AlertSink, EndpointGoneError, RetryableDeliveryError, WebhookSink, backoff_s, utcnow
@@ -153,9 +153,13 @@ class Dispatcher:
 
     def _claim_route(self, route: str, limit: int, now: datetime) -> list[Delivery]:
         token = f"{self.worker_id}:{uuid.uuid4().hex[:8]}"
-        d = alert_deliveries.c
+        d, older = alert_deliveries.c, alert_deliveries.alias("older").c
+        # a group's notifications go one at a time, oldest first: one waiting for its retry holds back the
+        # newer ones (only `alerts enable` requeues several of a group; sealing keeps one undelivered)
+        first_of_group = ~exists().where(and_(older.route == d.route, older.group_key == d.group_key,
+                                              older.status == "pending", older.id < d.id))
         claimable = and_(d.status == "pending", d.route == route, d.next_attempt_at <= now,
-                         or_(d.claimed_until.is_(None), d.claimed_until < now))
+                         or_(d.claimed_until.is_(None), d.claimed_until < now), first_of_group)
         due_ids = select(d.id).where(claimable).order_by(d.next_attempt_at, d.id).limit(limit)
         with self.engine.begin() as conn:
             conn.execute(update(alert_deliveries).where(and_(d.id.in_(due_ids.scalar_subquery()), claimable))

@@ -151,3 +151,54 @@ def test_prune_keeps_pending_work_and_recent_history(tmp_path) -> None:
     assert kept.exit_code == 0 and "0 deliveries" in kept.output
     pruned = runner.invoke(app, ["alerts", "prune", "--keep", "0s", "--store", store])
     assert pruned.exit_code == 0 and "1 deliveries, 0 outbox, 0 alerts" in pruned.output  # the alert still fires
+
+
+def test_enable_keeps_each_groups_order_when_a_requeued_notification_fails_again(tmp_path) -> None:
+    """A 410 disabled 'x firing', then 'x resolved' was sealed and disabled too; `alerts enable` requeues both.
+    The first fails again: the second must wait behind it, or the receiver would end up believing x still fires."""
+    import json
+
+    from sqlalchemy import select
+
+    from alerting.delivery import EndpointGoneError, RetryableDeliveryError
+    from alerting.worker import Dispatcher
+    from schemas.alert_tables import alert_deliveries
+
+    store = f"sqlite:///{tmp_path / 'order.db'}"
+    rules = AlertRules(group_wait="0s", group_interval="0s", resolve_after_windows=1,
+                       retry={"initial_s": 1, "jitter_s": 0},
+                       routes=[{"name": "oncall", "url": "https://hooks.example.com/hook"}])
+    answers, accepted = iter(["gone", "fail", "ok", "ok", "ok", "ok"]), []
+
+    class Sink:
+        name = "oncall"
+
+        def send(self, delivery) -> int:
+            answer = next(answers)
+            if answer == "gone":
+                raise EndpointGoneError("receiver answered 410 Gone", 410)
+            if answer == "fail":
+                raise RetryableDeliveryError("receiver answered 503", 503)
+            accepted.append([(a["feature"], a["status"]) for a in json.loads(delivery.body)["alerts"]])
+            return 200
+
+    clock = [datetime.now(timezone.utc)]
+    engine = make_engine(store)
+    dispatcher = Dispatcher(engine, rules, {"oncall": Sink()}, clock=lambda: clock[0])
+    start = clock[0] - timedelta(minutes=5)
+    for i, severity in enumerate(["major", "none"]):  # x fires (410: the route is disabled), then resolves
+        rep = WindowReport("fraud", start + timedelta(minutes=i), start + timedelta(minutes=i + 1),
+                           [FeatureOutcome("x", count=100, drifted=severity != "none", severity=severity)])
+        with engine.begin() as conn:
+            enqueue_alerts(conn, rep, rules, clock[0])
+        dispatcher.run_once()
+    with engine.connect() as conn:
+        assert conn.execute(select(alert_deliveries.c.status)).scalars().all() == ["disabled", "disabled"]
+    enabled = runner.invoke(app, ["alerts", "enable", "oncall", "--store", store])
+    assert enabled.exit_code == 0 and "2 deliveries queued again" in enabled.output
+    clock[0] = datetime.now(timezone.utc)
+    for _ in range(6):
+        dispatcher.run_once()
+        clock[0] += timedelta(seconds=2)
+    engine.dispose()
+    assert accepted == [[("x", "firing")], [("x", "resolved")]]

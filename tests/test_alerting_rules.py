@@ -97,3 +97,31 @@ def test_config_errors_do_not_echo_route_urls(tmp_path) -> None:
     with pytest.raises(ConfigError) as info:
         load_rules(path)
     assert "SUPERSECRETTOKEN" not in str(info.value) and "control character" in str(info.value)
+
+
+def _yaml_blocks(path) -> list[dict]:
+    """Every ```yaml block of a markdown file that has an ``alerting:`` key, loaded."""
+    text = path.read_text()
+    blocks = [yaml.safe_load(b.split("```", 1)[0]) for b in text.split("```yaml\n")[1:]]
+    return [b for b in blocks if isinstance(b, dict) and "alerting" in b]
+
+
+def test_the_readmes_and_the_demo_show_the_default_rules() -> None:
+    """The sample configs of README.md and alerting/README.md state the defaults (min_severity: the false-alarm
+    budget, timers, hysteresis), and the demo's own config (`make demo`) leaves min_severity at its default."""
+    from pathlib import Path
+
+    from alerting.rules import parse_rules
+    from driftwarden.demo.stack import monitor_config
+
+    repo = Path(__file__).resolve().parent.parent
+    defaults = AlertRules().model_dump()
+    shown = [b["alerting"] for p in ("README.md", "alerting/README.md") for b in _yaml_blocks(repo / p)]
+    assert len(shown) == 2 and all("min_severity" in s for s in shown)
+    for sample in shown:
+        rules = parse_rules(sample).model_dump()
+        for key in set(sample) - {"routes", "replay_topic", "dashboard_url"}:
+            assert rules[key] == defaults[key], key
+    demo = monitor_config("features", "localhost:9092", "credit-risk", 10, {"mode": "warmup", "warmup_windows": 3},
+                          {"name": "r", "url": "http://127.0.0.1:9/", "allow_private": True})
+    assert parse_rules(demo["alerting"]).min_severity == defaults["min_severity"] == "moderate"

@@ -180,3 +180,35 @@ def test_the_system_resolver_turns_a_bad_host_into_our_error() -> None:
 
     with pytest.raises(UnresolvableHostError):
         system_resolver("exa\x00mple.com", 80)
+
+
+@pytest.mark.parametrize("char", ["\x00", "\x01", "\x1f", "\x7f", "\x80", "\x85", "\x9f"],
+                         ids=lambda c: f"U+{ord(c):04X}")
+def test_any_control_character_in_a_host_is_a_config_error_at_start_up(char: str) -> None:
+    """C0, DEL and C1 (Unicode category Cc): the resolver would refuse each at every attempt, retried for a day."""
+    from alerting.rules import parse_rules
+    from core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="control character"):
+        parse_rules({"routes": [{"name": "r", "url": f"http://exa{char}mple.com/"}]})
+
+
+@pytest.mark.parametrize("host", ["a..b.example.com", "a" * 64 + ".example.com", "exa\u2028mple.com",
+                                  "exa\u202emple.com"], ids=["empty-label", "long-label", "line-separator", "bidi"])
+def test_a_host_name_no_resolver_can_look_up_is_a_config_error_at_start_up(host: str) -> None:
+    from alerting.rules import parse_rules
+    from alerting.ssrf import system_resolver
+    from core.errors import ConfigError
+
+    with pytest.raises(UnsafeURLError):  # what each delivery attempt would meet: retried until max_age_s
+        system_resolver(host, 80)
+    with pytest.raises(ConfigError, match="host name"):
+        parse_rules({"routes": [{"name": "r", "url": f"http://{host}/"}]})
+
+
+@pytest.mark.parametrize("url", ["https://bücher.example/hook", "http://my_host.internal:8080/", "http://[2001:db8::1]/",
+                                 "https://" + "a" * 63 + ".example.com/"])
+def test_unusual_but_valid_host_names_load(url: str) -> None:
+    from alerting.rules import parse_rules
+
+    assert parse_rules({"routes": [{"name": "r", "url": url}]}).routes[0].url == url
