@@ -54,13 +54,13 @@ def register(t_env, config: MonitorConfig, store_url: str, reference_path: str |
     t_env.execute_sql(f"""CREATE TEMPORARY VIEW checked AS
 SELECT `value`, `topic`, `partition`, `offset`, et, `future`, {EVENT_MS} AS event_ms, DW_MODEL(`value`) AS model,
        DW_EVENT_MILLIS(`value`) IS NULL OR COALESCE(DW_MODEL(`value`), '') = '' AS envelope_bad,
-       DW_FEATURES(`value`, '{features_spec}') AS f
+       DW_FEATURES(`value`, '{features_spec}') AS f,
+       DW_PREVIOUS_MARK(CASE WHEN `future` THEN 0 ELSE {EVENT_MS} END - {config.window.out_of_orderness_ms})
+         OVER (PARTITION BY `topic`, `partition` ORDER BY pt ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+         AS partition_mark
 FROM events""")
-    # late: the event's window has already fired (its last millisecond is at or below the watermark)
     t_env.execute_sql(f"""CREATE TEMPORARY VIEW classified AS
-SELECT *, COALESCE(TO_TIMESTAMP_LTZ(event_ms - MOD(event_ms, {size}) + {size} - 1, 3)
-                   <= CURRENT_WATERMARK(et), FALSE) AS late
-FROM checked""")
+SELECT *, {late_sql(size)} AS late FROM checked""")
     vouched = ", ".join(f"f.`{name}` AS `{name}`" for name in spec.names)
     names = ", ".join(f"`{name}`" for name in ["unknown", *spec.names])
     validated = ", ".join(f"v.`{name}`" for name in ["unknown", *spec.names])
@@ -73,6 +73,20 @@ SELECT model, et, event_ms, `topic`, `partition`, `offset`, {validated}
 FROM classified, LATERAL TABLE(dw_validate(`topic`, `partition`, `offset`, {turned_away_sql(config)}, model,
                                            event_ms, `value`)) AS v({names})
 WHERE NOT ({ON_TIME} AND f.`ok`)""")
+
+
+def late_sql(size_ms: int) -> str:
+    """SQL of the late rule: the event's window ends at or below its partition's watermark so far.
+
+    The partition's own watermark (``partition_mark``, Java ``PreviousMark``: kept in keyed state,
+    restored with the offsets) makes lateness a function of the partition's order alone: the same
+    on every run, after a resume and in replay (``replay/windowing.py``). The job-wide watermark is
+    never ahead of it, except when ``window.idleness`` lets it pass an idle partition: an event
+    of a window that already fired that way is late too (Flink would drop it unseen).
+    """
+    last_ms = f"event_ms - MOD(event_ms, {size_ms}) + {size_ms} - 1"
+    return (f"(COALESCE({last_ms} <= partition_mark, FALSE) OR "
+            f"COALESCE(TO_TIMESTAMP_LTZ({last_ms}, 3) <= CURRENT_WATERMARK(et), FALSE))")
 
 
 def turned_away_sql(config: MonitorConfig) -> str:

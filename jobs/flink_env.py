@@ -16,6 +16,7 @@ EVENT_MILLIS_UDF = "dev.driftwarden.flink.EventTimeMillis"
 EVENT_MODEL_UDF = "dev.driftwarden.flink.EventModel"
 FEATURE_COLUMNS_UDF = "dev.driftwarden.flink.FeatureColumns"
 WINDOW_SUMMARY_AGG = "dev.driftwarden.flink.WindowSummaryAgg"
+PREVIOUS_MARK_AGG = "dev.driftwarden.flink.PreviousMark"
 #: Memory of the embedded MiniCluster. The window aggregate runs in two phases, and the local
 #: phase buffers records in Flink managed memory (a BytesHashMap), which the embedded cluster
 #: otherwise leaves too small ("Too small memory allocated for BytesHashMap"); the Python
@@ -113,6 +114,7 @@ def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, i
     t_env.create_java_temporary_system_function("DW_EVENT_MILLIS", EVENT_MILLIS_UDF)
     t_env.create_java_temporary_system_function("DW_MODEL", EVENT_MODEL_UDF)
     t_env.create_java_temporary_system_function("DW_FEATURES", FEATURE_COLUMNS_UDF)
+    t_env.create_java_temporary_system_function("DW_PREVIOUS_MARK", PREVIOUS_MARK_AGG)
     return env, t_env
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import replace
 from datetime import datetime, timezone
 
-from sqlalchemy import Connection, and_, func, select
+from sqlalchemy import Connection, and_, func, select, text, update
 
 from alerting.outbox import enqueue_alerts
 from core.records import WindowReport
@@ -31,12 +32,45 @@ def store_window(conn: Connection, report: WindowReport, events: int, unknown_fe
         report = replace(report, model=store_text(report.model, MODEL_CHARS))
     upsert(conn, window_results, [_result_row(report, f, now) for f in report.features],
            ("model", "feature", "window_start"))
+    lock_window(conn, report.model, report.window_start)  # before counting its late events
     deep_checked = any(f.alarm for f in report.features)
     counts = {"model": report.model, "window_start": report.window_start, "window_end": report.window_end,
               "events": events, "late": late_events(conn, report.model, report.window_start, report.window_end),
               "unknown_features": unknown_features, "deep_checked": deep_checked, "computed_at": now}
     upsert(conn, window_counts, [counts], ("model", "window_start"))
     return enqueue_alerts(conn, report, rules, now) if rules is not None else 0
+
+
+def stored_events(conn: Connection, model: str, window_start: datetime) -> int | None:
+    """Events of the stored (model, window), or None when the window has not been stored."""
+    query = select(window_counts.c.events).where(window_counts.c.model == store_text(model, MODEL_CHARS),
+                                                  window_counts.c.window_start == window_start)
+    return conn.execute(query).scalar_one_or_none()
+
+
+def lock_window(conn: Connection, model: str, window_start: datetime) -> None:
+    """Serialise the transactions that count one (model, window)'s late events (PostgreSQL).
+
+    A late record's dead letter and the window's own row are written by different functions of the
+    job, concurrently: without the lock each could count the other's uncommitted row as missing.
+    An advisory lock held to the end of the transaction; SQLite serialises writers anyway.
+    """
+    if conn.dialect.name != "postgresql":
+        return
+    digest = hashlib.blake2b(f"{model}\x1f{window_start.isoformat()}".encode(), digest_size=8).digest()
+    conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": int.from_bytes(digest, "big", signed=True)})
+
+
+def recount_late(conn: Connection, model: str, start: datetime, end: datetime) -> None:
+    """Recount the late events of a stored (model, window): call after storing a late dead letter.
+
+    A window's late events mostly arrive after the window was stored; its ``late`` count then
+    follows them, so it ends the same in the live job and in replay (and is idempotent on a rerun).
+    """
+    model = store_text(model, MODEL_CHARS)
+    lock_window(conn, model, start)
+    conn.execute(update(window_counts).where(window_counts.c.model == model, window_counts.c.window_start == start)
+                 .values(late=late_events(conn, model, start, end)))
 
 
 def previous_cusum(conn: Connection, model: str, window_start: datetime) -> dict[str, CusumState]:

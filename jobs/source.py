@@ -62,6 +62,7 @@ def kafka_source_ddl(
   `offset` BIGINT METADATA VIRTUAL,
   `kafka_ts` TIMESTAMP_LTZ(3) METADATA FROM 'timestamp' VIRTUAL,
   `future` AS {future},
+  `pt` AS PROCTIME(),
   `et` AS TO_TIMESTAMP_LTZ(CASE WHEN {future} THEN 0 ELSE COALESCE(DW_EVENT_MILLIS(`value`), 0) END, 3),
   WATERMARK FOR `et` AS `et` - INTERVAL '{out_of_orderness_ms / 1000:.3f}' SECOND
 ) WITH (

@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 
 #: The JVM's verdict for a record whose event time or model it could not read: Python finds the exact reason.
 ENVELOPE = "envelope"
+#: The reason of a record whose window had already fired (jobs/drift_job.py: late_sql).
+LATE = "late"
 
 
 def reject_reason(value: bytes | str, config: MonitorConfig) -> str | None:
@@ -90,6 +92,16 @@ class _DeadLetters:
     def _store(self, row: dict) -> None:
         with self.engine.begin() as conn:
             self.writer.store(conn, [row])
+            if row["reason"] == LATE and row["event_time"] is not None:
+                self._recount_late(conn, row)
+
+    def _recount_late(self, conn, row: dict) -> None:
+        """The late event's window, if already stored, counts it (jobs/results.py)."""
+        from jobs.results import recount_late
+        from jobs.sinks import window_bounds
+
+        start, end = window_bounds(int(row["event_time"].timestamp() * 1000), self.config.window.size_ms)
+        recount_late(conn, row["model"], start, end)
 
     def close(self) -> None:
         self.writer.close()
@@ -172,14 +184,14 @@ class AnalyzeWindow(ScalarFunction):
         from jobs.pipeline import WindowSummary
 
         summary = WindowSummary.deserialize(summary_bytes)
-        with_store_retries("results", lambda: self._store(summary))
-        self.window_metrics.judged(summary)
+        if with_store_retries("results", lambda: self._store(summary)):
+            self.window_metrics.judged(summary)
         return 1
 
-    def _store(self, summary) -> None:
-        """One transaction: the window's results, counts and alerts."""
+    def _store(self, summary) -> bool:
+        """One transaction: the window's results, counts and alerts (False: it was stored already)."""
         with self.engine.begin() as conn:
-            self._judge_and_store(conn, summary)
+            return self._judge_and_store(conn, summary)
 
     def _judge_and_store(self, conn, summary) -> None:
         from jobs.pipeline import analyze_summary
@@ -187,6 +199,8 @@ class AnalyzeWindow(ScalarFunction):
         from schemas.events import utc_from_ms
         from sketches import Reference
 
+        if self._already_final(conn, summary):
+            return False
         if self.config.model(summary.model) is None:
             reference = Reference()
         elif self.file_references is not None:
@@ -198,6 +212,28 @@ class AnalyzeWindow(ScalarFunction):
         state = previous_cusum(conn, summary.model, utc_from_ms(summary.window_start_ms))
         report = analyze_summary(summary, reference, self.policy, state)
         store_window(conn, report, summary.events, summary.unknown_features, self.rules)
+        return True
+
+    def _already_final(self, conn, summary) -> bool:
+        """A stored window is final: a summary of it again (after a restart) changes nothing.
+
+        Lateness is decided per partition from state restored with the offsets, so a window fired
+        again after a restart has the same events; one that does not (``window.idleness`` let the
+        job's watermark pass a partition) is logged and counted, and never replaces the stored one
+        (nor enters a rolling reference).
+        """
+        from jobs.results import stored_events
+        from schemas.events import utc_from_ms
+
+        events = stored_events(conn, summary.model, utc_from_ms(summary.window_start_ms))
+        if events is None:
+            return False
+        if events != summary.events:
+            log.warning("window %s of model %r is already stored with %d events; its summary of %d events "
+                        "after a restart is not kept", utc_from_ms(summary.window_start_ms).isoformat(),
+                        summary.model[:200], events, summary.events)
+            self.window_metrics.kept_final(summary)
+        return True
 
     def is_deterministic(self) -> bool:
         return False

@@ -7,6 +7,8 @@ metric of the job (``flink_taskmanager_job_task_operator_model_...``, see the RE
 * ``windows_judged``: windows judged and stored (a counter; ``rate() * 60`` is windows per minute);
 * ``last_window_end_seconds``: end of the newest window stored (epoch seconds, a gauge);
 * ``window_size_seconds``: the monitor's window size (a gauge, so alert rules count in windows);
+* ``windows_kept_final``: summaries of an already stored window with other event counts, not kept
+  (a counter; after a restart with ``window.idleness`` on, see jobs/udfs.py ``AnalyzeWindow``);
 * ``window_freshness_seconds``: from a window's end to its verdict being stored, as a Prometheus
   histogram: one ``_bucket`` counter per upper bound ``le`` (PyFlink has no histogram metric),
   ``_count`` and ``_sum`` (the sum in milliseconds: Flink counters are integers).
@@ -31,6 +33,7 @@ class _ModelMetrics:
     def __init__(self, group, window_s: int) -> None:
         self.last_end_s = 0
         self.judged = group.counter("windows_judged")
+        self.kept_final = group.counter("windows_kept_final")
         group.gauge("last_window_end_seconds", lambda: self.last_end_s)
         group.gauge("window_size_seconds", lambda: window_s)
         self.count = group.counter("window_freshness_seconds_count")
@@ -69,10 +72,17 @@ class WindowMetrics:
 
     def judged(self, summary) -> None:
         """Record that ``summary``'s window was judged and stored just now."""
-        if self.group is None:
-            return
-        model = summary.model if summary.model in self.models else OTHER_MODEL
-        metrics = self._by_model.get(model)
+        if self.group is not None:
+            self._of(summary.model).observe(summary.window_end_ms, int(self.clock() * 1000))
+
+    def kept_final(self, summary) -> None:
+        """Record that ``summary`` came for a window already stored with other counts (not kept)."""
+        if self.group is not None:
+            self._of(summary.model).kept_final.inc()
+
+    def _of(self, model: str) -> _ModelMetrics:
+        label = model if model in self.models else OTHER_MODEL
+        metrics = self._by_model.get(label)
         if metrics is None:
-            metrics = self._by_model[model] = _ModelMetrics(self.group.add_group("model", model), self.window_s)
-        metrics.observe(summary.window_end_ms, int(self.clock() * 1000))
+            metrics = self._by_model[label] = _ModelMetrics(self.group.add_group("model", label), self.window_s)
+        return metrics

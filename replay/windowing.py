@@ -3,9 +3,12 @@
 Each partition's watermark is the largest event time it has delivered minus the configured
 out-of-orderness; the job's watermark is the smallest over the partitions still open (a finished
 partition stops holding it back, as a finished Kafka split does in Flink). A window fires once
-its last millisecond is at or below the watermark; an event arriving for a fired window is late:
-counted, kept by the caller, never silently dropped. The watermark is checked before the event
-itself advances it (Flink evaluates ``CURRENT_WATERMARK`` with the watermark emitted so far).
+its last millisecond is at or below the watermark. An event is late when its window's last
+millisecond is at or below its own partition's watermark before it (the live job's rule,
+``jobs/drift_job.py: late_sql``): counted, kept by the caller, never silently dropped. Lateness
+thus depends on each partition's order alone, not on how partitions interleave, and a window
+the job's watermark has fired can get no on-time event (the job's watermark is never ahead of a
+partition's).
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ class Windower:
         """
         start = event_ms - event_ms % self.window_ms  # jobs.pipeline.window_start, inlined: per event
         window = None
-        if start + self.window_ms - 1 > self._watermark:
+        if start + self.window_ms - 1 > self._marks.get(partition, self._watermark):
             if keep:
                 window = self._open.get((start, model)) or self._window(model, start)
                 window.events += 1

@@ -10,7 +10,7 @@ import yaml
 from sqlalchemy import select
 
 from core.store import make_engine
-from schemas.events import rfc3339
+from schemas.events import parse_event_time, rfc3339
 from schemas.tables import dead_letters, window_counts, window_results
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -35,6 +35,39 @@ def stream(n_windows: int, per_window: int, shift_from: int | None = None, seed:
                              "extra": 1},
             })
     return events
+
+
+def with_late_records(records: list, n_windows: int, at_end: int = 5) -> tuple[list, list[dict]]:
+    """``records`` (one partition's, in order) with late events of model m: one right behind the first
+    event that makes window k late (its event time - 2 s, the partition's watermark, passes the
+    window's end: no timing can save it), for each window k < ``n_windows - 1``, and ``at_end`` more
+    for the first window at the end. Returns the records and the late events among them."""
+    out, late, next_window = [], [], 1
+    for record in records:
+        out.append(record)
+        event_ms = parse_event_time(record["event_time"]) if isinstance(record, dict) else None
+        if event_ms is not None and event_ms - 2_000 >= T0 + next_window * WINDOW_MS and next_window < n_windows:
+            late.append({"event_time": T0 + next_window * WINDOW_MS - 1, "model": "m", "features": {"f0": 0.0}})
+            out.append(late[-1])
+            next_window += 1
+    tail = [{"event_time": T0 + 1_000 + i, "model": "m", "features": {"f0": 0.0}} for i in range(at_end)]
+    return out + tail, late + tail
+
+
+def late_partitions(events: list[dict], n_windows: int, seed: int = 3) -> tuple[list[list[dict]], int]:
+    """The events dealt over two partitions, each out of order within 0.48 s (12 events; the test
+    configs allow 2 s) and with late events (:func:`with_late_records`, none at the end).
+    Returns each partition's records and the number of late events."""
+    rng = np.random.default_rng(seed)
+    partitions, late = [], 0
+    for partition in (0, 1):
+        own = events[partition::2]
+        blocks = [own[i:i + 12] for i in range(0, len(own), 12)]
+        shuffled = [e for block in blocks for e in rng.permutation(np.array(block, dtype=object)).tolist()]
+        records, late_events = with_late_records(shuffled, n_windows, at_end=0)
+        partitions.append(records)
+        late += len(late_events)
+    return partitions, late
 
 
 def write_config(path: Path, topic: str, bootstrap: str, **window: object) -> Path:
@@ -79,6 +112,20 @@ def stored_verdicts(url: str) -> dict[tuple[str, int, str], dict]:
         rows = conn.execute(select(window_results)).mappings()
         return {(r["model"], int(r["window_start"].timestamp() * 1000), r["feature"]):
                 {c: r[c] for c in RESULT_COLUMNS} for r in rows}
+
+
+def stored_late(url: str) -> Counter:
+    """(model, window start ms) -> late events, as the store counts them per window."""
+    with make_engine(url).connect() as conn:
+        rows = conn.execute(select(window_counts.c.model, window_counts.c.window_start, window_counts.c.late))
+        return Counter({(m, int(ws.timestamp() * 1000)): n for m, ws, n in rows})
+
+
+def stored_dead_letter_keys(url: str) -> set[tuple[int, int, str]]:
+    """(partition, offset, reason) of every dead letter."""
+    with make_engine(url).connect() as conn:
+        rows = conn.execute(select(dead_letters.c.partition, dead_letters.c.offset, dead_letters.c.reason))
+        return {tuple(r) for r in rows}
 
 
 def stored_dead_letters(url: str) -> Counter:

@@ -14,7 +14,7 @@ from driftwarden.cli import app
 from jobs.drift_job import run_drift_job
 from schemas.config import load_config
 from tests.job_helpers import (T0, WINDOW_MS, assert_same_results, stored_counts, stored_dead_letters, stored_verdicts, stream,
-                               write_config)
+                               with_late_records, write_config)
 from tests.kafka_helpers import create_topic, produce
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
@@ -65,15 +65,13 @@ def test_invariant_dead_letters_and_late_events(kafka_bootstrap, topic_name, tmp
     """read = valid + rejected; valid = windowed + late; every reject and late event kept with a reason."""
     create_topic(kafka_bootstrap, topic_name, partitions=1)
     events = stream(N_WINDOWS, 300)
-    late = [{"event_time": T0 + 1_000 + i, "model": "m", "features": {"f0": 0.0}} for i in range(5)]
     malformed = _malformed()
-    records = events[:1500] + malformed + events[1500:] + late
+    records, late = with_late_records(events[:1500] + malformed + events[1500:], N_WINDOWS)
     produce(kafka_bootstrap, topic_name, records)
     url = f"sqlite:///{tmp_path}/store.db"
-    config = _config(tmp_path, topic_name, kafka_bootstrap, reference_file, watermark_emit="on-event")
-    # small Python bundles: watermarks reach the late filter within ~100 events (exact late counts)
-    run_drift_job(config, url, str(tmp_path / "reference.dwref"), bounded=True, checkpoint_interval_ms=0,
-                  bundle_size=100)
+    config = _config(tmp_path, topic_name, kafka_bootstrap, reference_file)
+    # production defaults: periodic watermarks, full Python bundles (lateness is the partition's own)
+    run_drift_job(config, url, str(tmp_path / "reference.dwref"), bounded=True, checkpoint_interval_ms=0)
 
     windowed = stored_counts(url)
     dead = stored_dead_letters(url)

@@ -14,16 +14,17 @@ import pytest
 from jobs.drift_job import run_drift_job
 from jobs.flink_env import latest_checkpoint
 from schemas.config import load_config
-from tests.job_helpers import (T0, WINDOW_MS, assert_same_results, stored_counts, stored_verdicts, stream,
-                               write_config)
-from tests.kafka_helpers import create_topic, produce
+from schemas.events import parse_event_time
+from tests.job_helpers import (T0, WINDOW_MS, assert_same_results, late_partitions, stored_counts,
+                               stored_dead_letter_keys, stored_late, stored_verdicts, stream, write_config)
+from tests.kafka_helpers import create_topic, produce_to_partitions
 from tests.test_drift_job import reference_file  # noqa: F401  (module fixture)
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
 N_WINDOWS = 10
 PER_WINDOW = 500
-FIRST_PART = 6 * PER_WINDOW
+FIRST_WINDOWS = 6  # of event time produced before the crash
 
 
 def _sentinel() -> dict:
@@ -62,11 +63,25 @@ def _windows_stored(url: str) -> int:
         return 0
 
 
+def _two_partitions(events: list[dict]) -> tuple[list[tuple[list, list]], int]:
+    """tests.job_helpers.late_partitions, each cut at its first event of window ``FIRST_WINDOWS``."""
+    partitions, late = late_partitions(events, N_WINDOWS)
+    parts = []
+    for records in partitions:
+        cut = next(i for i, r in enumerate(records)
+                   if parse_event_time(r["event_time"]) >= T0 + FIRST_WINDOWS * WINDOW_MS)
+        parts.append((records[:cut], records[cut:]))
+    return parts, late
+
+
 def test_kill_minus_nine_and_resume_equals_uninterrupted_run(kafka_bootstrap, topic_name, tmp_path,
                                                              reference_file):  # noqa: F811
-    create_topic(kafka_bootstrap, topic_name, partitions=1)
+    """Two partitions with out-of-order and late events, killed mid-stream and resumed: every stored
+    row (results, event and late counts per window, dead letters) equals an uninterrupted run's."""
+    create_topic(kafka_bootstrap, topic_name, partitions=2)
     events = stream(N_WINDOWS, PER_WINDOW, shift_from=7)
-    produce(kafka_bootstrap, topic_name, events[:FIRST_PART])
+    parts, n_late = _two_partitions(events)
+    produce_to_partitions(kafka_bootstrap, topic_name, [before for before, _ in parts])
     (tmp_path / "reference.dwref").write_bytes(reference_file.read_bytes())
     config = write_config(tmp_path / "config.yaml", topic_name, kafka_bootstrap)
     crashed_url, checkpoints = f"sqlite:///{tmp_path}/crashed.db", tmp_path / "chk"
@@ -78,7 +93,7 @@ def test_kill_minus_nine_and_resume_equals_uninterrupted_run(kafka_bootstrap, to
     finally:
         _kill_hard(job)
     windows_before_crash = _windows_stored(crashed_url)
-    produce(kafka_bootstrap, topic_name, events[FIRST_PART:] + [_sentinel()])
+    produce_to_partitions(kafka_bootstrap, topic_name, [after + [_sentinel()] for _, after in parts])
 
     job = _start_job(config, crashed_url, checkpoints, resume=True)
     try:
@@ -94,4 +109,7 @@ def test_kill_minus_nine_and_resume_equals_uninterrupted_run(kafka_bootstrap, to
     monitored = lambda counts: {k: n for k, n in counts.items() if k[0] == "m"}  # noqa: E731
     assert monitored(stored_counts(crashed_url)) == monitored(stored_counts(clean_url))
     assert sum(monitored(stored_counts(crashed_url)).values()) == len(events)
+    assert monitored(stored_late(crashed_url)) == monitored(stored_late(clean_url))
+    assert sum(stored_late(clean_url).values()) == n_late == 2 * (N_WINDOWS - 1)
+    assert stored_dead_letter_keys(crashed_url) == stored_dead_letter_keys(clean_url)
     assert_same_results(stored_verdicts(crashed_url), stored_verdicts(clean_url))

@@ -23,9 +23,9 @@ from schemas.config import load_config
 from schemas.events import parse_event_time, rfc3339
 from schemas.tables import dead_letters
 from tests.hostile_corpus import hostile_valid, interleave, malformed
-from tests.job_helpers import (T0, WINDOW_MS, stored_counts, stored_dead_letters, stream,
-                               write_warmup_config)
-from tests.kafka_helpers import create_topic, produce
+from tests.job_helpers import (T0, WINDOW_MS, late_partitions, stored_counts, stored_dead_letters, stored_late,
+                               stream, write_warmup_config)
+from tests.kafka_helpers import create_topic, produce, produce_to_partitions
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -119,3 +119,40 @@ def test_an_event_from_a_bad_clock_does_not_make_good_events_late(kafka_bootstra
         assert stored_counts(url) == expected, run
         assert stored_dead_letters(url) == Counter({"future": 1}), run
     assert rfc3339(T0)  # the stream starts 2026-01-01: the 2099 event is 73 years ahead of its record
+
+
+def _wait_until(condition, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
+
+
+def test_late_counts_per_window_are_the_same_live_and_in_replay(kafka_bootstrap, topic_name, tmp_path, pg_schema_url):
+    """Two partitions, out of order, a late event in each partition for each window but the last, and
+    more late events sent once the live job (production defaults, running) has stored their windows:
+    the live job and replay store the same late count per window, exactly the late events, and the
+    same dead letters, on PostgreSQL."""
+    started_ms = int(time.time() * 1000)
+    create_topic(kafka_bootstrap, topic_name, partitions=2)
+    partitions, n_late = late_partitions(stream(8, 500), 8)
+    produce_to_partitions(kafka_bootstrap, topic_name, partitions)
+    config = write_warmup_config(tmp_path / "config.yaml", topic_name, kafka_bootstrap)
+    live, replayed = pg_schema_url(), pg_schema_url()
+    job = run_drift_job(load_config(config), live, wait=False)
+    try:
+        _wait_until(lambda: len(stored_counts(live)) >= 7, 240, "7 windows stored")
+        after = [{"event_time": T0 + w * WINDOW_MS + 5_000, "model": "m", "features": {"f0": 0.0}} for w in range(7)]
+        closing = {"event_time": T0 + 20 * WINDOW_MS, "model": "sentinel", "features": {}}  # fires window 7
+        produce_to_partitions(kafka_bootstrap, topic_name, [after + [closing], after + [closing]])
+        _wait_until(lambda: stored_dead_letters(live)["late"] == n_late + 14 and len(stored_counts(live)) >= 8,
+                    120, "the late events kept and the last window stored")
+    finally:
+        job.get_job_client().cancel().result()
+    _replay_to_store(topic_name, config, replayed, started_ms)
+    expected = Counter({("m", T0 + w * WINDOW_MS): 4 if w < 7 else 0 for w in range(8)})
+    assert n_late == 14 and stored_late(live) == expected
+    assert stored_late(replayed) == stored_late(live)
+    monitored = lambda counts: {k: n for k, n in counts.items() if k[0] == "m"}  # noqa: E731
+    assert monitored(stored_counts(replayed)) == monitored(stored_counts(live))
+    assert _dead_letter_reasons(replayed) == _dead_letter_reasons(live)

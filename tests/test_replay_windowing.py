@@ -40,6 +40,36 @@ def test_the_slowest_partition_holds_the_watermark_back_until_it_finishes():
     assert [x.start_ms - T0 for x in w.fired()] == [0]
 
 
+def test_lateness_is_judged_against_the_events_own_partition():
+    w = Windower(60 * S, 0, [0, 1])
+    w.add(1, T0 + 125 * S, "m")  # partition 1 has passed windows 0 and 1; the job's watermark has not
+    assert w.watermark == -np.inf
+    assert w.add(1, T0 + 70 * S, "m") is None and w.late_by_window == {("m", T0 + 60 * S): 1}
+    assert w.add(0, T0 + 70 * S, "m")  # on time in partition 0: its window has not fired
+    assert w.fired() == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 400), max_size=30), st.lists(st.integers(0, 400), max_size=30),
+       st.lists(st.booleans(), min_size=60, max_size=60), st.lists(st.booleans(), min_size=60, max_size=60))
+def test_late_events_do_not_depend_on_how_partitions_interleave(a, b, order_x, order_y):
+    """Two runs of the same partitions interleaved two ways: the same events late, the same windows."""
+    def run(order: list[bool]) -> tuple[set, list]:
+        w, pos, late, fired = Windower(60 * S, 5 * S, [0, 1]), [0, 0], set(), []
+        streams = [a, b]
+        for pick in order + [True] * 30 + [False] * 30:
+            p = int(pick) if pos[int(pick)] < len(streams[int(pick)]) else 1 - int(pick)
+            if pos[p] >= len(streams[p]):
+                break
+            if w.add(p, T0 + streams[p][pos[p]] * S, "m") is None:
+                late.add((p, pos[p]))
+            pos[p] += 1
+            fired += [(x.start_ms, x.events) for x in w.fired()]
+        return late, sorted(fired + [(x.start_ms, x.events) for x in w.flush()])
+
+    assert run(order_x) == run(order_y)
+
+
 def test_an_event_not_kept_joins_no_window_but_moves_the_watermark():
     model = ModelConfig(name="m", features={"x": "numeric"})
     w = Windower(60 * S, 0, [0], lambda name: WindowRows(model))
