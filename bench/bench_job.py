@@ -1,6 +1,6 @@
 """End-to-end throughput of the streaming drift job vs a plain Flink SQL window over the same topic.
 
-    .venv/bin/python bench/bench_job.py [--events 1000000] [--compare-reporter]
+    .venv/bin/python bench/bench_job.py [--events 1000000] [--compare-reporter | --malformed-share 0.01]
 
 Pre-fills a real Kafka topic with events of 20 numeric + 5 categorical features, then runs, in
 one process and on the same topic, (1) the driftwarden job (bounded, embedded MiniCluster) and
@@ -17,6 +17,10 @@ checkpoint on disk (checkpoints every second). Neither may grow with the rate.
 default, jobs/flink_metrics.py, scraped every ``--scrape-interval`` seconds), off, and on again, on
 the same topic (each with its own start-up subtracted), and print the rates, the CPU per event and
 the ratios on/off.
+
+``--malformed-share 0.01``: instead, run the driftwarden job twice each on the clean topic and on the
+same events with 1% malformed records among them (alternating), and once on malformed records
+only: good events/s and CPU per good event, dirty / clean, and malformed records/s.
 """
 
 from __future__ import annotations
@@ -45,8 +49,10 @@ NUMERIC = [f"n{i}" for i in range(20)]
 CATEGORICAL = [f"c{i}" for i in range(5)]
 
 
-def fill_topic(topic: str, events: int, per_second_of_event_time: int) -> None:
-    """Create a 2-partition topic holding ``events`` JSON events."""
+def fill_topic(topic: str, events: int, per_second_of_event_time: int, malformed_share: float = 0.0) -> int:
+    """Create a 2-partition topic holding ``events`` JSON events and, among them, malformed records
+    (tests/hostile_corpus.py: each rejected by validation) making ``malformed_share`` of all records;
+    returns how many malformed records it holds."""
     admin = AdminClient({"bootstrap.servers": BOOTSTRAP})
     for future in admin.create_topics([NewTopic(topic, 2, 1)]).values():
         future.result(30)
@@ -56,13 +62,30 @@ def fill_topic(topic: str, events: int, per_second_of_event_time: int) -> None:
     values = rng.normal(size=(events, len(NUMERIC))).round(5)
     cats = rng.integers(0, 8, size=(events, len(CATEGORICAL)))
     step = 1000 / per_second_of_event_time
+    bad = _malformed_by_position(events, step, malformed_share)
     for i in range(events):
+        for record in bad.get(i, ()):
+            producer.produce(topic, record)
         features = dict(zip(NUMERIC, values[i].tolist())) | {c: f"v{k}" for c, k in zip(CATEGORICAL, cats[i])}
         producer.produce(topic, orjson.dumps({"event_time": int(T0 + i * step), "model": "bench",
                                               "features": features}))
         if i % 20_000 == 0:
             producer.poll(0)
     producer.flush(60)
+    return sum(len(records) for records in bad.values())
+
+
+def _malformed_by_position(events: int, step: float, share: float) -> dict[int, list[bytes]]:
+    """Malformed records to insert before the event at each position, ``share`` of all records."""
+    if share <= 0:
+        return {}
+    from tests.hostile_corpus import malformed
+
+    times = [int(T0 + i * step) for i in range(events)]
+    by_position: dict[int, list[bytes]] = {}
+    for position, record in malformed(round(events * share / (1 - share)), times):
+        by_position.setdefault(position, []).append(record)
+    return by_position
 
 
 def config_for(topic: str):
@@ -300,6 +323,48 @@ def compare_reporter(events: int, full: str, empty: str, folder: Path, run: str,
           f"{100 * (1 - cpu_ratio):.1f}% of the CPU)")
 
 
+def compare_malformed(events: int, full: str, empty: str, folder: Path, run: str, share: float) -> None:
+    """The job on the clean topic, on the same events with ``share`` malformed records among them, and
+    on malformed records only (as many as the dirty topic holds, times ten): rates and CPU per event."""
+    dirty, junk = f"bench-dirty-{run}", f"bench-junk-{run}"
+    print(f"filling {dirty} (and {junk}) ...", flush=True)
+    n_bad = fill_topic(dirty, events, 1000, share)
+    n_junk = fill_topic(junk, 0, 1000) + _fill_junk(junk, 10 * n_bad)
+    run_driftwarden(empty, folder / f"{run}-warm.db")
+    startup, startup_cpu = timed(run_driftwarden, empty, folder / f"{run}-empty.db")
+    figures = {}
+    for name, topic in (("clean", full), ("dirty", dirty), ("clean again", full), ("dirty again", dirty)):
+        wall, cpu = timed(run_driftwarden, topic, folder / f"{run}-{name.replace(' ', '-')}.db")
+        figures[name] = (events / max(wall - startup, 1e-9), 1e6 * max(cpu - startup_cpu, 1e-9) / events)
+    junk_wall, junk_cpu = timed(run_driftwarden, junk, folder / f"{run}-junk.db")
+    print(f"{events:,} good events; the dirty topic adds {n_bad:,} malformed records "
+          f"({100 * n_bad / (events + n_bad):.2f}% of its records)")
+    for name, (rate, cpu) in figures.items():
+        print(f"{name:>12}: {rate:>9,.0f} good events/s, {cpu:.1f} us CPU per good event")
+    clean = [figures["clean"], figures["clean again"]]
+    dirty_runs = [figures["dirty"], figures["dirty again"]]
+    rate_ratio = np.mean([r for r, _ in dirty_runs]) / np.mean([r for r, _ in clean])
+    cpu_ratio = np.mean([c for _, c in clean]) / np.mean([c for _, c in dirty_runs])
+    print(f"good events/s dirty / clean (mean of two runs each): {rate_ratio:.3f}; CPU per good event "
+          f"clean / dirty: {cpu_ratio:.3f} (target: a drop of at most 10%, >= 0.90)")
+    print(f"malformed records only: {n_junk / max(junk_wall - startup, 1e-9):,.0f} records/s "
+          f"({n_junk:,} records, {1e6 * max(junk_cpu - startup_cpu, 1e-9) / n_junk:.0f} us CPU each)")
+
+
+def _fill_junk(topic: str, n: int) -> int:
+    """Append ``n`` malformed records (tests/hostile_corpus.py) to ``topic``; returns ``n``."""
+    from tests.hostile_corpus import malformed
+
+    producer = Producer({"bootstrap.servers": BOOTSTRAP, "linger.ms": 50})
+    times = [T0 + i for i in range(n + 1)]
+    for i, (_, record) in enumerate(malformed(n, times)):
+        producer.produce(topic, record)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    producer.flush(60)
+    return n
+
+
 def main() -> None:
     """Run both pipelines on the same topic and print the comparison."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
@@ -312,6 +377,10 @@ def main() -> None:
                         help="tumbling window of both pipelines (the job's own default is 60)")
     parser.add_argument("--state-events", type=int, default=200_000,
                         help="events of the checkpointed state run at 1000 events/s (the other gets a quarter)")
+    parser.add_argument("--malformed-share", type=float, default=0.0,
+                        help="also run the job on the same events with this share of malformed records among them "
+                             "(e.g. 0.01), and on a topic of malformed records only: good events/s with and without "
+                             "them, and malformed records/s")
     parser.add_argument("--compare-reporter", action="store_true",
                         help="instead of plain Flink: the drift job with Flink's Prometheus reporter on vs off")
     parser.add_argument("--scrape-interval", type=float, default=15.0,
@@ -329,6 +398,9 @@ def main() -> None:
     fill_topic(full, args.events, 1000)
     if args.compare_reporter:
         compare_reporter(args.events, full, empty, folder, run, args.scrape_interval)
+        return
+    if args.malformed_share > 0:
+        compare_malformed(args.events, full, empty, folder, run, args.malformed_share)
         return
     fill_topic(fast, args.state_events, 1000)
     fill_topic(slow, args.state_events // 4, 250)  # same windows, a quarter of the rate

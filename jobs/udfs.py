@@ -68,47 +68,7 @@ def _reason_text(exc: InvalidEventError) -> str:
     return f"{exc.reason}{REASON_SEPARATOR}{exc.detail}"[:1000]
 
 
-class _DeadLetters:
-    """What the functions that keep dead letters share: the store, the DLQ topic, the validator."""
-
-    def __init__(self, config: MonitorConfig, store_url: str) -> None:
-        self.config = config
-        self.store_url = store_url
-
-    def open(self, function_context: FunctionContext) -> None:
-        from core.store import make_engine
-
-        self.engine = make_engine(self.store_url, create=False)
-        self.writer = DeadLetterWriter(self.config.source.bootstrap_servers, self.config.source.dlq_topic)
-        self.kinds_of = feature_kinds_lookup(self.config)
-
-    def keep(self, record: Rejected, model: str | None, event_ms: int | None) -> dict:
-        """Store and publish one dead letter; returns its row."""
-        row = dead_letter_row(record, model, event_ms)
-        with_store_retries("dead_letters", lambda: self._store(row))
-        self.writer.publish([row], [record.payload])
-        return row
-
-    def _store(self, row: dict) -> None:
-        with self.engine.begin() as conn:
-            self.writer.store(conn, [row])
-            if row["reason"] == LATE and row["event_time"] is not None:
-                self._recount_late(conn, row)
-
-    def _recount_late(self, conn, row: dict) -> None:
-        """The late event's window, if already stored, counts it (jobs/results.py)."""
-        from jobs.results import recount_late
-        from jobs.sinks import window_bounds
-
-        start, end = window_bounds(int(row["event_time"].timestamp() * 1000), self.config.window.size_ms)
-        recount_late(conn, row["model"], start, end)
-
-    def close(self) -> None:
-        self.writer.close()
-        self.engine.dispose()
-
-
-class ValidateRecord(_DeadLetters, TableFunction):
+class ValidateRecord(TableFunction):
     """A record the JVM cannot take straight to a window: a dead letter, or validated into one row.
 
     ``turned_away`` is the JVM's verdict: None when it only could not vouch for the features (the
@@ -116,13 +76,67 @@ class ValidateRecord(_DeadLetters, TableFunction):
     (the validator names the exact reason), else the reason itself (``late``, ``future | ...``).
     A valid record yields ``(unknown, c0 .. cN)``: its configured features (and its prediction,
     where monitored) in the columns of :class:`FeatureColumnSpec` and the count of its values of
-    unconfigured features. Anything else
-    is written to the dead letters here and yields nothing.
+    unconfigured features. Anything else is kept in the dead letters and yields nothing.
+
+    Dead letters are written once per bundle (one store transaction, then the DLQ topic), at the
+    bundle's end, which Flink waits for before a checkpoint barrier passes (jobs/bundles.py), or
+    sooner when :data:`MAX_BUFFERED` are waiting: at least once, as before, without a transaction
+    per record.
     """
 
+    #: Dead letters written at once at the latest (a bundle is at most 5,000 records by default).
+    MAX_BUFFERED = 1000
+
+    def __init__(self, config: MonitorConfig, store_url: str) -> None:
+        self.config = config
+        self.store_url = store_url
+
     def open(self, function_context: FunctionContext) -> None:
-        super().open(function_context)
+        from core.store import make_engine
+        from jobs.bundles import install_bundle_hook
+
+        install_bundle_hook()
+        self.engine = make_engine(self.store_url, create=False)
+        self.writer = DeadLetterWriter(self.config.source.bootstrap_servers, self.config.source.dlq_topic)
+        self.kinds_of = feature_kinds_lookup(self.config)
         self.spec = FeatureColumnSpec.from_config(self.config)
+        self.rows: list[dict] = []
+        self.payloads: list[bytes] = []
+
+    def keep(self, record: Rejected, model: str | None, event_ms: int | None) -> None:
+        """Queue one dead letter (written by :meth:`finish_bundle`)."""
+        self.rows.append(dead_letter_row(record, model, event_ms))
+        self.payloads.append(record.payload)
+        if len(self.rows) >= self.MAX_BUFFERED:
+            self.finish_bundle()
+
+    def finish_bundle(self) -> None:
+        """Store the queued dead letters in one transaction (retried while the store is down), then publish them."""
+        if not self.rows:
+            return
+        with_store_retries("dead_letters", self._store)
+        self.writer.publish(self.rows, self.payloads)
+        self.rows, self.payloads = [], []
+
+    def _store(self) -> None:
+        with self.engine.begin() as conn:
+            self.writer.store(conn, self.rows)
+            self._recount_late(conn)
+
+    def _recount_late(self, conn) -> None:
+        """Each window with a late event among the rows, if already stored, counts them (jobs/results.py)."""
+        from jobs.results import recount_late
+        from jobs.sinks import window_bounds
+
+        windows = {(row["model"], window_bounds(int(row["event_time"].timestamp() * 1000), self.config.window.size_ms))
+                   for row in self.rows if row["reason"] == LATE and row["event_time"] is not None}
+        for model, (start, end) in sorted(windows, key=lambda w: (w[0] or "", w[1][0])):
+            recount_late(conn, model, start, end)
+
+    def close(self) -> None:
+        self.finish_bundle()
+        self.writer.close()
+        self.engine.dispose()
 
     def eval(self, topic: str, partition: int, offset: int, turned_away: str | None, model: str | None,
              event_ms: int | None, value: bytes):
