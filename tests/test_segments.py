@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from core.errors import SerializationError
 from jobs.pipeline import KIND_WINDOW, KIND_WINDOW_SEGMENTED, WindowRows, WindowSummary, merge_summaries
-from jobs.segments import (MISSING, OTHER, fold_to_top, segment_keys, segment_members, segment_volumes,
+from jobs.segments import (MISSING, OTHER, fold_to_top, segment_codes, segment_keys, segment_members, segment_volumes,
                            top_segments)
 from schemas.config import ModelConfig
 
@@ -157,3 +157,23 @@ def test_old_kind_17_bytes_still_read_and_corrupt_segment_frames_are_refused():
         WindowSummary.deserialize(segmented[:-3])
     with pytest.raises(SerializationError):
         WindowSummary.deserialize(segmented + b"\0")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.text(max_size=3)), st.one_of(st.none(), st.sampled_from(["a", "b"]))),
+                max_size=60), st.integers(0, 4))
+def test_vectorised_assignment_equals_the_rule_written_plainly(rows, top):
+    """segment_keys / segment_members against the rule in plain Python: by values, None as (missing)."""
+    columns = {"c": pa.array([r[0] for r in rows], pa.string()), "o": pa.array([r[1] for r in rows], pa.string())}
+    plain = [tuple(MISSING if v is None else v for v in r) for r in rows]
+    assert segment_keys(columns, ("c", "o")) == plain
+    counts: dict = {}
+    for key in plain:
+        counts[key] = counts.get(key, 0) + 1
+    top_keys = sorted(counts, key=lambda k: (-counts[k], k))[:top]
+    assert top_segments(segment_volumes(columns, ("c", "o")), top) == tuple(top_keys)
+    folded = [k if k in top_keys else (OTHER, OTHER) for k in plain]
+    members = segment_members(columns, ("c", "o"), top_keys)
+    assert {k: v.tolist() for k, v in members.items()} == {
+        k: [i for i, f in enumerate(folded) if f == k] for k in sorted(set(folded))}
+    assert list(members) == sorted(set(folded)) and segment_codes(columns, ("c", "o"))[1] == sorted(set(plain))
