@@ -162,3 +162,29 @@ def test_replay_with_a_reference_without_segments_says_so_once(archive, caplog):
     assert len(summaries) == 10 and not any(s.segments for s in summaries)
     messages = [r.getMessage() for r in caplog.records]
     assert len(messages) == 1 and "model m: segments by country configured" in messages[0], messages
+
+
+def test_two_partitions_give_each_segment_the_summary_of_its_events(archive):
+    """The per-record path (several partitions) summarizes segments as WindowRows does on the same records."""
+    from jobs.pipeline import WindowRows
+    from replay.engine import Replayer
+    from replay.records import RawRecord
+
+    folder = archive["folder"]
+    _build(archive, folder / "parts.dwref")
+    setup = load_setup(archive["config"], folder / "parts.dwref", None, None)
+    summaries = []
+    setup.references.remember = summaries.append
+    records = [RawRecord(("t", i % 2, i // 2), i % 2, orjson.dumps(e)) for i, e in enumerate(archive["events"])]
+    replayer = Replayer(setup, [0, 1])
+    for start in range(0, len(records), 700):
+        replayer.feed(records[start:start + 700])
+    replayer.finish()
+    top = setup.references.segment_keys("m", ("country",))
+    assert len(summaries) == 10 and replayer.outcome.counts["late"] == 0
+    for summary in summaries:
+        rows = WindowRows(setup.config.model("m"))
+        for record, event in zip(records, archive["events"]):
+            if event["event_time"] // WINDOW_MS * WINDOW_MS == summary.window_start_ms:
+                rows.add(event["features"], record.coordinates, prediction=event["prediction"])
+        assert summary.serialize() == rows.summarize("m", summary.window_start_ms, WINDOW_MS, top).serialize()
