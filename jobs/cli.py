@@ -258,4 +258,8 @@ def reference_build_command(
     for model, ref in references.models.items():
         sources = {f.thresholds.source for f in ref.features.values()}
         console.print(f"{model}: {len(ref.features)} features, thresholds {'/'.join(sorted(sources))}")
+        if model in references.segments:
+            console.print(f"{model}: segments by {', '.join(references.segment_by[model])}: "
+                          f"{len(references.segment_keys(model))} top segments, "
+                          f"{len(references.segments[model])} references (with the other segment)")
     console.print(f"wrote {out} from {len(events)} events ({len(rejected)} rejected)")

@@ -17,11 +17,14 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Mapping, Sequence
 
+import numpy as np
 import pyarrow as pa
 
+from core.errors import SerializationError
 from core.records import FeatureOutcome, WindowReport
 from schemas.config import ModelConfig, ThresholdConfig
 from jobs.columns import ARROW_TYPES, configured_values, feature_columns
+from jobs.segments import segment_members
 from schemas.events import PREDICTION, utc_from_ms
 from sketches import DriftPolicy, FeatureVerdict, Reference, ReservoirSample, analyze_window, new_sketch
 from sketches.categorical import CategoricalSketch
@@ -36,8 +39,10 @@ from sketches.serialization import Reader, Writer
 
 #: Frame kind of a serialized WindowSummary (``sketches/FORMAT.md``).
 KIND_WINDOW = 17
+#: Frame kind of a WindowSummary with per-segment summaries: the kind 17 frame, then the segments.
+KIND_WINDOW_SEGMENTED = 18
 
-__all__ = ["KIND_WINDOW", "WindowSummary", "WindowRows", "analyze_summary", "cardinality_evidence", "cusum_state",
+__all__ = ["KIND_WINDOW", "KIND_WINDOW_SEGMENTED", "WindowSummary", "WindowRows", "analyze_summary", "cardinality_evidence", "cusum_state",
            "drift_policy", "feature_outcome", "merge_summaries", "summarize_window", "window_seed", "window_start"]
 
 
@@ -46,7 +51,9 @@ class WindowSummary:
     """What one (model, window) keeps: counts, a sketch per configured feature, an event sample.
 
     Treat it as immutable once built (``features`` is computed once); :func:`merge_summaries`
-    builds a new one.
+    builds a new one. ``segments``: for a model with segments (``jobs/segments.py``), each
+    segment's own summary (same model and window, built from that segment's events only), keyed
+    by the segment's values in ``segment_by`` order; only segments that had events are present.
     """
 
     model: str
@@ -56,6 +63,8 @@ class WindowSummary:
     unknown_features: int = 0
     sketches: dict[str, FeatureSketch] = field(default_factory=dict)
     sample: EventSample = field(default_factory=lambda: EventSample(0, {}))
+    segment_by: tuple[str, ...] = ()
+    segments: dict[tuple[str, ...], "WindowSummary"] = field(default_factory=dict)
 
     @cached_property
     def features(self) -> dict[str, tuple[FeatureSketch, ReservoirSample]]:
@@ -63,7 +72,17 @@ class WindowSummary:
         return {name: (sketch, self.sample.feature(name)) for name, sketch in self.sketches.items()}
 
     def serialize(self) -> bytes:
-        """Versioned bytes (``sketches/FORMAT.md``, kind 17); never pickled."""
+        """Versioned bytes (``sketches/FORMAT.md``: kind 17, kind 18 with segments); never pickled."""
+        if not self.segments:
+            return self._serialize_window()
+        w = Writer(KIND_WINDOW_SEGMENTED).blob(self._serialize_window())
+        w.texts(self.segment_by).pack("I", len(self.segments))
+        for key in sorted(self.segments):
+            w.texts(key).blob(self.segments[key]._serialize_window())
+        return w.getvalue()
+
+    def _serialize_window(self) -> bytes:
+        """The kind 17 frame of this summary alone (its segments left out)."""
         w = Writer(KIND_WINDOW).text(self.model)
         w.pack("qqqqI", self.window_start_ms, self.window_end_ms, self.events, self.unknown_features,
                len(self.sketches))
@@ -73,8 +92,30 @@ class WindowSummary:
 
     @classmethod
     def deserialize(cls, data: bytes) -> "WindowSummary":
-        """Decode bytes written by :meth:`serialize` or by the Java aggregate."""
-        r = Reader(data, (KIND_WINDOW,))
+        """Decode bytes written by :meth:`serialize` (kind 17 or 18) or by the Java aggregate."""
+        r = Reader(data, (KIND_WINDOW, KIND_WINDOW_SEGMENTED))
+        if r.kind == KIND_WINDOW:
+            return cls._read_window(r)
+        summary = cls.deserialize_window(r.blob())
+        summary.segment_by = tuple(r.texts())
+        (count,) = r.unpack("I")
+        if not summary.segment_by:
+            raise SerializationError("corrupt segmented window summary: no segment feature")
+        for _ in range(count):
+            key = tuple(r.texts())
+            if len(key) != len(summary.segment_by) or key in summary.segments:
+                raise SerializationError(f"corrupt segmented window summary: segment key {key!r}")
+            summary.segments[key] = cls.deserialize_window(r.blob())
+        r.done()
+        return summary
+
+    @classmethod
+    def deserialize_window(cls, data: bytes) -> "WindowSummary":
+        """Decode one kind 17 frame."""
+        return cls._read_window(Reader(data, (KIND_WINDOW,)))
+
+    @classmethod
+    def _read_window(cls, r: Reader) -> "WindowSummary":
         model = r.text()
         start, end, events, unknown, count = r.unpack("qqqqI")
         sketches = {}
@@ -118,7 +159,22 @@ def merge_summaries(summaries: Sequence[WindowSummary]) -> WindowSummary:
             else:
                 merged.sketches[name] = copy_sketch(sketch)
         merged.sample.merge(other.sample)
+    _merge_segments(merged, summaries)
     return merged
+
+
+def _merge_segments(merged: WindowSummary, summaries: Sequence[WindowSummary]) -> None:
+    """Give ``merged`` each segment's merge over ``summaries`` (spanning the merged horizon)."""
+    by = {s.segment_by for s in summaries if s.segments}
+    if len(by) > 1:
+        raise ValueError(f"merge_summaries: summaries segmented by different features {sorted(by)}")
+    if not by:
+        return
+    merged.segment_by = by.pop()
+    for key in sorted({key for s in summaries for key in s.segments}):
+        segment = merge_summaries([s.segments[key] for s in summaries if key in s.segments])
+        segment.window_start_ms, segment.window_end_ms = merged.window_start_ms, merged.window_end_ms
+        merged.segments[key] = segment
 
 
 def window_start(event_ms: int, window_ms: int) -> int:
@@ -152,6 +208,7 @@ class WindowRows:
         self.labels: list = []
         self.coordinates: list[tuple] = []
         self.unknown_features = 0
+        self._unknown: list[int] = []  # each event's unknown features, in event order (for its segment)
         self._chunks: list[dict[str, pa.Array]] = []
         self._in_chunks = 0  # events already in self._chunks
 
@@ -167,18 +224,25 @@ class WindowRows:
         """
         split, unknown = configured_values(features, self.kinds, by_kind, prediction)
         self.unknown_features += unknown
+        self._unknown.append(unknown)
         self.numbers.extend(split[0])
         self.labels.extend(split[1])
         self.coordinates.append(coordinates)
 
     def add_columns(self, columns: Mapping[str, pa.Array], coordinates: Sequence[tuple],
-                    unknown_features: int = 0) -> None:
-        """Append validated events given as one Arrow column per monitored name (features, prediction)."""
+                    unknown_features: int | Sequence[int] = 0) -> None:
+        """Append validated events given as one Arrow column per monitored name (features, prediction).
+
+        ``unknown_features``: each event's count of values of unconfigured features, or their
+        total (then a segment's summary counts none of them).
+        """
         self._seal()
         self._chunks.append({name: columns[name] for name in self.kinds.columns})
         self.coordinates.extend(coordinates)
         self._in_chunks = len(self.coordinates)
-        self.unknown_features += unknown_features
+        per_event = [0] * len(coordinates) if isinstance(unknown_features, int) else list(unknown_features)
+        self._unknown.extend(per_event)
+        self.unknown_features += unknown_features if isinstance(unknown_features, int) else sum(per_event)
 
     def columns(self) -> dict[str, pa.Array]:
         """Each monitored name's column over the whole window, in the order the events came."""
@@ -189,13 +253,33 @@ class WindowRows:
             columns[name] = pa.concat_arrays(parts) if parts else pa.array([], ARROW_TYPES[kind])
         return columns
 
-    def summarize(self, model: str, start_ms: int, window_ms: int) -> WindowSummary:
-        """The window's summary: counts, a sketch per monitored name, the event sample."""
+    def summarize(self, model: str, start_ms: int, window_ms: int,
+                  segments: Sequence[tuple[str, ...]] | None = None) -> WindowSummary:
+        """The window's summary: counts, a sketch per monitored name, the event sample.
+
+        ``segments``: the model's top segment keys (the reference's, ``jobs/segments.py``) when
+        the model is segmented: the summary then carries each segment's own summary (the other
+        segment gathers the rest); None: no segments.
+        """
         columns = self.columns()
         topics, partitions, offsets = split_coordinates(self.coordinates)
         keys = event_keys(window_seed(model, start_ms), topics, partitions, offsets)
-        return WindowSummary(model, start_ms, start_ms + window_ms, events=len(self),
-                             unknown_features=self.unknown_features,
+        summary = self._summary(model, start_ms, window_ms, columns, keys, len(self), self.unknown_features)
+        by = self.config.segments.by if self.config.segments is not None else ()
+        if segments is not None and by and len(self):
+            unknown = np.asarray(self._unknown, dtype=np.int64)
+            summary.segment_by = by
+            for key, members in segment_members(columns, by, segments).items():
+                taken = pa.array(members, type=pa.int64())
+                summary.segments[key] = self._summary(model, start_ms, window_ms,
+                                                      {name: column.take(taken) for name, column in columns.items()},
+                                                      keys[members], len(members), int(unknown[members].sum()))
+        return summary
+
+    def _summary(self, model: str, start_ms: int, window_ms: int, columns: Mapping[str, pa.Array],
+                 keys: np.ndarray, events: int, unknown: int) -> WindowSummary:
+        """The summary of events given as columns and sample keys."""
+        return WindowSummary(model, start_ms, start_ms + window_ms, events=events, unknown_features=unknown,
                              sketches={name: new_feature_sketch(kind, self.config, name).update(columns[name])
                                        for name, kind in self.kinds.columns.items()},
                              sample=EventSample(self.config.sample_size, self.kinds.columns).update(keys, columns))
@@ -220,13 +304,14 @@ def summarize_window(
     feature_maps: Sequence[Mapping[str, object]],
     config: ModelConfig,
     predictions: Sequence[float | None] | None = None,
+    segments: Sequence[tuple[str, ...]] | None = None,
 ) -> WindowSummary:
     """Summarize one window's events given as feature maps and predictions (none: all missing);
-    the i-th event has coordinates (i,)."""
+    the i-th event has coordinates (i,); ``segments`` as in :meth:`WindowRows.summarize`."""
     rows = WindowRows(config)
     for line, features in enumerate(feature_maps):
         rows.add(features, (line,), prediction=predictions[line] if predictions is not None else None)
-    return rows.summarize(model, start_ms, window_ms)
+    return rows.summarize(model, start_ms, window_ms, segments)
 
 
 def drift_policy(thresholds: ThresholdConfig, window_ms: int | None = None) -> DriftPolicy:

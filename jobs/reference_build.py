@@ -9,18 +9,25 @@ calibration is cut into ``min_windows * 2`` equal slices in file order instead (
 fallback, slices interleaved in file order: a training set often has no time axis). A categorical
 feature with more distinct values than a window summary keeps gets a membership filter of every
 value in the raw events (``sketches/profile.py``).
+
+A model with ``segments`` also gets one reference per segment: its ``top`` segments by event
+volume in the snapshot (ties by the key's sort order) and the other segment (the rest), each
+built and calibrated like the model's from that segment's part of the same windows
+(:meth:`jobs.pipeline.WindowRows.summarize` with the top keys: the one assignment rule of
+``jobs/segments.py``).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Iterable, Mapping
 
-from jobs.pipeline import summarize_window, window_start
+from jobs.pipeline import WindowRows, WindowSummary, summarize_window, window_start
 from jobs.references import ReferenceSet, reference_from_summaries
+from jobs.segments import SegmentKey, fold_to_top, other_key, segment_keys, top_segments
 from schemas.config import ModelConfig, MonitorConfig
 from schemas.events import Event
-from sketches import DriftPolicy
+from sketches import DriftPolicy, Reference
 from sketches.reference import value_counts
 
 
@@ -36,21 +43,57 @@ def infer_feature_kinds(events: Iterable[Event]) -> dict[str, dict[str, str]]:
 
 
 def build_reference_set(events: list[Event], config: MonitorConfig, policy: DriftPolicy) -> ReferenceSet:
-    """References of every configured model found in ``events``."""
+    """References of every configured model found in ``events`` (and of its segments when it has any)."""
     by_model: dict[str, list[Event]] = defaultdict(list)
     for event in events:
         by_model[event.model].append(event)
-    models = {}
+    references = ReferenceSet()
     for name, model_events in by_model.items():
         model_config = config.model(name)
-        if model_config is not None:
-            groups = _window_groups(model_events, config.window.size_ms, policy)
-            summaries = [summarize_window(name, start, config.window.size_ms, [e.features for e in group],
-                                          model_config, [e.prediction for e in group]) for start, group in groups]
-            models[name] = reference_from_summaries(summaries, model_config.monitored, policy,
-                                                    _value_counts(groups, model_config),
-                                                    prediction=model_config.monitor_prediction)
-    return ReferenceSet(models)
+        if model_config is None:
+            continue
+        groups = _window_groups(model_events, config.window.size_ms, policy)
+        keys = _segment_keys(model_events, model_config)
+        top = top_segments(Counter(keys), model_config.segments.top) if keys is not None else None
+        summaries = [summarize_window(name, start, config.window.size_ms, [e.features for e in group],
+                                      model_config, [e.prediction for e in group], top) for start, group in groups]
+        references.models[name] = _reference(summaries, groups, model_config, policy)
+        if top is not None:
+            references.segment_by[name] = model_config.segments.by
+            folded = dict(zip(map(id, model_events), fold_to_top(keys, top)))
+            references.segments[name] = _segment_references(summaries, groups, folded, top, model_config, policy)
+    return references
+
+
+def _reference(summaries: list[WindowSummary], groups: list[tuple[int, list[Event]]], model: ModelConfig,
+               policy: DriftPolicy) -> Reference:
+    """One reference out of window summaries and the events they were built from."""
+    return reference_from_summaries(summaries, model.monitored, policy, _value_counts(groups, model),
+                                    prediction=model.monitor_prediction)
+
+
+def _segment_keys(events: list[Event], model: ModelConfig) -> list[SegmentKey] | None:
+    """Each event's segment key (not folded), in event order; None for a model without segments."""
+    if model.segments is None:
+        return None
+    rows = WindowRows(model)
+    for line, event in enumerate(events):
+        rows.add(event.features, (line,))
+    return segment_keys(rows.columns(), model.segments.by)
+
+
+def _segment_references(summaries: list[WindowSummary], groups: list[tuple[int, list[Event]]],
+                        folded: dict[int, SegmentKey], top: tuple[SegmentKey, ...], model: ModelConfig,
+                        policy: DriftPolicy) -> dict[SegmentKey, Reference]:
+    """The reference of each top segment (volume order), then of the other segment when it has events;
+    ``folded``: each event's folded segment key by ``id(event)``."""
+    references = {}
+    for key in (*top, other_key(model.segments.by)):
+        windows = [(s.segments[key], (start, [e for e in group if folded[id(e)] == key]))
+                   for s, (start, group) in zip(summaries, groups) if key in s.segments]
+        if windows:
+            references[key] = _reference([w for w, _ in windows], [g for _, g in windows], model, policy)
+    return references
 
 
 def _window_groups(events: list[Event], window_ms: int, policy: DriftPolicy) -> list[tuple[int, list[Event]]]:

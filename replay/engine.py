@@ -10,6 +10,7 @@ job would use. Only the transport differs: records come from a file or a bounded
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import Counter
 from dataclasses import dataclass, field
@@ -29,6 +30,8 @@ from schemas.events import Event
 from sketches import Reference
 
 RecordSink = Callable[[RawRecord, "int | None"], None]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ class Replayer:
         self._lo, self._hi = math.inf, -math.inf
         self._placed: dict[tuple[int, int], _Placed] = {}  # (window, batch) -> rows not yet in the window
         self._cusum: dict[str, dict] = {}  # model -> each feature's CUSUM after its last judged window
+        self._segments: dict[str, tuple | None] = {}  # model -> top segment keys its windows are cut by (None: none)
 
     @property
     def event_time_covered(self) -> tuple[int | None, int | None]:
@@ -228,7 +232,20 @@ class Replayer:
         window_ms = self.setup.config.window.size_ms
         if window.rows is None:  # not monitored: counted, not sketched (as in the live job)
             return WindowSummary(window.model, window.start_ms, window.start_ms + window_ms, events=window.events)
-        return window.rows.summarize(window.model, window.start_ms, window_ms)
+        return window.rows.summarize(window.model, window.start_ms, window_ms, self._segment_keys(window.model))
+
+    def _segment_keys(self, model: str) -> tuple | None:
+        """The top segment keys of a segmented model's reference (None: no segments; said once per model)."""
+        if model not in self._segments:
+            segments = self.setup.config.model(model).segments
+            keys = self.setup.references.segment_keys(model, segments.by) if segments is not None else None
+            if segments is not None and keys is None:
+                log.warning("model %s: segments by %s configured, but reference %s has none for it (built "
+                            "without segments, by other features, or a warmup/rolling reference): its windows "
+                            "are summarized without segments", model, ", ".join(segments.by),
+                            self.setup.reference_label)
+            self._segments[model] = keys
+        return self._segments[model]
 
     def _note_first_drift(self, report: WindowReport, summary: WindowSummary, reference: Reference) -> None:
         for outcome in report.features:
@@ -248,7 +265,7 @@ def _add_batch_rows(window: OpenWindow, chosen: list[int], records: Sequence[Raw
     taken = pa.array([validated.rows[i] for i in chosen], type=pa.int32())
     columns = validated.columns[window.model]
     window.rows.add_columns({name: column.take(taken) for name, column in columns.items()},
-                            [records[i].coordinates for i in chosen], sum(validated.unknown[i] for i in chosen))
+                            [records[i].coordinates for i in chosen], [validated.unknown[i] for i in chosen])
 
 
 class _Placed:

@@ -16,6 +16,7 @@ from typing import Iterable, Protocol
 
 from jobs.pipeline import WindowSummary
 from jobs.references import ReferenceSet, reference_from_summaries
+from jobs.segments import SegmentKey
 from schemas.config import MonitorConfig
 from sketches import DriftPolicy, Reference
 
@@ -28,6 +29,9 @@ class ReferenceProvider(Protocol):
 
     def remember(self, summary: WindowSummary) -> None:
         """Keep a judged window's summary if the mode may need it later."""
+
+    def segment_keys(self, model: str, by: tuple[str, ...]) -> tuple[SegmentKey, ...] | None:
+        """The top segment keys a window of ``model`` segmented ``by`` is summarized with; None: no segments."""
 
 
 def only(reference: Reference, features: Iterable[str] | None) -> Reference:
@@ -43,10 +47,21 @@ class FileReferences:
 
     def __init__(self, references: ReferenceSet, features: Iterable[str] | None = None) -> None:
         self._models = {m: only(r, features) for m, r in references.models.items()}
+        self._segments = {m: {key: only(r, features) for key, r in s.items()} for m, s in references.segments.items()}
+        self._segment_by = dict(references.segment_by)
+        self._top = {m: references.segment_keys(m) for m in references.segments}
 
     def reference_for(self, model: str, start_ms: int) -> Reference:
         """The model's reference (empty when the set has none for it)."""
         return self._models.get(model, Reference())
+
+    def segment_keys(self, model: str, by: tuple[str, ...]) -> tuple[SegmentKey, ...] | None:
+        """The set's top segment keys of ``model``; None when it has no segments by ``by`` for it."""
+        return self._top.get(model) if self._segment_by.get(model) == tuple(by) else None
+
+    def segment_reference(self, model: str, key: SegmentKey) -> Reference | None:
+        """One segment's reference (restricted like the model's), None when the set has none."""
+        return self._segments.get(model, {}).get(tuple(key))
 
     def remember(self, summary: WindowSummary) -> None:
         """Nothing to keep: the reference is fixed."""
@@ -86,6 +101,10 @@ class WindowReferences:
         eligible = [s for s in windows if s.window_start_ms < lag_end][-ref.rolling_windows:]
         # newest first, the order in which the live job reads them back from the store
         return eligible[::-1] if len(eligible) >= ref.rolling_windows else []
+
+    def segment_keys(self, model: str, by: tuple[str, ...]) -> None:
+        """No segments: windows of the range make no per-segment reference (yet)."""
+        return None
 
     def remember(self, summary: WindowSummary) -> None:
         """Keep the summary (warm-up: only the first windows)."""

@@ -103,6 +103,9 @@ def _filtered(config: MonitorConfig, models: list[str] | None, features: list[st
         raise ConfigError(f"--features {', '.join(missing)}: no monitored model has them; "
                           f"known features: {', '.join(sorted(all_features))}")
     kept = [m.model_copy(update={"features": {n: k for n, k in m.features.items() if n in features},
-                                 "monitor_prediction": m.monitor_prediction and PREDICTION in features})
+                                 "monitor_prediction": m.monitor_prediction and PREDICTION in features,
+                                 # a segment feature filtered away leaves nothing to cut the windows by
+                                 "segments": m.segments if m.segments and set(m.segments.by) <= set(features)
+                                 else None})
             for m in config.models]
     return config.model_copy(update={"models": kept})

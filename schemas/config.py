@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal, Mapping
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from core.errors import ConfigError
 from schemas.events import PREDICTION, FeatureKinds
@@ -191,6 +191,31 @@ class ThresholdConfig(_Strict):
         return self
 
 
+class SegmentConfig(_Strict):
+    """How a model's traffic is cut into segments (``jobs/segments.py``), e.g. ``{by: [country]}``.
+
+    A segment is one tuple of the ``by`` features' values (categorical features of the model, in
+    ``by`` order). The ``top`` segments by volume in the reference get a reference and a summary
+    each; every other value tuple is folded into the segment ``("(other)", ...)``. A segment with
+    fewer than ``min_count`` events in a window is not judged.
+
+    >>> SegmentConfig(by=["country"])
+    SegmentConfig(by=('country',), top=20, min_count=200)
+    """
+
+    by: tuple[str, ...] = Field(min_length=1)
+    top: int = Field(default=20, ge=1, le=100)
+    min_count: int = Field(default=200, ge=1)
+
+    @field_validator("by")
+    @classmethod
+    def _distinct(cls, by: tuple[str, ...]) -> tuple[str, ...]:
+        repeated = sorted({n for n in by if by.count(n) > 1})
+        if repeated:
+            raise ValueError(f"a feature may appear once in by; repeated: {', '.join(map(repr, repeated))}")
+        return by
+
+
 class ModelConfig(_Strict):
     """One monitored model and the kind of each feature.
 
@@ -210,6 +235,21 @@ class ModelConfig(_Strict):
     monitor_prediction: bool = True
     sample_size: int = Field(default=2000, ge=10)
     sketch_buckets: int = Field(default=1024, ge=16, le=65536)
+    segments: SegmentConfig | None = None
+
+    @field_validator("segments")
+    @classmethod
+    def _segments_by_categorical(cls, segments: SegmentConfig | None, info: ValidationInfo) -> SegmentConfig | None:
+        features = info.data.get("features")
+        if segments is None or features is None:  # no features: that field's own error says so
+            return segments
+        categorical = [n for n, kind in features.items() if kind == "categorical"]
+        for name in segments.by:
+            if features.get(name) != "categorical":
+                what = "a numeric feature" if name in features else "not a feature of the model"
+                raise ValueError(f"by: {name!r} is {what}; segments are cut by categorical features "
+                                 f"({', '.join(map(repr, categorical)) or 'the model has none'})")
+        return segments
 
     @model_validator(mode="after")
     def _prediction_name_is_free(self) -> "ModelConfig":

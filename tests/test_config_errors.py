@@ -54,6 +54,19 @@ BAD_CONFIGS = [
     ("no-models", b"window: {size: 5s}\n", ":1: models: Field required"),
     ("prediction-clash", "models:\n  - name: fraud-v3\n    features: {amount: numeric, prediction: numeric}\n",
      ":2: models.0: model 'fraud-v3': a feature named 'prediction' clashes with the monitored prediction"),
+    ("segments-by-numeric", "models:\n  - name: m\n    features: {x: numeric, country: categorical}\n"
+     "    segments:\n      by: [x]\n",
+     ":5: models.0.segments: by: 'x' is a numeric feature; segments are cut by categorical features ('country')"),
+    ("segments-by-unknown", "models:\n  - name: m\n    features: {x: numeric, country: categorical}\n"
+     "    segments: {by: [country, os]}\n", ":4: models.0.segments: by: 'os' is not a feature of the model"),
+    ("segments-top-zero", "models:\n  - name: m\n    features: {country: categorical}\n"
+     "    segments:\n      by: [country]\n      top: 0\n", ":6: models.0.segments.top: Input should be greater than"),
+    ("segments-no-by", "models: [{name: m, features: {c: categorical}, segments: {by: []}}]\n",
+     ":1: models.0.segments.by: Tuple should have at least 1 item"),
+    ("segments-by-twice", "models: [{name: m, features: {c: categorical}, segments: {by: [c, c]}}]\n",
+     ":1: models.0.segments.by: a feature may appear once in by; repeated: 'c'"),
+    ("segments-min-count", "models: [{name: m, features: {c: categorical}, segments: {by: [c], min_count: 0}}]\n",
+     ":1: models.0.segments.min_count: Input should be greater than or equal to 1"),
     ("prediction-not-bool", "models: [{name: m, features: {x: numeric}, monitor_prediction: maybe}]\n",
      ":1: models.0.monitor_prediction: Input should be a valid boolean"),
     ("unknown-section", f"{MODELS}windows: {{size: 5s}}\n", ":2: windows: Extra inputs are not permitted"),

@@ -29,7 +29,7 @@ LAYERS: dict[str, int] = {
     "core": 0,  # the bottom package: errors, store, event files, records (docs/LAYOUT_PLAN.md moved them here)
     "schemas": 0,
     "sketches": 1,
-    "jobs.pipeline": 2, "jobs.columns": 2, "jobs.dead_letters": 2, "jobs.references": 2, "jobs.reference_build": 2,
+    "jobs.pipeline": 2, "jobs.columns": 2, "jobs.segments": 2, "jobs.dead_letters": 2, "jobs.references": 2, "jobs.reference_build": 2,
     "jobs": 3, "replay": 3, "alerting": 3,
     "driftwarden": 4,
 }

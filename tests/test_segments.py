@@ -1,0 +1,179 @@
+"""Segments on the data path: assignment, per-segment summaries, their bytes and their merge.
+
+A segment's summary must be the summary of that segment's events alone (same bytes), whatever
+the order and the split of the window's events; counts are checked against numpy on the raw values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.errors import SerializationError
+from jobs.pipeline import KIND_WINDOW, KIND_WINDOW_SEGMENTED, WindowRows, WindowSummary, merge_summaries
+from jobs.segments import (MISSING, OTHER, fold_to_top, segment_codes, segment_keys, segment_members, segment_volumes,
+                           top_segments)
+from schemas.config import ModelConfig
+
+SEGMENTS = {"by": ["country", "os"], "top": 3}
+CONFIG = ModelConfig(name="m", features={"x": "numeric", "country": "categorical", "os": "categorical"},
+                     sample_size=40, segments=SEGMENTS)
+COUNTRIES = np.array(["US", "FR", "DE", "BR", "JP"])
+OSES = np.array(["ios", "web"])
+TOP = (("US", "ios"), ("FR", "web"), ("DE", "ios"))
+
+
+def _events(n: int, seed: int = 0) -> list[tuple[tuple, dict]]:
+    """(coordinates, features) of ``n`` events; some countries missing, some events with an unknown feature."""
+    rng = np.random.default_rng(seed)
+    country = rng.choice(COUNTRIES, size=n, p=[0.4, 0.25, 0.15, 0.1, 0.1])
+    os_ = rng.choice(OSES, size=n)
+    events = []
+    for i in range(n):
+        features = {"x": float(rng.normal()), "country": None if i % 17 == 0 else str(country[i]), "os": str(os_[i])}
+        if i % 5 == 0:
+            features["extra"] = 1
+        events.append((("t", i % 2, seed * 100_000 + i), features))
+    return events
+
+
+def _summary(events, segments=TOP, config: ModelConfig = CONFIG) -> WindowSummary:
+    rows = WindowRows(config)
+    for coordinates, features in events:
+        rows.add(features, coordinates)
+    return rows.summarize(config.name, 60_000, 60_000, segments)
+
+
+def _key(features: dict) -> tuple[str, str]:
+    raw = (features["country"] or MISSING, features["os"] or MISSING)
+    return raw if raw in TOP else (OTHER, OTHER)
+
+
+def test_segment_assignment_is_the_by_values_with_missing_and_other():
+    columns = {"country": pa.array(["US", None, "FR", "US", ""]), "os": pa.array(["ios", "ios", None, "ios", "web"])}
+    keys = segment_keys(columns, ("country", "os"))
+    assert keys == [("US", "ios"), (MISSING, "ios"), ("FR", MISSING), ("US", "ios"), ("", "web")]
+    o = (OTHER, OTHER)
+    assert fold_to_top(keys, [("US", "ios")]) == [("US", "ios"), o, o, ("US", "ios"), o]
+    members = segment_members(columns, ("country", "os"), [("US", "ios"), ("FR", MISSING)])
+    assert {k: v.tolist() for k, v in members.items()} == {("US", "ios"): [0, 3], ("FR", MISSING): [2],
+                                                           (OTHER, OTHER): [1, 4]}
+    assert segment_volumes(columns, ("country",)) == {("US",): 2, (MISSING,): 1, ("FR",): 1, ("",): 1}
+    assert top_segments({("b",): 5, ("a",): 5, ("c",): 9, ("d",): 1}, 3) == (("c",), ("a",), ("b",))
+
+
+def test_a_segments_summary_is_the_summary_of_its_events_alone():
+    events = _events(3000)
+    summary = _summary(events)
+    expected_keys = [_key(f) for _, f in events]
+    keys, counts = np.unique(np.array(["|".join(k) for k in expected_keys]), return_counts=True)
+    assert {"|".join(k): s.events for k, s in summary.segments.items()} == dict(zip(keys.tolist(), counts.tolist()))
+    assert summary.segment_by == ("country", "os") and len(summary.segments) == 4
+    for key, segment in summary.segments.items():
+        alone = _summary([e for e, k in zip(events, expected_keys) if k == key], segments=None)
+        assert segment.serialize() == alone.serialize(), key
+        assert segment.unknown_features == sum(1 for (_, f), k in zip(events, expected_keys) if k == key and "extra" in f)
+    global_only = _summary(events, segments=None)
+    assert summary.segments and not global_only.segments
+    assert WindowSummary.deserialize(summary.serialize()).serialize() == summary.serialize()
+    reordered = WindowSummary.deserialize(summary.serialize())
+    reordered.segments = dict(reversed(reordered.segments.items()))
+    assert reordered.serialize() == summary.serialize()  # segments in key order, however the dict was filled
+    # the global part is what it was without segments: the kind 17 frame leads the kind 18 one
+    assert global_only.serialize()[5] == KIND_WINDOW and summary.serialize()[5] == KIND_WINDOW_SEGMENTED
+    assert summary._serialize_window() == global_only.serialize()
+
+
+def test_columns_added_in_batches_give_the_same_segments_as_events_one_by_one():
+    events = _events(1200, seed=1)
+    one_by_one = _summary(events)
+    rows = WindowRows(CONFIG)
+    for part in (events[:500], events[500:]):
+        columns = {"x": pa.array([f["x"] for _, f in part], pa.float64()),
+                   "country": pa.array([f["country"] for _, f in part], pa.string()),
+                   "os": pa.array([f["os"] for _, f in part], pa.string()),
+                   "prediction": pa.array([None] * len(part), pa.float64())}
+        rows.add_columns(columns, [c for c, _ in part], [int("extra" in f) for _, f in part])
+    assert rows.summarize("m", 60_000, 60_000, TOP).serialize() == one_by_one.serialize()
+
+
+def test_no_top_segments_fold_everything_into_other_and_none_means_no_segments():
+    events = _events(300, seed=2)
+    everything = _summary(events, segments=())
+    assert list(everything.segments) == [(OTHER, OTHER)] and everything.segments[(OTHER, OTHER)].events == 300
+    unsegmented = ModelConfig(name="m", features=dict(CONFIG.features), sample_size=40)
+    assert not _summary(events, config=unsegmented).segments  # a model without segments ignores the keys
+    assert not WindowRows(CONFIG).summarize("m", 0, 60_000, TOP).segments  # no events, no segments
+
+
+segmented_events = st.lists(st.tuples(st.sampled_from([None, "US", "FR", "DE", "日本"]), st.sampled_from(["ios", "web"]),
+                                      st.floats(allow_nan=True, allow_infinity=True)), min_size=1, max_size=80)
+
+
+@settings(max_examples=40, deadline=None)
+@given(segmented_events, st.integers(1, 4), st.randoms(use_true_random=False))
+def test_partials_of_a_segmented_window_merge_into_its_summary(values, parts, rnd):
+    events = [(("t", i % 3, i), {"x": x, "country": c, "os": o}) for i, (c, o, x) in enumerate(values)]
+    whole = _summary(events).serialize()
+    rnd.shuffle(events)
+    pieces = [_summary(events[i::parts]) for i in range(parts) if events[i::parts]]
+    rnd.shuffle(pieces)
+    assert merge_summaries(pieces).serialize() == whole
+
+
+def test_windows_merge_per_segment_over_the_longer_horizon():
+    days = []
+    for d in range(3):
+        rows = WindowRows(CONFIG)
+        for coordinates, features in _events(400, seed=d + 10):
+            rows.add(features, coordinates)
+        days.append(rows.summarize("m", d * 60_000, 60_000, TOP))
+    week = merge_summaries(days)
+    assert week.segment_by == ("country", "os") and set(week.segments) == {k for d in days for k in d.segments}
+    for key, segment in week.segments.items():
+        parts = [d.segments[key] for d in days if key in d.segments]
+        assert segment.events == sum(p.events for p in parts)
+        assert segment.sketches["x"].serialize() == merge_summaries(parts).sketches["x"].serialize()
+        assert (segment.window_start_ms, segment.window_end_ms) == (0, 180_000)
+    assert sum(s.events for s in week.segments.values()) == week.events == 1200
+    assert WindowSummary.deserialize(week.serialize()).serialize() == week.serialize()
+    assert merge_summaries(days[::-1]).serialize() == week.serialize()
+    plain = merge_summaries([_summary(_events(50), segments=None), days[0]])  # an unsegmented partial merges in
+    assert plain.segments.keys() == days[0].segments.keys()
+    other_by = WindowSummary.deserialize(days[1].serialize())
+    other_by.segment_by = ("os", "country")
+    with pytest.raises(ValueError, match="different features"):
+        merge_summaries([days[0], other_by])
+
+
+def test_old_kind_17_bytes_still_read_and_corrupt_segment_frames_are_refused():
+    old = _summary(_events(200), segments=None).serialize()
+    assert old[5] == 17 and WindowSummary.deserialize(old).serialize() == old
+    segmented = _summary(_events(200)).serialize()
+    with pytest.raises(SerializationError):
+        WindowSummary.deserialize(segmented[:-3])
+    with pytest.raises(SerializationError):
+        WindowSummary.deserialize(segmented + b"\0")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.text(max_size=3)), st.one_of(st.none(), st.sampled_from(["a", "b"]))),
+                max_size=60), st.integers(0, 4))
+def test_vectorised_assignment_equals_the_rule_written_plainly(rows, top):
+    """segment_keys / segment_members against the rule in plain Python: by values, None as (missing)."""
+    columns = {"c": pa.array([r[0] for r in rows], pa.string()), "o": pa.array([r[1] for r in rows], pa.string())}
+    plain = [tuple(MISSING if v is None else v for v in r) for r in rows]
+    assert segment_keys(columns, ("c", "o")) == plain
+    counts: dict = {}
+    for key in plain:
+        counts[key] = counts.get(key, 0) + 1
+    top_keys = sorted(counts, key=lambda k: (-counts[k], k))[:top]
+    assert top_segments(segment_volumes(columns, ("c", "o")), top) == tuple(top_keys)
+    folded = [k if k in top_keys else (OTHER, OTHER) for k in plain]
+    members = segment_members(columns, ("c", "o"), top_keys)
+    assert {k: v.tolist() for k, v in members.items()} == {
+        k: [i for i, f in enumerate(folded) if f == k] for k in sorted(set(folded))}
+    assert list(members) == sorted(set(folded)) and segment_codes(columns, ("c", "o"))[1] == sorted(set(plain))
