@@ -102,7 +102,8 @@ def test_a_version_4_store_is_upgraded_in_place(store_url: str) -> None:
 def test_a_segment_key_the_column_cannot_hold_is_stored_marked(store_url: str) -> None:
     engine = make_engine(store_url)
     try:
-        long = WindowReport("fraud", T0, T0 + MINUTE, [FeatureOutcome("amount", count=1, segment={"c": "x" * 600 + "\x00"})])
+        long = WindowReport("fraud", T0, T0 + MINUTE,
+                            [FeatureOutcome("amount", count=1, segment={"c": "x" * 600 + "\x00"})])
         with engine.begin() as conn:
             store_window(conn, long, 1, 0, None)
             stored = conn.execute(select(segment_results.c.segment)).scalar_one()
