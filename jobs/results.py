@@ -13,7 +13,8 @@ from alerting.outbox import enqueue_alerts
 from core.records import WindowReport
 from alerting.rules import AlertRules
 from core.store import store_text, upsert
-from schemas.tables import dead_letters, window_counts, window_results
+from schemas.alert_tables import segment_key
+from schemas.tables import dead_letters, segment_results, window_counts, window_results
 from sketches.sequential import CusumState
 
 #: Length of the store's model columns.
@@ -22,7 +23,10 @@ MODEL_CHARS = window_counts.c.model.type.length
 
 def store_window(conn: Connection, report: WindowReport, events: int, unknown_features: int,
                  rules: AlertRules | None, now: datetime | None = None) -> int:
-    """Upsert the window's rows (idempotent per model/feature/window) and enqueue its alerts.
+    """Upsert the window's rows (idempotent per model/feature[/segment]/window) and enqueue its alerts.
+
+    An outcome with a ``segment`` goes to ``segment_results`` (its segment as ``segment_key`` writes
+    it), the others to ``window_results``; alerts are enqueued for all (a segment is part of the alert identity).
 
     The model is stored (and alerted on) as the store can keep it: a name from an event with a NUL
     or longer than the columns is escaped and cut with a marker (``core.store.store_text``).
@@ -30,8 +34,11 @@ def store_window(conn: Connection, report: WindowReport, events: int, unknown_fe
     now = now or datetime.now(timezone.utc)
     if store_text(report.model, MODEL_CHARS) != report.model:
         report = replace(report, model=store_text(report.model, MODEL_CHARS))
-    upsert(conn, window_results, [_result_row(report, f, now) for f in report.features],
+    upsert(conn, window_results, [_result_row(report, f, now) for f in report.features if f.segment is None],
            ("model", "feature", "window_start"))
+    upsert(conn, segment_results, [{**_result_row(report, f, now), "segment": segment_key(f.segment)}
+                                   for f in report.features if f.segment is not None],
+           ("model", "feature", "segment", "window_start"))
     lock_window(conn, report.model, report.window_start)  # before counting its late events
     deep_checked = any(f.alarm for f in report.features)
     counts = {"model": report.model, "window_start": report.window_start, "window_end": report.window_end,

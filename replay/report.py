@@ -4,6 +4,11 @@ Schema: ``schemas/replay_report.schema.json`` (every written report is validated
 Beyond the contract's keys the report adds ``schema_version``, ``source``, ``settings``,
 ``first_drift`` (the first window where each feature drifted), each feature's ``kind``, and the
 rejected and late records with their coordinates (partition/offset or file/line).
+
+Version 3: a window with segment outcomes (``FeatureOutcome.segment`` set) lists them apart, in
+``segments`` (one entry per (feature, segment): the feature entry's keys plus ``segment`` and the
+hierarchical ``p_adjusted``); ``features`` keeps the global view only. ``alerts`` name a feature
+drifted in a segment too (its ``segments`` say where), ``first_drift`` is per (model, feature, segment).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from replay.engine import ReplayOutcome, WindowResult
 from replay.setup import ReplaySetup
 from schemas.events import rfc3339
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "replay_report.schema.json"
 #: At most this many rejected (and late) records are listed; the counts always hold them all.
 MAX_LISTED = 10_000
@@ -49,14 +54,23 @@ def build_report(outcome: ReplayOutcome, setup: ReplaySetup, source: dict) -> di
 def window_entry(result: WindowResult) -> dict:
     """One (model, window) entry of the report."""
     report = result.report
-    return {
+    entry = {
         "model": report.model,
         "window_start": _iso(report.window_start),
         "window_end": _iso(report.window_end),
         "events": result.events,
         "late": result.late,
-        "features": [feature_entry(f) for f in report.features],
+        "features": [feature_entry(f) for f in report.features if f.segment is None],
     }
+    segments = [segment_entry(f) for f in report.features if f.segment is not None]
+    if segments:  # version 3
+        entry["segments"] = segments
+    return entry
+
+
+def segment_entry(f: FeatureOutcome) -> dict:
+    """One (feature, segment) verdict: the feature entry's keys plus ``segment`` and ``p_adjusted``."""
+    return {"segment": dict(f.segment or {}), **feature_entry(f), "p_adjusted": _num(f.p_adjusted)}
 
 
 def feature_entry(f: FeatureOutcome) -> dict:
@@ -78,26 +92,37 @@ def feature_entry(f: FeatureOutcome) -> dict:
 
 def first_drift(windows: list[WindowResult]) -> list[dict]:
     """The first window in which each (model, feature) drifted, and how many windows drifted."""
-    found: dict[tuple[str, str], dict] = {}
+    found: dict[tuple[str, str, str], dict] = {}
     for w in windows:
         for f in w.report.features:
             if not f.drifted:
                 continue
-            key = (w.report.model, f.name)
+            key = (w.report.model, f.name, _segment_text(f))
             entry = found.setdefault(key, {"model": key[0], "feature": key[1], "window_start": _iso(
                 w.report.window_start), "severity": f.severity, "drifted_windows": 0})
+            if f.segment is not None:
+                entry["segment"] = dict(f.segment)
             entry["drifted_windows"] += 1
-    return sorted(found.values(), key=lambda e: (e["window_start"], e["model"], e["feature"]))
+    return [found[k] for k in sorted(found, key=lambda k: (found[k]["window_start"], k))]
 
 
 def _alert(result: WindowResult) -> dict | None:
-    drifted = [f for f in result.report.features if f.drifted]
+    drifted = sorted((f for f in result.report.features if f.drifted), key=lambda f: -severity_rank(f.severity))
     if not drifted:
         return None
     worst = max((f.severity for f in drifted), key=severity_rank)
-    return {"model": result.report.model, "window_start": _iso(result.report.window_start),
-            "window_end": _iso(result.report.window_end), "severity": worst,
-            "features": [f.name for f in sorted(drifted, key=lambda f: -severity_rank(f.severity))]}
+    alert = {"model": result.report.model, "window_start": _iso(result.report.window_start),
+             "window_end": _iso(result.report.window_end), "severity": worst,
+             "features": list(dict.fromkeys(f.name for f in drifted))}
+    segments = [{"feature": f.name, "segment": dict(f.segment), "severity": f.severity}
+                for f in drifted if f.segment is not None]
+    if segments:
+        alert["segments"] = segments
+    return alert
+
+
+def _segment_text(f: FeatureOutcome) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted((f.segment or {}).items()))
 
 
 def _counts(outcome: ReplayOutcome) -> dict:

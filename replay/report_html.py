@@ -29,6 +29,8 @@ from schemas.events import rfc3339
 
 #: At most this many drifted features get plots (the table lists them all).
 MAX_PLOTTED = 30
+#: At most this many (window, feature, segment) rows in the segment table (drifted ones first; the JSON has them all).
+MAX_SEGMENT_ROWS = 2000
 
 _STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px;color:#222}
 table{border-collapse:collapse;font-size:0.9em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
@@ -47,7 +49,7 @@ def write_html(doc: dict, outcome: ReplayOutcome, path: Path) -> None:
 def render_html(doc: dict, outcome: ReplayOutcome) -> str:
     """The whole page as a string."""
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>driftwarden replay</title>"
-             f"<style>{_STYLE}</style></head><body>", _header(doc), _ranking_table(doc)]
+             f"<style>{_STYLE}</style></head><body>", _header(doc), _ranking_table(doc), _segment_table(doc)]
     details = sorted(outcome.first_drift.values(), key=lambda d: (d.window_start_ms, d.model, d.feature))
     with _literal_text():
         parts.extend(_feature_section(doc, detail) for detail in details[:MAX_PLOTTED])
@@ -79,6 +81,37 @@ def _ranking_table(doc: dict) -> str:
         f"<td>{_f(r['emd'])}</td><td>{_f(r['ks'])}</td><td>{r['drifted_windows']}</td>"
         f"<td>{r['first_drifted'] or '-'}</td><td class='{r['severity']}'>{r['severity']}</td></tr>" for r in rows)
     return head + body + "</table>"
+
+
+def _segment_table(doc: dict) -> str:
+    """Per window, per (feature, segment): counts, verdict, severity, p_adjusted (windows with segments only)."""
+    rows = [(w, s) for w in doc["windows"] for s in w.get("segments", ())]
+    if not rows:
+        return ""
+    shown = sorted(rows, key=lambda r: not r[1]["drifted"])[:MAX_SEGMENT_ROWS]
+    shown.sort(key=lambda r: (r[0]["window_start"], r[0]["model"], r[1]["name"], _segment_text(r[1]["segment"])))
+    head = ("<h2>Segments</h2><table><tr><th>window start</th><th>model</th><th>feature</th><th>segment</th>"
+            "<th>count</th><th>missing</th><th>verdict</th><th>severity</th><th>p adjusted</th></tr>")
+    body = "".join(
+        f"<tr><td>{w['window_start']}</td><td>{_e(w['model'])}</td><td>{_e(s['name'])}</td>"
+        f"<td>{_e(_segment_text(s['segment']))}</td><td>{s['count']}</td><td>{s['missing']}</td>"
+        f"<td>{_segment_verdict(s)}</td><td class='{s['severity']}'>{s['severity']}</td>"
+        f"<td>{_p(s['p_adjusted'])}</td></tr>" for w, s in shown)
+    more = (f"<p>{len(rows) - len(shown)} more (feature, segment) rows, none drifted, are in the JSON report only.</p>"
+            if len(rows) > len(shown) else "")
+    return head + body + "</table>" + more
+
+
+def _segment_text(segment: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(segment.items()))
+
+
+def _segment_verdict(entry: dict) -> str:
+    if entry["drifted"]:
+        return "drifted"
+    if entry["gate"]["alarm"]:
+        return "gate alarm, not significant"
+    return "judged, quiet" if entry["gate"]["psi"] is not None or entry["gate"]["ks"] is not None else "not judged"
 
 
 def _feature_section(doc: dict, detail: DriftDetail) -> str:
@@ -237,6 +270,10 @@ def _e(text: str) -> str:
 
 def _pct(value: float | None) -> str:
     return "-" if value is None or value != value else f"{value * 100:.2f}%"
+
+
+def _p(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
 
 
 def _f(value: float | None) -> str:

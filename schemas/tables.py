@@ -22,10 +22,11 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 4
-#: Older versions a store is upgraded from in place, each with the columns it lacks (additive only).
+SCHEMA_VERSION = 5
+#: Older versions a store is upgraded from in place, each with the columns it lacks (additive only; a table
+#: added since, such as segment_results in version 5, is created by ``create_all`` before these are added).
 _CUSUM = (("window_results", "cusum_up", "FLOAT"), ("window_results", "cusum_down", "FLOAT"))
-ADDED_COLUMNS = {2: (("window_results", "evidence", "TEXT"),) + _CUSUM, 3: _CUSUM}
+ADDED_COLUMNS = {2: (("window_results", "evidence", "TEXT"),) + _CUSUM, 3: _CUSUM, 4: ()}
 
 metadata = MetaData()
 
@@ -36,41 +37,58 @@ schema_info = Table(
     Column("version", Integer, nullable=False),
 )
 
+def _result_columns() -> list:
+    """The columns of one (model, feature, window) result: window_results and segment_results share them."""
+    return [
+        Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+        Column("model", String(200), nullable=False),
+        Column("feature", String(200), nullable=False),
+        Column("window_start", DateTime(timezone=True), nullable=False),
+        Column("window_end", DateTime(timezone=True), nullable=False),
+        Column("kind", String(16), nullable=False),
+        Column("count", BigInteger, nullable=False),
+        Column("missing", BigInteger, nullable=False),
+        Column("gate_ks", Float),
+        Column("gate_ks_bound", Float),
+        Column("gate_psi", Float),
+        Column("gate_emd", Float),
+        Column("gate_chi2", Float),  # categorical gate scores
+        Column("gate_js", Float),
+        Column("gate_new_share", Float),
+        Column("gate_missing_delta", Float),
+        Column("gate_alarm", Boolean, nullable=False),
+        Column("deep_ks_stat", Float),
+        Column("deep_ks_pvalue", Float),
+        Column("deep_psi", Float),
+        Column("deep_emd", Float),
+        Column("deep_chi2_stat", Float),
+        Column("deep_chi2_pvalue", Float),
+        Column("p_adjusted", Float),
+        Column("drifted", Boolean, nullable=False),
+        Column("severity", String(16), nullable=False),
+        Column("computed_at", DateTime(timezone=True), nullable=False),
+        Column("evidence", Text),  # JSON of sketches.analysis.verdict_evidence when the deep test ran (version 3)
+        Column("cusum_up", Float),  # slow-drift CUSUM sums after this window, the next window's start (version 4)
+        Column("cusum_down", Float),
+    ]
+
+
 # One row per (model, feature, window): what the gate and (if run) the deep check found.
 window_results = Table(
     "window_results",
     metadata,
-    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
-    Column("model", String(200), nullable=False),
-    Column("feature", String(200), nullable=False),
-    Column("window_start", DateTime(timezone=True), nullable=False),
-    Column("window_end", DateTime(timezone=True), nullable=False),
-    Column("kind", String(16), nullable=False),
-    Column("count", BigInteger, nullable=False),
-    Column("missing", BigInteger, nullable=False),
-    Column("gate_ks", Float),
-    Column("gate_ks_bound", Float),
-    Column("gate_psi", Float),
-    Column("gate_emd", Float),
-    Column("gate_chi2", Float),  # categorical gate scores
-    Column("gate_js", Float),
-    Column("gate_new_share", Float),
-    Column("gate_missing_delta", Float),
-    Column("gate_alarm", Boolean, nullable=False),
-    Column("deep_ks_stat", Float),
-    Column("deep_ks_pvalue", Float),
-    Column("deep_psi", Float),
-    Column("deep_emd", Float),
-    Column("deep_chi2_stat", Float),
-    Column("deep_chi2_pvalue", Float),
-    Column("p_adjusted", Float),
-    Column("drifted", Boolean, nullable=False),
-    Column("severity", String(16), nullable=False),
-    Column("computed_at", DateTime(timezone=True), nullable=False),
-    Column("evidence", Text),  # JSON of sketches.analysis.verdict_evidence when the deep test ran (version 3)
-    Column("cusum_up", Float),  # slow-drift CUSUM sums after this window, the next window's start (version 4)
-    Column("cusum_down", Float),
+    *_result_columns(),
     UniqueConstraint("model", "feature", "window_start", name="uq_window_results"),
+)
+
+# One row per (model, feature, segment, window) of a model with segments (version 5): the same columns plus the
+# segment as schemas.alert_tables.segment_key writes it ("country=US"); p_adjusted is the hierarchical one.
+segment_results = Table(
+    "segment_results",
+    metadata,
+    *_result_columns(),
+    Column("segment", String(500), nullable=False),
+    UniqueConstraint("model", "feature", "segment", "window_start", name="uq_segment_results"),
 )
 
 # One row per (model, window): event counts of the window as a whole.

@@ -9,10 +9,11 @@ head of a high-cardinality categorical reference), ``deep`` and ``policy`` (exac
 verdict), ``analysis`` (one window, end to end).
 """
 
-from sketches.analysis import FeatureVerdict, analyze_window
+from sketches.analysis import FeatureVerdict, analyze_segments, analyze_window
 from sketches.calibration import calibrate_thresholds, leave_one_out_scores, score_dof
 from sketches.categorical import CategoricalSketch
 from sketches.deep import DeepResult, benjamini_hochberg, deep_test, missing_rate_pvalue
+from sketches.fdr import hierarchical_bh
 from sketches.feature import FEATURE_KINDS, FeatureSketch, copy_sketch, deserialize_sketch, new_sketch
 from sketches.histogram import HistogramSketch
 from sketches.gate import SCORE_NAMES, GateScores, GateThresholds, gate_alarm, gate_scores
@@ -25,7 +26,7 @@ from sketches.sample import EventSample
 __all__ = [
     "CategoricalSketch", "DeepResult", "EventSample", "HistogramSketch", "DriftPolicy", "FEATURE_KINDS", "FeatureReference", "FeatureSketch",
     "FeatureVerdict", "GateScores", "GateThresholds", "NumericSketch", "Reference", "ReservoirSample",
-    "SCORE_NAMES", "Verdict", "analyze_window", "benjamini_hochberg", "build_feature_reference",
-    "calibrate_thresholds", "copy_sketch", "deep_test", "deserialize_sketch", "gate_alarm", "gate_scores",
+    "SCORE_NAMES", "Verdict", "analyze_segments", "analyze_window", "benjamini_hochberg", "build_feature_reference",
+    "calibrate_thresholds", "copy_sketch", "deep_test", "deserialize_sketch", "gate_alarm", "gate_scores", "hierarchical_bh",
     "leave_one_out_scores", "missing_rate_pvalue", "new_sketch", "score_dof", "verdict",
 ]

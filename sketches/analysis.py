@@ -22,6 +22,9 @@ Rules for the awkward cases (each tested):
   gate let pass counting with p = 1, at ``policy.alpha`` (derived from the monitor's false-alarm
   budget: ``sketches.policy.budget_alpha``), so a drift-free window reports anything with
   probability <= alpha however many features it has.
+* With segments (:func:`analyze_segments`) the Benjamini-Hochberg step becomes hierarchical FDR
+  (``sketches/fdr.py``): per feature a family of its global test and its judged segments (Simes),
+  BH across features, then BH within each selected feature; the same bound holds.
 * Gate thresholds follow the window's count (``sketches.calibration.thresholds_for_count``).
 """
 
@@ -36,6 +39,7 @@ from core.errors import SketchError
 from sketches.calibration import thresholds_for_count
 from sketches.categorical import CategoricalSketch
 from sketches.deep import DeepResult, benjamini_hochberg, deep_test, missing_rate_pvalue, profile_test
+from sketches.fdr import hierarchical_adjusted
 from sketches.feature import FeatureSketch, is_numeric
 from sketches.histogram import HistogramSketch
 from sketches.gate import GateScores, gate_alarm, gate_scores
@@ -87,6 +91,69 @@ def analyze_window(window: dict[str, tuple[FeatureSketch, ReservoirSample]], ref
     adjusted = benjamini_hochberg([staged[i][1].pvalue if staged[i][1] is not None else 1.0 for i in judged])
     p_adj = {i: p for i, p in zip(judged, adjusted.tolist()) if staged[i][1] is not None}
     verdicts = [_finish(fv, deep, p_adj.get(i), policy) for i, (fv, deep) in enumerate(staged)]
+    return _with_cusum(verdicts, window, reference, policy, state)
+
+
+def analyze_segments(window: dict[str, tuple[FeatureSketch, ReservoirSample]],
+                     segment_windows: Mapping[tuple[str, ...], dict[str, tuple[FeatureSketch, ReservoirSample]]],
+                     reference: Reference, segment_references: Mapping[tuple[str, ...], Reference],
+                     policy: DriftPolicy, min_count: int, state: Mapping[str, CusumState] | None = None,
+                     ) -> tuple[list[FeatureVerdict], dict[tuple[str, ...], list[FeatureVerdict]]]:
+    """Judge one window's global view and its segments under one false-alarm budget.
+
+    The global summary is staged as in :func:`analyze_window`; a segment (key: the tuple of its
+    ``by`` values) with at least ``min_count`` events (:func:`segment_events`) and a reference of
+    its own in ``segment_references`` is staged against that reference the same way (the same gate
+    and deep tests); any other segment is never judged (no scores, no alarm, outside the FDR
+    families) but reported with its counts. The deep-test p-values are then adjusted by
+    hierarchical FDR (``sketches.fdr``): each feature's family is its global test plus its judged
+    segments, Benjamini-Hochberg across features, then within each selected feature; a member
+    drifted when its ``p_adjusted`` <= ``policy.alpha``. Without segments the verdicts are exactly
+    those of :func:`analyze_window`. The slow-drift CUSUM runs on the global verdicts only
+    (segments carry no CUSUM state).
+
+    Returns the global verdicts (as :func:`analyze_window` orders them) and, per segment key of
+    ``segment_windows``, that segment's verdicts.
+    """
+    names = list(reference.features) + [n for n in window if n not in reference.features]
+    staged = {None: [_stage(name, window.get(name), reference.features.get(name), policy) for name in names]}
+    refs: dict[tuple[str, ...] | None, Reference | None] = {None: reference}
+    windows = {None: window, **segment_windows}
+    for key, seg in segment_windows.items():
+        ref = segment_references.get(key)
+        refs[key] = ref if ref is not None and segment_events(seg) >= min_count else None
+        if refs[key] is None:
+            staged[key] = [_stage(name, pair, None, policy) for name, pair in seg.items()]
+        else:
+            seg_names = list(ref.features) + [n for n in seg if n not in ref.features]
+            staged[key] = [_stage(name, seg.get(name), ref.features.get(name), policy) for name in seg_names]
+    families: dict[str, list[tuple[tuple[str, ...] | None, int]]] = {}
+    for key, rows in staged.items():
+        for i, (fv, _) in enumerate(rows):
+            if refs[key] is not None and fv.name in refs[key].features and fv.name in windows[key]:
+                families.setdefault(fv.name, []).append((key, i))
+    adjusted = hierarchical_adjusted([[_pvalue(staged[k][i][1]) for k, i in family] for family in families.values()],
+                                     policy.alpha)
+    p_adj = {(k, i): p for family, ps in zip(families.values(), adjusted) for (k, i), p in zip(family, ps)
+             if staged[k][i][1] is not None}
+    judged = {key: [_finish(fv, deep, p_adj.get((key, i)), policy) for i, (fv, deep) in enumerate(rows)]
+              for key, rows in staged.items()}
+    return _with_cusum(judged.pop(None), window, reference, policy, state), judged
+
+
+def segment_events(segment_window: Mapping[str, tuple[FeatureSketch, ReservoirSample]]) -> int:
+    """Events of one segment's window: the largest count (values, nulls included) of any of its features."""
+    return max((sketch.count for sketch, _ in segment_window.values()), default=0)
+
+
+def _pvalue(deep: DeepResult | None) -> float:
+    return deep.pvalue if deep is not None else 1.0
+
+
+def _with_cusum(verdicts: list[FeatureVerdict], window: dict[str, tuple[FeatureSketch, ReservoirSample]],
+                reference: Reference, policy: DriftPolicy,
+                state: Mapping[str, CusumState] | None) -> list[FeatureVerdict]:
+    """The verdicts with each reference feature's slow-drift CUSUM carried on (when the policy spends on it)."""
     if policy.sequential_alpha > 0 and reference.features:
         h = cusum_threshold(policy.sequential_alpha / (2 * len(reference.features)))
         verdicts = [_sequential(fv, window.get(fv.name), reference.features.get(fv.name), (state or {}).get(fv.name), h)

@@ -19,7 +19,7 @@ from core.store import make_engine
 from jobs.pipeline import analyze_summary, summarize_window
 from jobs.references import reference_from_summaries
 from jobs.results import store_window
-from replay.report import feature_entry, validate_report
+from replay.report import SCHEMA_VERSION as REPORT_VERSION, feature_entry, validate_report
 from schemas.config import ModelConfig
 from schemas.tables import SCHEMA_VERSION, schema_info, window_results
 from sketches import DriftPolicy
@@ -75,8 +75,8 @@ def test_the_replay_report_entry_carries_it_and_meets_its_schema(report) -> None
     assert entry["evidence"]["test"] == "beyond"
     window = {"model": "m", "window_start": "2026-01-01T00:00:00Z", "window_end": "2026-01-01T00:01:00Z",
               "features": [entry, feature_entry(report.features[1])]}
-    doc = {"schema_version": 2, "windows": [window], "alerts": [], "counts": {"read": 1, "valid": 1, "rejected": 0,
-                                                                            "late": 0}, "rejected": []}
+    counts = {"read": 1, "valid": 1, "rejected": 0, "late": 0}
+    doc = {"schema_version": REPORT_VERSION, "windows": [window], "alerts": [], "counts": counts, "rejected": []}
     validate_report(doc)
 
 
