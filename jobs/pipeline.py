@@ -24,9 +24,9 @@ from core.errors import SerializationError
 from core.records import FeatureOutcome, WindowReport
 from schemas.config import ModelConfig, ThresholdConfig
 from jobs.columns import ARROW_TYPES, configured_values, feature_columns
-from jobs.segments import segment_members
+from jobs.segments import segment_mapping, segment_members
 from schemas.events import PREDICTION, utc_from_ms
-from sketches import DriftPolicy, FeatureVerdict, Reference, ReservoirSample, analyze_window, new_sketch
+from sketches import DriftPolicy, FeatureVerdict, Reference, ReservoirSample, analyze_segments, analyze_window, new_sketch
 from sketches.categorical import CategoricalSketch
 from sketches.feature import FeatureSketch, copy_sketch, deserialize_sketch
 from sketches.analysis import verdict_evidence
@@ -334,17 +334,34 @@ def drift_policy(thresholds: ThresholdConfig, window_ms: int | None = None) -> D
 
 
 def analyze_summary(summary: WindowSummary, reference: Reference, policy: DriftPolicy,
-                    state: Mapping[str, CusumState] | None = None) -> WindowReport:
-    """Gate, deep-test and judge one window against the reference, given each feature's CUSUM after the previous window."""
+                    state: Mapping[str, CusumState] | None = None,
+                    segment_references: Mapping[tuple[str, ...], Reference] | None = None,
+                    segment_min_count: int = 200) -> WindowReport:
+    """Gate, deep-test and judge one window against the reference, given each feature's CUSUM after the previous window.
+
+    A segmented summary (``summary.segments``) is judged with its segments under one false-alarm
+    budget (:func:`sketches.analyze_segments`: hierarchical FDR over features x segments): each
+    segment with at least ``segment_min_count`` events against its own reference in
+    ``segment_references``. The report lists the global outcomes, then each segment's (their
+    ``segment``: ``{by feature: value}``).
+    """
     reference, features = judged_features(summary, reference)
-    verdicts = analyze_window(features, reference, policy, state)
-    return WindowReport(
-        model=summary.model,
-        window_start=utc_from_ms(summary.window_start_ms),
-        window_end=utc_from_ms(summary.window_end_ms),
-        features=[feature_outcome(v, cardinality_evidence(reference.features.get(v.name), summary.sketches.get(v.name)))
-                  for v in verdicts],
-    )
+    if not summary.segments:
+        verdicts, by_segment = analyze_window(features, reference, policy, state), {}
+    else:
+        windows = {key: judged_features(seg, reference)[1] for key, seg in summary.segments.items()}
+        verdicts, by_segment = analyze_segments(features, windows, reference, segment_references or {}, policy,
+                                                segment_min_count, state)
+    outcomes = [feature_outcome(v, cardinality_evidence(reference.features.get(v.name), summary.sketches.get(v.name)))
+                for v in verdicts]
+    for key, segment_verdicts in by_segment.items():
+        ref = (segment_references or {}).get(key) or Reference()
+        sketches = summary.segments[key].sketches
+        mapping = segment_mapping(summary.segment_by, key)
+        outcomes += [feature_outcome(v, cardinality_evidence(ref.features.get(v.name), sketches.get(v.name)), mapping)
+                     for v in segment_verdicts]
+    return WindowReport(model=summary.model, window_start=utc_from_ms(summary.window_start_ms),
+                        window_end=utc_from_ms(summary.window_end_ms), features=outcomes)
 
 
 def judged_features(summary: WindowSummary, reference: Reference) -> tuple[Reference, dict]:
@@ -366,10 +383,12 @@ def cardinality_evidence(ref: FeatureReference | None, sketch: FeatureSketch | N
     return {"unseen_baseline": baseline_unseen_share(ref), "moved_values": tuple(ref.profile.moved(sketch, top))}
 
 
-def feature_outcome(v: FeatureVerdict, evidence: dict | None = None) -> FeatureOutcome:
-    """Flatten a sketches FeatureVerdict (and :func:`cardinality_evidence`) into alerting's FeatureOutcome record."""
+def feature_outcome(v: FeatureVerdict, evidence: dict | None = None,
+                    segment: Mapping[str, str] | None = None) -> FeatureOutcome:
+    """Flatten a sketches FeatureVerdict (and :func:`cardinality_evidence`) into alerting's FeatureOutcome record
+    (of a segment: ``{by feature: value}``)."""
     deep = v.deep
-    return FeatureOutcome(**(evidence or {}),
+    return FeatureOutcome(**(evidence or {}), segment=segment,
         name=v.name, kind=v.kind, count=v.count, missing=v.missing,
         gate_ks=v.gate.ks, gate_psi=v.gate.psi, gate_emd=v.gate.emd, alarm=v.alarm,
         ks_stat=deep.ks_stat if deep else None, ks_pvalue=deep.ks_pvalue if deep else None,

@@ -217,7 +217,8 @@ class Replayer:
             reference = self.setup.references.reference_for(window.model, window.start_ms) if monitored else Reference()
             if monitored:
                 self.setup.references.remember(summary)
-            report = analyze_summary(summary, reference, self.setup.policy, self._cusum.get(window.model))
+            report = analyze_summary(summary, reference, self.setup.policy, self._cusum.get(window.model),
+                                     *self._segment_references(window.model, summary))
             self._cusum[window.model] = cusum_state(report)
             late = self._windower.late_by_window.get((window.model, window.start_ms), 0)
             self.outcome.windows.append(WindowResult(report, summary.events, summary.unknown_features, late))
@@ -247,10 +248,19 @@ class Replayer:
             self._segments[model] = keys
         return self._segments[model]
 
+    def _segment_references(self, model: str, summary: WindowSummary) -> tuple[dict, int]:
+        """Each segment's reference (from the reference file) and the model's ``segments.min_count``."""
+        if not summary.segments:
+            return {}, 0
+        references = {key: self.setup.references.segment_reference(model, key) for key in summary.segments}
+        return ({key: ref for key, ref in references.items() if ref is not None},
+                self.setup.config.model(model).segments.min_count)
+
     def _note_first_drift(self, report: WindowReport, summary: WindowSummary, reference: Reference) -> None:
+        """The first drift of each (model, feature) of the global view (segments: in the report's segment section)."""
         for outcome in report.features:
             key = (report.model, outcome.name)
-            if not outcome.drifted or key in self.outcome.first_drift:
+            if outcome.segment is not None or not outcome.drifted or key in self.outcome.first_drift:
                 continue
             sketch = summary.sketches.get(outcome.name)
             ref = reference.features.get(outcome.name)

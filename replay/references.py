@@ -33,6 +33,9 @@ class ReferenceProvider(Protocol):
     def segment_keys(self, model: str, by: tuple[str, ...]) -> tuple[SegmentKey, ...] | None:
         """The top segment keys a window of ``model`` segmented ``by`` is summarized with; None: no segments."""
 
+    def segment_reference(self, model: str, key: SegmentKey) -> Reference | None:
+        """The reference of one segment of ``model`` (None: it has none)."""
+
 
 def only(reference: Reference, features: Iterable[str] | None) -> Reference:
     """The reference restricted to ``features`` (all of them when None)."""
@@ -104,6 +107,10 @@ class WindowReferences:
 
     def segment_keys(self, model: str, by: tuple[str, ...]) -> None:
         """No segments: windows of the range make no per-segment reference (yet)."""
+        return None
+
+    def segment_reference(self, model: str, key: SegmentKey) -> None:
+        """No segments (see :meth:`segment_keys`)."""
         return None
 
     def remember(self, summary: WindowSummary) -> None:
