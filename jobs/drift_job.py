@@ -23,28 +23,35 @@ Run embedded (``python -m jobs.drift_job --config ...``) or on a cluster (``flin
 from __future__ import annotations
 
 import argparse
+import json
+import logging
 import sys
 from pathlib import Path
+from typing import Mapping
 
 from core.store import make_engine
 from jobs.dead_letters import REASON_SEPARATOR
 from jobs.feature_spec import FeatureColumnSpec
 from jobs.flink_env import make_table_env, register_window_aggregate
+from jobs.segments import MISSING, SegmentKey, other_key
 from jobs.source import kafka_source_ddl
 from jobs.udfs import ENVELOPE, analyze_window_udf, validate_record_udtf
 from schemas.config import MonitorConfig, load_config
+
+log = logging.getLogger(__name__)
 
 EVENT_MS = "COALESCE(DW_EVENT_MILLIS(`value`), 0)"
 ON_TIME = "NOT envelope_bad AND NOT `future` AND NOT late"
 
 
-def register(t_env, config: MonitorConfig, store_url: str, reference_path: str | None, bounded: bool) -> None:
-    """Create the source, the sink table, the UDFs and the views of the job."""
+def register(t_env, config: MonitorConfig, store_url: str, reference_path: str | None, bounded: bool,
+             segments: Mapping[str, tuple] | None = None) -> None:
+    """Create the source, the sink table, the UDFs and the views of the job (``segments``: :func:`live_segments`)."""
     t_env.execute_sql(kafka_source_ddl("events", config.source, config.window.out_of_orderness_ms, bounded,
                                        config.window.watermark_emit, config.window.max_future_skew_ms))
     t_env.execute_sql("CREATE TEMPORARY TABLE done (n INT) WITH ('connector' = 'blackhole')")
     spec = FeatureColumnSpec.from_config(config)
-    register_window_aggregate(t_env, "dw_window_summary", spec.aggregate_spec(config))
+    register_window_aggregate(t_env, "dw_window_summary", spec.aggregate_spec(config), segments_json(segments or {}))
     t_env.create_temporary_function("dw_validate", validate_record_udtf(config, store_url))
     t_env.create_temporary_function("dw_analyze", analyze_window_udf(config, store_url, reference_path))
     size = config.window.size_ms
@@ -73,6 +80,9 @@ SELECT model, et, event_ms, `topic`, `partition`, `offset`, {validated}
 FROM classified, LATERAL TABLE(dw_validate(`topic`, `partition`, `offset`, {turned_away_sql(config)}, model,
                                            event_ms, `value`)) AS v({names})
 WHERE NOT ({ON_TIME} AND f.`ok`)""")
+    if segments:
+        t_env.execute_sql(f"CREATE TEMPORARY VIEW segmented_rows AS SELECT *, {segment_sql(segments, spec)} AS segment "
+                          "FROM valid_rows")
 
 
 def late_sql(size_ms: int) -> str:
@@ -101,20 +111,76 @@ def turned_away_sql(config: MonitorConfig) -> str:
 SHARDS_PER_SUBTASK = 4
 
 
-def window_statement(config: MonitorConfig, parallelism: int = 1) -> str:
-    """The job's one INSERT: window summaries, merged, analyzed (dead letters are kept on the way)."""
+def window_statement(config: MonitorConfig, parallelism: int = 1,
+                     segments: Mapping[str, tuple[tuple[str, ...], tuple[SegmentKey, ...]]] | None = None) -> str:
+    """The job's one INSERT: window summaries, merged, analyzed (dead letters are kept on the way).
+
+    ``segments`` (:func:`live_segments`): per segmented model, its ``by`` features and its segment
+    keys (the other segment's last); their partials are kept per segment, then merged per window
+    into one segmented summary (Java ``MergeSegments``, sketches/FORMAT.md kind 18).
+    """
     seconds = config.window.size_ms / 1000
     shards = 1 if parallelism == 1 else SHARDS_PER_SUBTASK * parallelism
     columns = "".join(f", `{name}`" for name in FeatureColumnSpec.from_config(config).names)
-    # partial summaries per (model, shard, window), then merged per (model, window): a cascaded
-    # window aggregation (the inner window's window_time is the outer one's time attribute)
+    table, merge, segment = (("valid_rows", "dw_merge_summaries(part)", "") if not segments else
+                             ("segmented_rows", "dw_merge_segments(part, segment)", "segment, "))
+    # partial summaries per (model[, segment], shard, window), then merged per (model, window): a
+    # cascaded window aggregation (the inner window's window_time is the outer one's time attribute)
     return f"""INSERT INTO done SELECT dw_analyze(summary) FROM (
-              SELECT dw_merge_summaries(part) AS summary FROM (
-                SELECT model, window_start, window_end, window_time,
+              SELECT {merge} AS summary FROM (
+                SELECT model, {segment}window_start, window_end, window_time,
                        dw_window_summary(model, event_ms, `topic`, `partition`, `offset`, `unknown`{columns}) AS part
-                FROM TABLE(TUMBLE(TABLE valid_rows, DESCRIPTOR(et), INTERVAL '{seconds:g}' SECOND))
-                GROUP BY model, MOD(`offset`, {shards}), window_start, window_end, window_time)
+                FROM TABLE(TUMBLE(TABLE {table}, DESCRIPTOR(et), INTERVAL '{seconds:g}' SECOND))
+                GROUP BY model, {segment}MOD(`offset`, {shards}), window_start, window_end, window_time)
               GROUP BY model, window_start, window_end)"""
+
+
+def live_segments(config: MonitorConfig, reference_path: str | None) -> dict[str, tuple[tuple[str, ...], tuple]]:
+    """Per segmented model: its ``by`` features and segment keys, top ones first and the other last.
+
+    The keys come from the reference file (``reference build`` with segments), as in replay; a
+    model whose reference has no segments by its ``by`` is summarized without them (logged once).
+    """
+    if reference_path is None or not any(m.segments for m in config.models):
+        return {}
+    from jobs.references import ReferenceSet
+
+    references, out = ReferenceSet.load(reference_path), {}
+    for model in config.models:
+        if model.segments is None:
+            continue
+        if references.segment_by.get(model.name) != tuple(model.segments.by):
+            log.warning("model %s: segments by %s configured, but reference %s has none for it: its windows are "
+                        "summarized without segments", model.name, ", ".join(model.segments.by), reference_path)
+            continue
+        out[model.name] = (tuple(model.segments.by),
+                           references.segment_keys(model.name) + (other_key(model.segments.by),))
+    return out
+
+
+def segment_sql(segments: Mapping[str, tuple[tuple[str, ...], tuple[SegmentKey, ...]]],
+                spec: FeatureColumnSpec) -> str:
+    """SQL of an event's segment: the index of its key among its model's keys (the last: other), -1
+    for a model without segments. The rule of jobs/segments.py: a null value is ``(missing)``."""
+    def quoted(text: str) -> str:
+        return "'" + text.replace("'", "''") + "'"
+
+    by_model = []
+    for model, (by, keys) in segments.items():
+        cases = " ".join(
+            "WHEN " + " AND ".join(f"COALESCE(`{spec.names[spec.columns_of[model][name]]}`, {quoted(MISSING)}) = "
+                                   f"{quoted(value)}"
+                                   for name, value in zip(by, key)) + f" THEN {index}"
+            for index, key in enumerate(keys[:-1]))
+        by_model.append(f"WHEN model = {quoted(model)} THEN CASE {cases} ELSE {len(keys) - 1} END"
+                        if cases else f"WHEN model = {quoted(model)} THEN 0")
+    return f"CASE {' '.join(by_model)} ELSE -1 END"
+
+
+def segments_json(segments: Mapping[str, tuple[tuple[str, ...], tuple[SegmentKey, ...]]]) -> str:
+    """The segments spec of Java ``MergeSegments``: ``{model: {by: [...], keys: [[...], ...]}}``."""
+    return json.dumps({model: {"by": list(by), "keys": [list(key) for key in keys]}
+                       for model, (by, keys) in segments.items()})
 
 
 def run_drift_job(config: MonitorConfig, store_url: str, reference_path: str | None = None,
@@ -126,8 +192,9 @@ def run_drift_job(config: MonitorConfig, store_url: str, reference_path: str | N
     _, t_env = make_table_env(parallelism=parallelism, checkpoint_interval_ms=checkpoint_interval_ms,
                               idleness_ms=config.window.idleness_ms, checkpoint_dir=checkpoint_dir,
                               resume_from=resume_from, bundle_size=bundle_size)
-    register(t_env, config, store_url, reference_path, bounded)
-    result = t_env.execute_sql(window_statement(config, parallelism))
+    segments = live_segments(config, reference_path)
+    register(t_env, config, store_url, reference_path, bounded, segments)
+    result = t_env.execute_sql(window_statement(config, parallelism, segments))
     if wait:
         result.wait()
     return result

@@ -39,6 +39,7 @@ EMBEDDED_HEAP = "-Xmx768m"
 #: explicit partials instead (jobs/drift_job.py).
 ONE_PHASE_WINDOWS = {"table.optimizer.agg-phase-strategy": "ONE_PHASE", "table.exec.mini-batch.enabled": "false"}
 MERGE_SUMMARIES_AGG = "dev.driftwarden.flink.MergeSummaries"
+MERGE_SEGMENTS_AGG = "dev.driftwarden.flink.MergeSegments"
 #: Engine options of the drift job, measured with Java Flight Recorder on bench/bench_job.py.
 #: Object reuse: chained operators hand records over without a defensive copy (Flink's SQL operators
 #: and the job's Java functions never keep or change an input row after the call); the copies were
@@ -138,15 +139,17 @@ def _start_gateway_with_heap() -> None:
             os.environ["JVM_ARGS"] = before
 
 
-def register_window_aggregate(t_env, name: str, spec_json: str) -> None:
+def register_window_aggregate(t_env, name: str, spec_json: str, segments_json: str = "{}") -> None:
     """Register the Java window aggregate (``WindowSummaryAgg``), built with its spec, as ``name``,
-    and the merge of partial summaries (``MergeSummaries``) as ``dw_merge_summaries``."""
+    the merge of partial summaries (``MergeSummaries``) as ``dw_merge_summaries`` and the merge of
+    per-segment partials (``MergeSegments``, built with the segments spec) as ``dw_merge_segments``."""
     from pyflink.java_gateway import get_gateway
     from pyflink.util.java_utils import add_jars_to_context_class_loader
 
     add_jars_to_context_class_loader(job_jars())  # py4j loads classes through the context class loader
-    instance = getattr(get_gateway().jvm, WINDOW_SUMMARY_AGG)(spec_json)
-    t_env._j_tenv.createTemporarySystemFunction(name, instance)
+    jvm = get_gateway().jvm
+    t_env._j_tenv.createTemporarySystemFunction(name, getattr(jvm, WINDOW_SUMMARY_AGG)(spec_json))
+    t_env._j_tenv.createTemporarySystemFunction("dw_merge_segments", getattr(jvm, MERGE_SEGMENTS_AGG)(segments_json))
     t_env.create_java_temporary_system_function("dw_merge_summaries", MERGE_SUMMARIES_AGG)
 
 

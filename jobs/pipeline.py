@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -362,6 +362,17 @@ def analyze_summary(summary: WindowSummary, reference: Reference, policy: DriftP
                      for v in segment_verdicts]
     return WindowReport(model=summary.model, window_start=utc_from_ms(summary.window_start_ms),
                         window_end=utc_from_ms(summary.window_end_ms), features=outcomes)
+
+
+def segment_references(summary: WindowSummary, lookup: Callable[[str, tuple[str, ...]], Reference | None],
+                       config: ModelConfig | None) -> tuple[dict[tuple[str, ...], Reference], int]:
+    """The two segment arguments of :func:`analyze_summary` for ``summary``: each of its segments'
+    reference (``lookup(model, key)``; segments without one are left out) and the model's
+    ``segments.min_count`` (the live job and replay both call this)."""
+    if not summary.segments or config is None or config.segments is None:
+        return {}, 0
+    references = {key: lookup(summary.model, key) for key in summary.segments}
+    return {key: ref for key, ref in references.items() if ref is not None}, config.segments.min_count
 
 
 def judged_features(summary: WindowSummary, reference: Reference) -> tuple[Reference, dict]:

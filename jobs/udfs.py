@@ -208,7 +208,7 @@ class AnalyzeWindow(ScalarFunction):
             return self._judge_and_store(conn, summary)
 
     def _judge_and_store(self, conn, summary) -> None:
-        from jobs.pipeline import analyze_summary
+        from jobs.pipeline import analyze_summary, segment_references
         from jobs.results import previous_cusum, store_window
         from schemas.events import utc_from_ms
         from sketches import Reference
@@ -224,7 +224,9 @@ class AnalyzeWindow(ScalarFunction):
             self.stored_references.remember(conn, summary)
             reference = reference or Reference()  # warming up: counts only, no alarms
         state = previous_cusum(conn, summary.model, utc_from_ms(summary.window_start_ms))
-        report = analyze_summary(summary, reference, self.policy, state)
+        segments = (segment_references(summary, self.file_references.segment_reference, self.config.model(summary.model))
+                    if self.file_references is not None else ({}, 0))
+        report = analyze_summary(summary, reference, self.policy, state, *segments)
         store_window(conn, report, summary.events, summary.unknown_features, self.rules)
         return True
 

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from core.records import WindowReport
-from jobs.pipeline import WindowRows, WindowSummary, analyze_summary, cusum_state
+from jobs.pipeline import WindowRows, WindowSummary, analyze_summary, cusum_state, segment_references
 from replay.ordering import PartitionMerger
 from replay.records import RawRecord
 from replay.setup import ReplaySetup
@@ -217,8 +217,9 @@ class Replayer:
             reference = self.setup.references.reference_for(window.model, window.start_ms) if monitored else Reference()
             if monitored:
                 self.setup.references.remember(summary)
-            report = analyze_summary(summary, reference, self.setup.policy, self._cusum.get(window.model),
-                                     *self._segment_references(window.model, summary))
+            segments = segment_references(summary, self.setup.references.segment_reference,
+                                          self.setup.config.model(window.model))
+            report = analyze_summary(summary, reference, self.setup.policy, self._cusum.get(window.model), *segments)
             self._cusum[window.model] = cusum_state(report)
             late = self._windower.late_by_window.get((window.model, window.start_ms), 0)
             self.outcome.windows.append(WindowResult(report, summary.events, summary.unknown_features, late))
@@ -247,14 +248,6 @@ class Replayer:
                             self.setup.reference_label)
             self._segments[model] = keys
         return self._segments[model]
-
-    def _segment_references(self, model: str, summary: WindowSummary) -> tuple[dict, int]:
-        """Each segment's reference (from the reference file) and the model's ``segments.min_count``."""
-        if not summary.segments:
-            return {}, 0
-        references = {key: self.setup.references.segment_reference(model, key) for key in summary.segments}
-        return ({key: ref for key, ref in references.items() if ref is not None},
-                self.setup.config.model(model).segments.min_count)
 
     def _note_first_drift(self, report: WindowReport, summary: WindowSummary, reference: Reference) -> None:
         """The first drift of each (model, feature) of the global view (segments: in the report's segment section)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 import orjson
 from sqlalchemy import select
 from typer.testing import CliRunner
@@ -83,3 +84,44 @@ def test_a_shift_inside_one_segment_is_caught_and_attributed_to_it(tmp_path):
         assert conn.execute(select(window_results.c.feature).where(window_results.c.drifted)).all() == []
     assert sorted(stored) == [("amount", "country=FR")] * (8 - SHIFT_FROM)
     assert judged_segments == {"country=US", "country=DE", "country=FR", "country=(other)"}
+
+
+SEGMENT_COLUMNS = [c.name for c in segment_results.columns if c.name not in ("id", "computed_at")]
+
+
+def _stored_segments(url: str) -> dict:
+    with make_engine(url).connect() as conn:
+        rows = conn.execute(select(segment_results)).mappings().all()
+    return {(r["window_start"], r["feature"], r["segment"]): {c: r[c] for c in SEGMENT_COLUMNS} for r in rows}
+
+
+@pytest.mark.services
+@pytest.mark.slow
+def test_the_live_job_judges_segments_as_replay_does(kafka_bootstrap, topic_name, tmp_path):
+    """The same topic through the live job (Java summaries per segment, merged into one segmented
+    summary) and through replay: every stored segment row equal, the shift attributed to FR."""
+    import time
+
+    from jobs.drift_job import run_drift_job
+    from schemas.config import load_config
+    from tests.kafka_helpers import create_topic, produce
+
+    started_ms = int(time.time() * 1000)
+    create_topic(kafka_bootstrap, topic_name, partitions=2)
+    produce(kafka_bootstrap, topic_name, _events(6, T0, seed=3, shift_from=3))
+    config = tmp_path / "monitor.yaml"
+    config.write_text(CONFIG.replace("window:", f"source: {{topics: [{topic_name}], bootstrap_servers: '{kafka_bootstrap}',"
+                                              f" group_id: g-{topic_name}}}\nwindow:"))
+    train, reference = _write(tmp_path / "train.jsonl", _events(30, T0 - 3_600_000, seed=1)), tmp_path / "ref.dwref"
+    runner = CliRunner()
+    assert runner.invoke(app, ["reference", "build", "-i", str(train), "-o", str(reference), "-c", str(config)]).exit_code == 0
+    live, replayed = f"sqlite:///{tmp_path}/live.db", f"sqlite:///{tmp_path}/replay.db"
+    run_drift_job(load_config(config), live, str(reference), bounded=True, checkpoint_interval_ms=0)
+    result = runner.invoke(app, ["replay", "--no-progress", "--topic", topic_name, "--from", str(started_ms - 60_000),
+                                 "--to", str(int(time.time() * 1000)), "--config", str(config), "--reference",
+                                 str(reference), "--store", replayed, "--workers", "0"])
+    assert result.exit_code == 0, result.output
+    stored = _stored_segments(live)
+    assert stored == _stored_segments(replayed)
+    assert len({key[0] for key in stored}) == 6 and len({key[2] for key in stored}) == 4
+    assert sorted((k[1], k[2]) for k, row in stored.items() if row["drifted"]) == [("amount", "country=FR")] * 3

@@ -1,0 +1,166 @@
+package dev.driftwarden.flink;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.flink.table.api.DataTypes;
+import org.apache.flink.table.catalog.DataTypeFactory;
+import org.apache.flink.table.functions.AggregateFunction;
+import org.apache.flink.table.types.inference.TypeInference;
+import org.apache.flink.table.types.inference.TypeStrategies;
+
+/**
+ * {@code dw_merge_segments(part BYTES, segment INT)}: merges the partial summaries of one
+ * (model, window) that were kept per segment into the window's summary (sketches/FORMAT.md):
+ * kind 17 for a model without segments (every partial has segment -1), else kind 18: the whole
+ * window's kind 17 frame (all segments merged), the {@code by} features, then each segment that
+ * had events, its key and its own kind 17 frame, keys in code-point order (as Python sorts them).
+ *
+ * <p>Built with the segments JSON {@code {"model": {"by": [...], "keys": [[...], ...]}}}: segment i
+ * is {@code keys[i]}; the last key is the other segment. The accumulator maps a segment to its
+ * merged summary's bytes (a few per window; merged exactly, in any order).
+ */
+public class MergeSegments extends AggregateFunction<byte[], Map<Integer, byte[]>> {
+    private static final long serialVersionUID = 1L;
+    private static final int KIND_SEGMENTED = 18;
+
+    private final String segmentsText;
+    private transient Map<String, Segments> segments;
+
+    /** The segments of each segmented model. */
+    private static final class Segments {
+        final byte[][] by;
+        final List<byte[][]> keys = new ArrayList<>();
+        final List<String[]> keyTexts = new ArrayList<>();
+
+        Segments(JsonNode node) {
+            by = encode(node.get("by"));
+            for (JsonNode key : node.get("keys")) {
+                keys.add(encode(key));
+                String[] texts = new String[key.size()];
+                for (int i = 0; i < texts.length; i++) {
+                    texts[i] = key.get(i).asText();
+                }
+                keyTexts.add(texts);
+            }
+        }
+
+        private static byte[][] encode(JsonNode texts) {
+            byte[][] out = new byte[texts.size()][];
+            for (int i = 0; i < out.length; i++) {
+                out[i] = texts.get(i).asText().getBytes(StandardCharsets.UTF_8);
+            }
+            return out;
+        }
+    }
+
+    /** An aggregate for {@code segmentsJson}; a bad document fails here. */
+    public MergeSegments(String segmentsJson) {
+        this.segmentsText = segmentsJson;
+        this.segments = parse(segmentsJson);
+    }
+
+    private static Map<String, Segments> parse(String json) {
+        try {
+            Map<String, Segments> out = new HashMap<>();
+            JsonNode root = new ObjectMapper().readTree(json);
+            root.fields().forEachRemaining(e -> out.put(e.getKey(), new Segments(e.getValue())));
+            return out;
+        } catch (IOException e) {
+            throw new UncheckedIOException("segments spec: " + e.getMessage(), e);
+        }
+    }
+
+    private Map<String, Segments> segments() {
+        if (segments == null) {
+            segments = parse(segmentsText);
+        }
+        return segments;
+    }
+
+    @Override
+    public Map<Integer, byte[]> createAccumulator() {
+        return new HashMap<>();
+    }
+
+    /** Merges one partial summary of segment {@code segment} (-1: the model has no segments). */
+    public void accumulate(Map<Integer, byte[]> acc, byte[] partial, Integer segment) {
+        if (partial == null || segment == null) {
+            return;
+        }
+        byte[] before = acc.get(segment);
+        if (before == null) {
+            acc.put(segment, partial);
+            return;
+        }
+        WindowSummary merged = WindowSummary.fromBytes(before);
+        merged.merge(WindowSummary.fromBytes(partial));
+        acc.put(segment, merged.toBytes());
+    }
+
+    @Override
+    public byte[] getValue(Map<Integer, byte[]> acc) {
+        if (acc.isEmpty()) {
+            return null;
+        }
+        WindowSummary whole = new WindowSummary();
+        for (byte[] part : acc.values()) {
+            whole.merge(WindowSummary.fromBytes(part));
+        }
+        Segments spec = segments().get(whole.model());
+        if (spec == null || acc.containsKey(-1)) {
+            return whole.toBytes();
+        }
+        List<Integer> present = new ArrayList<>(acc.keySet());
+        present.sort((a, b) -> compareKeys(spec.keyTexts.get(a), spec.keyTexts.get(b)));
+        FrameWriter out = new FrameWriter(KIND_SEGMENTED, 4096 * (present.size() + 1));
+        out.blob(whole.toBytes()).texts(spec.by, spec.by.length).u32(present.size());
+        for (int segment : present) {
+            byte[][] key = spec.keys.get(segment);
+            out.texts(key, key.length).blob(acc.get(segment));
+        }
+        return out.toBytes();
+    }
+
+    /** Tuples of texts in code-point order, element by element (Python's order of tuples of str). */
+    static int compareKeys(String[] a, String[] b) {
+        for (int i = 0; i < Math.min(a.length, b.length); i++) {
+            int c = compareCodePoints(a[i], b[i]);
+            if (c != 0) {
+                return c;
+            }
+        }
+        return Integer.compare(a.length, b.length);
+    }
+
+    private static int compareCodePoints(String a, String b) {
+        int i = 0;
+        int j = 0;
+        while (i < a.length() && j < b.length()) {
+            int ca = a.codePointAt(i);
+            int cb = b.codePointAt(j);
+            if (ca != cb) {
+                return Integer.compare(ca, cb);
+            }
+            i += Character.charCount(ca);
+            j += Character.charCount(cb);
+        }
+        return Integer.compare(a.length() - i, b.length() - j);
+    }
+
+    @Override
+    public TypeInference getTypeInference(DataTypeFactory typeFactory) {
+        return TypeInference.newBuilder()
+                .typedArguments(DataTypes.BYTES(), DataTypes.INT())
+                .accumulatorTypeStrategy(TypeStrategies.explicit(DataTypes.MAP(DataTypes.INT(), DataTypes.BYTES())))
+                .outputTypeStrategy(TypeStrategies.explicit(DataTypes.BYTES()))
+                .build();
+    }
+}
