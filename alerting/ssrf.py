@@ -152,19 +152,25 @@ def _split(url: str) -> tuple[str, str, int, str]:
     host = (parts.hostname or "").rstrip(".")
     if not host or any(c in host for c in "%\\ \t\r\n"):
         raise UnsafeURLError(f"host {parts.hostname!r} refused")
-    _refuse_legacy_ipv4(host)
-    _refuse_unresolvable_name(host)
+    if not _is_ip_literal(host):
+        _refuse_legacy_ipv4(host)
+        _refuse_unresolvable_name(host)
     path = parts.path or "/"
     return scheme, host, port or _DEFAULT_PORTS[scheme], path + (f"?{parts.query}" if parts.query else "")
 
 
-def _refuse_legacy_ipv4(host: str) -> None:
-    """Refuse IPv4 written in any form but four decimal octets (decimal, hex, octal, short)."""
+def _is_ip_literal(host: str) -> bool:
+    """True for an IPv4 address in four decimal octets or an IPv6 address."""
     try:
         ipaddress.ip_address(host)
-        return
     except ValueError:
-        pass
+        return False
+    return True
+
+
+def _refuse_legacy_ipv4(host: str) -> None:
+    """Refuse IPv4 written in any form but four decimal octets (decimal, hex, octal, short): a host
+    name that is not an IP literal (:func:`_is_ip_literal`)."""
     try:
         socket.inet_aton(host)
     except OSError:
@@ -175,12 +181,8 @@ def _refuse_legacy_ipv4(host: str) -> None:
 
 
 def _refuse_unresolvable_name(host: str) -> None:
-    """Refuse a host name the system resolver would refuse at every attempt (it IDNA-encodes it first)."""
-    try:
-        ipaddress.ip_address(host)
-        return
-    except ValueError:
-        pass
+    """Refuse a host name (not an IP literal) the system resolver would refuse at every attempt (it
+    IDNA-encodes it first)."""
     try:
         host.encode("idna")
     except UnicodeError as exc:
