@@ -1,15 +1,21 @@
 """Prometheus metrics: delivery outcomes (in-process) and a collector that reads the SQL store.
 
 :class:`StoreCollector` derives the job's counters and gauges from durable rows on every scrape
-(windows closed, events, late and rejected events, gate alarms, deep checks, latest drift scores),
-so /metrics survives restarts of the job and of this process. Every metric takes ``registry=``.
+(windows closed, events, late and rejected events, gate alarms, deep checks, latest drift scores,
+and per segment the latest drift score and severity), so /metrics survives restarts of the job and of
+this process. Every metric takes ``registry=``.
+
+Segment labels are bounded: per model at most its cap (the config's ``top`` + ``(other)`` when the
+collector is given the config's :func:`segment_caps`, else :data:`SEGMENT_CAP`) segments keep their
+name, the most recent first (then by events); the rest are folded into :data:`OTHER_SEGMENT` (the
+worst score and severity among them) and counted by ``driftwarden_segments_folded``.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Iterator
+from typing import Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -18,12 +24,20 @@ from sqlalchemy import Connection, Engine, and_, case, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from schemas.alert_tables import alert_deliveries, alerts
-from schemas.tables import dead_letters, window_counts, window_results
+from schemas.tables import dead_letters, segment_results, window_counts, window_results
 
 log = logging.getLogger(__name__)
 LATE_REASON = "late"  # dead_letters.reason of events that missed their window (jobs/ writes it)
 SCORE_COLUMNS = ("gate_ks", "gate_psi", "gate_emd", "deep_ks_stat", "deep_psi", "deep_emd")
 _SEVERITY_VALUE = {"none": 0, "minor": 1, "moderate": 2, "major": 3}
+#: The most segment labels per model when the config is not known: SegmentConfig.top's maximum plus "(other)".
+SEGMENT_CAP = 101
+OTHER_SEGMENT = "_other"  # the label of the segments past a model's cap
+
+
+def segment_caps(config) -> dict[str, int]:
+    """Per model of a MonitorConfig, the most segment labels its metrics carry: ``top`` + other (0: no segments)."""
+    return {m.name: m.segments.top + 1 if m.segments else 0 for m in config.models}
 
 
 class DeliveryMetrics:
@@ -51,9 +65,11 @@ class DeliveryMetrics:
 class StoreCollector(Collector):
     """Reads the results and alerting tables on each scrape and yields them as metric families."""
 
-    def __init__(self, engine: Engine, min_interval_s: float = 0.0) -> None:
+    def __init__(self, engine: Engine, min_interval_s: float = 0.0,
+                 segment_caps: Mapping[str, int] | None = None) -> None:
         self.engine = engine
         self.min_interval_s = min_interval_s
+        self.segment_caps = dict(segment_caps or {})
         self._cached: tuple[float, list[Metric]] | None = None
 
     def describe(self) -> list[Metric]:
@@ -86,6 +102,7 @@ class StoreCollector(Collector):
         yield from self._window_counts(conn)
         yield from self._window_results(conn)
         yield from self._latest_scores(conn)
+        yield from self._segment_scores(conn)
         yield from self._rejected(conn)
         yield from self._alerting(conn)
 
@@ -142,6 +159,53 @@ class StoreCollector(Collector):
                     scores.add_metric([row.model, row.feature, col], value)
             severity.add_metric([row.model, row.feature], _SEVERITY_VALUE.get(row.severity, 0))
         yield from (scores, severity)
+
+    def _segment_scores(self, conn: Connection) -> Iterator[Metric]:
+        """The latest segment_results row per (model, feature, segment), segment labels capped per model."""
+        scores = GaugeMetricFamily("driftwarden_segment_drift_score",
+                                   "PSI of the latest window per feature and segment (deep where it ran, else gate)",
+                                   labels=["model", "feature", "segment"])
+        severity = GaugeMetricFamily("driftwarden_segment_severity",
+                                     "Severity of the latest window per feature and segment (0 none .. 3 major)",
+                                     labels=["model", "feature", "segment"])
+        folded = GaugeMetricFamily("driftwarden_segments_folded",
+                                   f"Segments past the model's label cap, reported as segment={OTHER_SEGMENT!r}",
+                                   labels=["model"])
+        sr = segment_results.c
+        newest = select(sr.model, sr.feature, sr.segment, func.max(sr.window_start).label("ws")).group_by(
+            sr.model, sr.feature, sr.segment).subquery()
+        rows = conn.execute(select(sr.model, sr.feature, sr.segment, sr.window_start, sr.count,
+                                   func.coalesce(sr.deep_psi, sr.gate_psi), sr.severity).join(newest, and_(
+            sr.model == newest.c.model, sr.feature == newest.c.feature, sr.segment == newest.c.segment,
+            sr.window_start == newest.c.ws))).all()
+        labels = self._segment_labels(rows)
+        cells: dict[tuple[str, str, str], tuple[float | None, int]] = {}
+        for model, feature, segment, _ws, _n, psi, sev in rows:
+            key = (model, feature, labels[model, segment])
+            old_psi, old_sev = cells.get(key, (None, 0))
+            worst = max((p for p in (old_psi, psi) if p is not None), default=None)
+            cells[key] = (worst, max(old_sev, _SEVERITY_VALUE.get(sev, 0)))
+        for key, (psi, sev) in sorted(cells.items()):
+            if psi is not None:
+                scores.add_metric(list(key), psi)
+            severity.add_metric(list(key), sev)
+        for model in sorted({m for m, _ in labels}):
+            folded.add_metric([model], sum(1 for (m, _), lab in labels.items() if m == model and lab == OTHER_SEGMENT))
+        yield from (scores, severity, folded)
+
+    def _segment_labels(self, rows) -> dict[tuple[str, str], str]:
+        """Map each (model, segment) to its label: itself within the model's cap (newest, then largest), else other."""
+        rank: dict[tuple[str, str], tuple] = {}
+        for model, _feature, segment, ws, n, _psi, _sev in rows:
+            key = (ws, n or 0)
+            rank[model, segment] = max(rank.get((model, segment), key), key)
+        ordered = sorted(rank, key=lambda ms: (ms[0], -rank[ms][0].timestamp(), -rank[ms][1], ms[1]))
+        labels, kept = {}, {}
+        for model, segment in ordered:
+            kept[model] = kept.get(model, 0) + 1
+            within = kept[model] <= self.segment_caps.get(model, SEGMENT_CAP)
+            labels[model, segment] = segment if within else OTHER_SEGMENT
+        return labels
 
     def _rejected(self, conn: Connection) -> Iterator[Metric]:
         """Dead letters: late events per model, every other reason as rejected."""

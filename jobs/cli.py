@@ -64,7 +64,7 @@ def run_command(
     if resume and resume_from is None:
         console.print(f"[yellow]no retained checkpoint under {checkpoint_dir}; starting from the source's start[/]")
     if metrics_port:
-        _serve_metrics(url, metrics_port, cfg.source)
+        _serve_metrics(url, metrics_port, cfg)
     args = ["--config", str(config.resolve()), "--store-url", url, "--parallelism", str(parallelism),
             "--checkpoint-interval-ms", str(checkpoint_interval), "--checkpoint-dir", str(checkpoint_dir)]
     args += ["--reference", ref] if ref else []
@@ -99,17 +99,18 @@ def _scrub_environment(cfg, config_path: Path) -> None:
             os.environ.pop(name, None)
 
 
-def _serve_metrics(url: str, port: int, source) -> None:
+def _serve_metrics(url: str, port: int, cfg) -> None:
     from prometheus_client import CollectorRegistry
 
-    from alerting.metrics import StoreCollector, serve_metrics
+    from alerting.metrics import StoreCollector, segment_caps, serve_metrics
     from core.store import make_engine
     from jobs.consumer_lag import ConsumerLagCollector
     from jobs.store_retry import register_metrics
 
     registry = CollectorRegistry()
-    registry.register(StoreCollector(make_engine(url), min_interval_s=5))  # a scrape reads the store
-    registry.register(ConsumerLagCollector(source))  # and Kafka: the job's consumer lag per partition
+    # a scrape reads the store; segment labels: at most each model's top + other
+    registry.register(StoreCollector(make_engine(url), min_interval_s=5, segment_caps=segment_caps(cfg)))
+    registry.register(ConsumerLagCollector(cfg.source))  # and Kafka: the job's consumer lag per partition
     register_metrics(registry)  # the embedded job's sinks run in this process (loopback mode)
     serve_metrics(port, registry)
     console.print(f"metrics on http://127.0.0.1:{port}/metrics")

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from alerting.dashboards.definitions import all_dashboards, model_dashboard
-from alerting.dashboards.macros import expand_promql, expand_sql, leftover_macros
+from alerting.dashboards.macros import expand_promql, expand_sql, leftover_macros, sql_values
 from alerting.dashboards.model import PromQuery, SqlQuery
 from alerting.dashboards.provisioning import write_provisioning
 from alerting.dashboards.push import grafana_settings, push_dashboards
@@ -37,10 +37,15 @@ def test_dashboard_json_is_well_formed(dashboard) -> None:
 def test_model_dashboard_covers_what_on_call_needs() -> None:
     doc = model_dashboard().to_json()
     titles = " | ".join(p["title"].lower() for p in doc["panels"])
-    for topic in ("event rate", "rejected", "late", "drift score per feature", "gate alarms", "deep", "deliveries"):
+    for topic in ("event rate", "rejected", "late", "drift score per feature", "gate alarms", "deep", "deliveries",
+                  "segment drift score", "drifted segments"):
         assert topic in titles, topic
     assert any(p["type"] == "heatmap" for p in doc["panels"])
-    assert [v["name"] for v in doc["templating"]["list"]] == ["model"]
+    model, segment = doc["templating"]["list"]
+    assert (model["name"], model["multi"], model["includeAll"]) == ("model", False, False)
+    assert (segment["name"], segment["multi"], segment["includeAll"], segment["allValue"]) == (
+        "segment", True, True, "segment")  # All: "segment IN (segment)", true on every row
+    assert "segment_results" in segment["query"] and "'$model'" in segment["query"]
     queries = [q for _, q in model_dashboard().queries()]
     assert any(isinstance(q, SqlQuery) for q in queries) and any(isinstance(q, PromQuery) for q in queries)
 
@@ -62,6 +67,7 @@ def test_sql_macros_expand_like_grafana() -> None:
                    "AND ts BETWEEN '2026-03-01T00:00:00Z' AND '2026-03-01T06:00:00Z'")
     assert leftover_macros(expand_sql("SELECT $__unknownMacro(x)", {}, t0, t1)) == ["$__unknownMacro"]
     assert expand_promql('rate(a{model="${model}"}[$__rate_interval])', {"model": "m"}) == 'rate(a{model="m"}[1m])'
+    assert sql_values(["country=FR", "o'brien"]) == "'country=FR','o''brien'"  # Grafana's quoteLiteral
 
 
 def test_push_needs_url_and_token() -> None:

@@ -22,9 +22,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine, text
 
-from alerting.dashboards.definitions import all_dashboards, model_dashboard
+from alerting.dashboards.definitions import SEGMENT_VARIABLE, all_dashboards, model_dashboard
 from alerting.dashboards.health import UID as HEALTH_UID
-from alerting.dashboards.macros import expand_promql, expand_sql, leftover_macros
+from alerting.dashboards.macros import expand_promql, expand_sql, leftover_macros, sql_values, substitute
 from alerting.dashboards.model import PromQuery, SqlQuery
 from alerting.metrics import DeliveryMetrics, StoreCollector, serve_metrics
 from core.records import FeatureOutcome, WindowReport
@@ -38,23 +38,33 @@ from schemas.tables import dead_letters
 pytestmark = pytest.mark.services
 FEATURES = ["amount", "age", "country", "device", "hour"]
 REASONS = ["invalid_json", "missing_model", "bad_event_time", "late"]
+SEGMENTS = ["country=(other)", "country=FR", "country=US"]
 
 
 def severity_of(psi: float) -> str:
     return "major" if psi >= 0.5 else "moderate" if psi >= 0.25 else "minor" if psi >= 0.1 else "none"
 
 
+def outcome(rng: random.Random, name: str, count: int, drift: float, segment: dict | None = None) -> FeatureOutcome:
+    """One feature's (or feature-in-segment's) outcome with a PSI of noise plus ``drift``."""
+    psi = abs(rng.gauss(0.03, 0.02)) + drift
+    alarm = psi >= 0.1
+    sev = severity_of(psi) if alarm else "none"
+    deep = (psi / 2, 1e-6, psi * 1.05, psi * 3, 1e-5) if alarm else (None,) * 5
+    return FeatureOutcome(name, "numeric", count, rng.randint(0, 20), psi / 2, psi, psi * 3, alarm,
+                          *deep, sev != "none", sev, segment=segment)
+
+
 def write_window(engine: Engine, rules: AlertRules, model: str, start: datetime, rng: random.Random,
-                 drift: float) -> None:
-    """Write one (model, window) through the streaming job's own store path (results, counts, alerts)."""
-    end, outcomes = start + timedelta(minutes=1), []
-    for name in FEATURES:
-        psi = abs(rng.gauss(0.03, 0.02)) + (drift if name == "amount" else 0.0)
-        alarm = psi >= 0.1
-        sev = severity_of(psi) if alarm else "none"
-        deep = (psi / 2, 1e-6, psi * 1.05, psi * 3, 1e-5) if alarm else (None,) * 5
-        outcomes.append(FeatureOutcome(name, "numeric", 6000, rng.randint(0, 20), psi / 2, psi, psi * 3, alarm,
-                                       *deep, sev != "none", sev))
+                 drift: float, segment_drift: float = 0.0) -> None:
+    """Write one (model, window) through the streaming job's own store path (results, counts, alerts).
+
+    amount is also judged per country (SEGMENTS); ``segment_drift`` moves it in country=FR only.
+    """
+    end = start + timedelta(minutes=1)
+    outcomes = [outcome(rng, name, 6000, drift if name == "amount" else 0.0) for name in FEATURES]
+    outcomes += [outcome(rng, "amount", 600, segment_drift if key == "country=FR" else 0.0,
+                         dict([key.split("=")])) for key in SEGMENTS]
     with engine.begin() as conn:
         insert_ignore(conn, dead_letters, [{"topic": "features", "partition": 0, "offset": rng.randrange(10**9),
                                             "reason": rng.choice(REASONS), "model": model, "event_time": start,
@@ -80,31 +90,60 @@ def filled_store(pg_engine):
             dispatcher = Dispatcher(pg_engine, rules, build_sinks(rules, client), metrics)
             for i in range(40):
                 drift = 0.6 if 10 <= i < 20 else 0.15 if 25 <= i < 30 else 0.0
-                write_window(pg_engine, rules, model, start + timedelta(minutes=i), rng, drift)
+                segment_drift = 0.15 if 30 <= i < 35 else 0.0  # minor in country=FR: stored, not alerted
+                write_window(pg_engine, rules, model, start + timedelta(minutes=i), rng, drift, segment_drift)
                 while dispatcher.run_once():
                     pass
         assert len(good.received) == 2 and len(bad.received) == 2  # amount fires, then resolves (minor: no alert)
     return pg_engine, model, registry
 
 
-def test_every_sql_panel_returns_rows_on_postgres(filled_store) -> None:
+@pytest.mark.parametrize("chosen", ["all", "some"])
+def test_every_sql_panel_returns_rows_on_postgres(filled_store, chosen) -> None:
     engine, model, _ = filled_store
     now = datetime.now(timezone.utc)
+    segment = SEGMENT_VARIABLE.all_value if chosen == "all" else sql_values(["country=FR", "country=US"])
     ran = 0
     with engine.connect() as conn:
         for dashboard in all_dashboards():
             for var in dashboard.to_json()["templating"]["list"]:
-                values = conn.execute(text(var["query"])).scalars().all()
-                assert model in values, f"variable {var['name']} does not offer {model}"
+                values = conn.execute(text(substitute(var["query"], {"model": model}))).scalars().all()
+                if var["name"] == "segment":  # the model's segments only
+                    assert sorted(values) == SEGMENTS, values
+                else:
+                    assert model in values, f"variable {var['name']} does not offer {model}"
             for title, query in dashboard.queries():
                 if not isinstance(query, SqlQuery):
                     continue
-                sql = expand_sql(query.sql, {"model": model}, now - timedelta(hours=6), now + timedelta(minutes=5))
+                sql = expand_sql(query.sql, {"model": model, "segment": segment},
+                                 now - timedelta(hours=6), now + timedelta(minutes=5))
                 assert not leftover_macros(sql), (title, sql)
                 rows = conn.execute(text(sql)).all()
                 assert rows, f"panel {title!r} returned no rows:\n{sql}"
                 ran += 1
-    assert ran == sum(isinstance(q, SqlQuery) for d in all_dashboards() for _, q in d.queries()) >= 9
+    assert ran == sum(isinstance(q, SqlQuery) for d in all_dashboards() for _, q in d.queries()) >= 11
+
+
+def segment_panel_rows(engine: Engine, model: str, title: str, segments: list[str] | None) -> list:
+    """The rows of one segment panel of the model dashboard for the chosen segments (None: All)."""
+    panel = next(p for p in model_dashboard().panels if p.title == title)
+    segment = SEGMENT_VARIABLE.all_value if segments is None else sql_values(segments)
+    now = datetime.now(timezone.utc)
+    sql = expand_sql(panel.targets[0].sql, {"model": model, "segment": segment}, now - timedelta(hours=6), now)
+    with engine.connect() as conn:
+        return conn.execute(text(sql)).all()
+
+
+def test_the_segment_filter_picks_the_segments_shown(filled_store) -> None:
+    engine, model, _ = filled_store
+    scores = "Segment drift score (PSI; deep where run)"
+    assert {r.metric for r in segment_panel_rows(engine, model, scores, None)} == {f"amount [{s}]" for s in SEGMENTS}
+    assert {r.metric for r in segment_panel_rows(engine, model, scores, ["country=US"])} == {"amount [country=US]"}
+    assert len(segment_panel_rows(engine, model, scores, ["country=US", "country=FR"])) == 80  # 40 windows each
+    drifted = "Drifted segments (feature x segment)"
+    [cell] = segment_panel_rows(engine, model, drifted, None)
+    assert (cell.feature, cell.segment, cell[2], cell[4]) == ("amount", "country=FR", 5, "minor")
+    assert segment_panel_rows(engine, model, drifted, ["country=US", "country=(other)"]) == []
 
 
 def test_alert_state_panel_shows_each_alert_over_time(filled_store) -> None:

@@ -1,7 +1,8 @@
 """The driftwarden dashboards: one per-model dashboard (``$model``) and an alert-delivery overview.
 
-SQL panels read the results store (window_results, window_counts, dead_letters, alert tables);
-PromQL panels read what ``driftwarden`` exposes on /metrics (StoreCollector and DeliveryMetrics).
+SQL panels read the results store (window_results, segment_results, window_counts, dead_letters,
+alert tables); PromQL panels read what ``driftwarden`` exposes on /metrics (StoreCollector and
+DeliveryMetrics). ``$segment`` filters the segment panels: one or more segments of the model, or All.
 """
 
 from __future__ import annotations
@@ -11,6 +12,12 @@ from alerting.dashboards.model import Dashboard, Panel, PromQuery, SqlQuery, Var
 MODEL = "model = '$model'"
 
 MODEL_VARIABLE = Variable("model", "Model", "SELECT DISTINCT model FROM window_counts ORDER BY 1")
+#: All is sent as the column itself: ``segment IN (segment)`` holds on every row, and no list is built.
+SEGMENT_VARIABLE = Variable("segment", "Segment",
+                            f"SELECT DISTINCT segment FROM segment_results WHERE {MODEL} ORDER BY 1",
+                            multi=True, all_value="segment")
+SEGMENTS = f"{MODEL} AND segment IN ($segment)"
+SEVERITY_RANK = "CASE severity WHEN 'major' THEN 3 WHEN 'moderate' THEN 2 WHEN 'minor' THEN 1 ELSE 0 END"
 
 
 def _event_panels() -> tuple[Panel, ...]:
@@ -63,6 +70,29 @@ def _drift_panels() -> tuple[Panel, ...]:
     )
 
 
+def _segment_panels() -> tuple[Panel, ...]:
+    return (
+        Panel("Segment drift score (PSI; deep where run)", "timeseries", (SqlQuery(
+            'SELECT window_start AS "time", feature || \' [\' || segment || \']\' AS metric,'
+            " COALESCE(deep_psi, gate_psi) AS value"
+            f" FROM segment_results WHERE {SEGMENTS} AND $__timeFilter(window_start) ORDER BY 1"),),
+            description="One line per (feature, segment) of the chosen segments; a segment below min_count "
+                        "in a window is not judged and has no score there."),
+        Panel("Drifted segments (feature x segment)", "table", (SqlQuery(
+            'SELECT feature, segment, count(*) AS "drifted windows", max(window_start) AS "last drifted",'
+            f" CASE max({SEVERITY_RANK}) WHEN 3 THEN 'major' WHEN 2 THEN 'moderate' WHEN 1 THEN 'minor'"
+            ' ELSE \'none\' END AS "worst severity", max(COALESCE(deep_psi, gate_psi)) AS "max PSI",'
+            ' min(p_adjusted) AS "min p adjusted (hierarchical)"'
+            f" FROM segment_results WHERE {SEGMENTS} AND drifted AND $__timeFilter(window_start)"
+            " GROUP BY feature, segment ORDER BY 3 DESC, 1, 2", "table"),),
+            description="Each (feature, segment) cell that drifted in the time range, among the chosen segments."),
+        Panel("Latest segment drift scores (Prometheus, top 10)", "timeseries", (PromQuery(
+            'topk(10, driftwarden_segment_drift_score{model="$model"})', "{{feature}} [{{segment}}]"),),
+            width=24, description="The latest window's PSI per (feature, segment), all segments of the model; "
+                                  'segments past the label cap show as segment="_other".'),
+    )
+
+
 ALERT_STATE_VALUE = ("CASE a.status WHEN 'resolved' THEN 0 WHEN 'nodata' THEN -1 ELSE"
                      " CASE a.severity WHEN 'major' THEN 3 WHEN 'moderate' THEN 2 ELSE 1 END END")
 ALERT_STATES = tuple({"type": "value", "options": {str(value): {"text": text, "color": color, "index": i}}}
@@ -93,9 +123,10 @@ def _alert_panels() -> tuple[Panel, ...]:
 
 
 def model_dashboard() -> Dashboard:
-    """Return the per-model dashboard: events, rejects, late, drift heatmap, verdicts, alerts."""
+    """Return the per-model dashboard: events, rejects, late, drift heatmap, verdicts, segments, alerts."""
     return Dashboard("driftwarden-model", "driftwarden: model drift",
-                     _event_panels() + _drift_panels() + _alert_panels(), (MODEL_VARIABLE,))
+                     _event_panels() + _drift_panels() + _segment_panels() + _alert_panels(),
+                     (MODEL_VARIABLE, SEGMENT_VARIABLE))
 
 
 def delivery_dashboard() -> Dashboard:

@@ -1,6 +1,7 @@
 """Grafana's query interpolation, reproduced so that every panel query can be run for real in tests.
 
-Covers what the driftwarden dashboards use: template variables (``$model``, ``${model}``) and,
+Covers what the driftwarden dashboards use: template variables (``$model``, ``${model}``; a
+multi-value one as :func:`sql_values` formats it) and,
 for PostgreSQL, ``$__timeFilter``, ``$__timeFrom``/``$__timeTo``, ``$__time`` and
 ``$__timeGroupAlias`` as Grafana's PostgreSQL datasource expands them; for Prometheus,
 ``$__rate_interval``, ``$__interval`` and ``$__range``.
@@ -36,6 +37,11 @@ def expand_promql(expr: str, variables: Mapping[str, str], rate_interval: str = 
 def substitute(text: str, variables: Mapping[str, str]) -> str:
     """Replace ``$name`` and ``${name}`` with the variable's single value; unknown names stay."""
     return re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: variables.get(m.group(1) or m.group(2), m.group(0)), text)
+
+
+def sql_values(values: list[str]) -> str:
+    """Return a multi-value variable's values as Grafana's SQL datasources send them: quoted, comma-separated."""
+    return ",".join("'" + v.replace("'", "''") + "'" for v in values)
 
 
 def leftover_macros(text: str) -> list[str]:

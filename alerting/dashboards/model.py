@@ -77,17 +77,27 @@ class Panel:
 
 @dataclass(frozen=True)
 class Variable:
-    """A query template variable (single value) filled from a SQL query."""
+    """A query template variable filled from a SQL query: one value, or several with an "All" choice.
+
+    A multi-value variable goes into SQL as ``column IN ($name)``: Grafana sends the chosen values
+    quoted and comma-separated (``macros.sql_values``), and "All" as ``all_value`` unquoted.
+    """
 
     name: str
     label: str
     sql: str
+    multi: bool = False
+    all_value: str | None = None  # set: the variable offers "All", sent as this text
 
     def to_json(self) -> dict[str, Any]:
         """Return the Grafana templating entry."""
-        return {"name": self.name, "label": self.label, "type": "query", "datasource": POSTGRES,
-                "query": self.sql, "definition": self.sql, "refresh": 2, "multi": False, "includeAll": False,
-                "sort": 1}
+        doc = {"name": self.name, "label": self.label, "type": "query", "datasource": POSTGRES,
+               "query": self.sql, "definition": self.sql, "refresh": 2, "multi": self.multi,
+               "includeAll": self.all_value is not None, "sort": 1}
+        if self.all_value is not None:
+            doc["allValue"] = self.all_value
+            doc["current"] = {"selected": True, "text": ["All"], "value": ["$__all"]}
+        return doc
 
 
 @dataclass(frozen=True)
