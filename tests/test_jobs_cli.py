@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from driftwarden.cli import app
 from jobs.cli import _scrub_environment, job_store_url, password_to_pgpass
 from core.errors import ConfigError
-from schemas.config import MonitorConfig
+from schemas.config import load_config
 
 runner = CliRunner()
 
@@ -85,12 +85,13 @@ def test_redacted_urls_hide_both_password_forms():
     assert redact_url("not a url:pw@h?password=pw2") == "h"
 
 
-def test_webhook_secrets_leave_the_job_environment(monkeypatch):
+def test_webhook_secrets_leave_the_job_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("HOOK_SECRET", "whsec_c2VjcmV0")
     monkeypatch.setenv("PYFLINK_GATEWAY_DISABLED", "true")
-    cfg = MonitorConfig.model_validate({
+    path = tmp_path / "monitor.yaml"
+    path.write_text(yaml.safe_dump({
         "models": [{"name": "m", "features": {"x": "numeric"}}],
         "alerting": {"routes": [{"name": "r", "url": "https://hooks.example/x", "secret_env": "HOOK_SECRET"}]},
-    })
-    _scrub_environment(cfg)
+    }))
+    _scrub_environment(load_config(path), path)
     assert "HOOK_SECRET" not in os.environ and "PYFLINK_GATEWAY_DISABLED" not in os.environ
