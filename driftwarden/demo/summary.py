@@ -28,12 +28,12 @@ FALSE_ALARM_NOTE = ("False alarm = a moderate/major drift verdict no change expl
 def print_summary(console: Console, outcome: DemoOutcome) -> None:
     """Which change was caught and when, false alarms, alerts in the drift-free period, webhooks."""
     table = Table(title=f"injected changes ({outcome.windows_closed}/{outcome.windows_expected} windows judged)")
-    for col in ("change", "feature", "segment", "starts", "caught in", "severity", f"within {MAX_CATCH_OFFSET + 1}"):
+    for col in ("change", "feature [segment]", "starts", "caught in", "severity", f"within {MAX_CATCH_OFFSET + 1}"):
         table.add_column(col, no_wrap=True)
     for c in outcome.catches:
         where = "-" if c.offset is None else f"w{c.start_window + c.offset} (+{c.offset})"
-        table.add_row(c.kind, Text(c.feature), Text(c.segment or "all traffic"), f"w{c.start_window}", where,
-                      c.severity, "[green]yes[/]" if c.in_time else "[red]no[/]")
+        table.add_row(c.kind, Text(c.feature + (f" [{c.segment}]" if c.segment else "")), f"w{c.start_window}",
+                      where, c.severity, "[green]yes[/]" if c.in_time else "[red]no[/]")
     console.print(table)
     print_segment_drifts(console, outcome)
     alarms = ", ".join(f"{v.label} {v.severity} (window {v.window})" for v in outcome.false_alarms) or "none"
