@@ -62,6 +62,33 @@ def test_generator_makes_contract_events_in_aligned_windows_with_the_scheduled_c
     assert mean(shift - 1) - mean(shift) > 30
 
 
+def test_the_segment_shift_moves_age_in_one_segment_and_the_prediction_shift_moves_the_prediction_alone():
+    """age moves by ~0.5 sd inside country=DE only (the global mean by ~0.05 sd); the prediction moves while its
+    inputs keep their distributions (it reads no feature another change touches)."""
+    import numpy as np
+
+    schedule = make_schedule(10)
+    by_change = {c.kind: c for c in schedule.changes}
+    seg, pred = by_change["segment shift"], by_change["prediction shift"]
+    gen = StreamGenerator("m", T0, 10_000, 20_000, schedule)
+
+    def window(w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        rows = gen.events(w * 20_000, 20_000)
+        return (np.array([e["features"]["age"] for e in rows]), np.array([e["features"]["country"] == "DE"
+                                                                          for e in rows]),
+                np.array([e["prediction"] for e in rows]))
+
+    age0, de0, p0 = window(seg.start_window - 1)
+    age1, de1, p1 = window(seg.start_window)
+    assert 0.4 < (age1[de1].mean() - age0[de0].mean()) / age0.std() < 0.6
+    assert abs(age1[~de1].mean() - age0[~de0].mean()) < 0.05 * age0.std()
+    assert abs(age1.mean() - age0.mean()) < 0.1 * age0.std()
+    assert 0.08 < de1.mean() < 0.12
+    assert abs(p1.mean() - p0.mean()) < 0.01  # the prediction ignores the segment change (and every other one)
+    _, _, p2 = window(pred.start_window)
+    assert p2.mean() - p1.mean() > 0.05
+
+
 def test_generator_is_deterministic_in_batches():
     """The same events whatever the batch sizes the producer happens to use."""
     whole = StreamGenerator("m", T0, 10_000, 100, make_schedule(8), seed=3).events(0, 250)
@@ -127,17 +154,28 @@ def test_short_demo_catches_every_change_in_time_without_false_alarm(kafka_boots
 
     assert proc.returncode == 0, output[-4000:]
     assert s["windows_closed"] == s["windows"] >= 8
-    assert {c["kind"] for c in s["catches"]} == {"mean shift", "variance change", "new category", "missing values"}
+    assert {c["kind"] for c in s["catches"]} == {"mean shift", "variance change", "new category", "missing values",
+                                                 "segment shift", "prediction shift"}
     for c in s["catches"]:
         assert c["offset"] is not None and 0 <= c["offset"] <= 1, f"{c['kind']} caught late or never: {c}"
+    new = {c["kind"]: c for c in s["catches"] if c["kind"] in ("segment shift", "prediction shift")}
+    assert [(c["feature"], c["segment"], c["offset"]) for c in new.values()] == [("age", "country=DE", 0),
+                                                                               ("prediction", None, 0)]
 
     rows = _store_rows(s["store_url"], s["model"])
-    starts = {c["feature"]: c["start_window"] for c in s["catches"]}
     index = lambda ms: (ms - s["window0_ms"]) // s["window_ms"]  # noqa: E731
-    false_alarms = [(f, index(ms), sev) for f, ms, sev in rows
-                    if sev in ("moderate", "major") and index(ms) < starts.get(f, s["windows"])]
+    # a change for all traffic explains its feature everywhere; the segment shift its own segment only
+    starts = {(c["feature"], seg): c["start_window"] for c in s["catches"] if c["segment"] is None
+              for seg in (None, "country=US", "country=GB", "country=DE", "country=IN", "country=(other)")}
+    starts[("age", "country=DE")] = new["segment shift"]["start_window"]
+    false_alarms = [(f, seg, index(ms), sev) for f, seg, ms, sev in rows
+                    if sev in ("moderate", "major") and index(ms) < starts.get((f, seg), s["windows"])]
     assert false_alarms == []
-    assert len({index(ms) for _, ms, _ in rows}) == s["windows"]
+    assert len({index(ms) for _, seg, ms, _ in rows if seg is None}) == s["windows"]
+    segment_windows = {index(ms) for f, seg, ms, _ in rows if (f, seg) == ("age", "country=DE")}
+    assert segment_windows == set(range(s["windows"]))  # the segment is judged in every window
+    drifted_alone = [d for d in s["segment_drifts"] if d["alone"]]
+    assert [(d["feature"], d["segment"]) for d in drifted_alone] == [("age", "country=DE")]
 
     first_change_ms = s["window0_ms"] + min(starts.values()) * s["window_ms"]
     alerts = s["webhook_alerts"]
@@ -175,16 +213,21 @@ def test_ctrl_c_mid_run_stops_job_worker_receiver_and_producer(kafka_bootstrap, 
         os.killpg(s["job_pgid"], 0)
 
 
-def _store_rows(url: str, model: str) -> list[tuple[str, int, str]]:
+def _store_rows(url: str, model: str) -> list[tuple[str, str | None, int, str]]:
+    """(feature, segment or None for the global view, window start ms, severity) of every stored verdict."""
     from core.store import make_engine
-    from schemas.tables import window_results
+    from schemas.tables import segment_results, window_results
 
     engine = make_engine(url, create=False)
     with engine.connect() as conn:
-        rows = conn.execute(select(window_results.c.feature, window_results.c.window_start, window_results.c.severity)
-                            .where(window_results.c.model == model)).all()
+        rows = [(f, None, ws, sev) for f, ws, sev in conn.execute(
+            select(window_results.c.feature, window_results.c.window_start, window_results.c.severity)
+            .where(window_results.c.model == model))]
+        rows += conn.execute(select(segment_results.c.feature, segment_results.c.segment,
+                                    segment_results.c.window_start, segment_results.c.severity)
+                             .where(segment_results.c.model == model)).all()
     engine.dispose()
-    return [(f, _ms(ws), sev) for f, ws, sev in rows]
+    return [(f, seg, _ms(ws), sev) for f, seg, ws, sev in rows]
 
 
 def _deliveries(url: str, route: str) -> list[str]:
@@ -229,7 +272,7 @@ def test_compose_monitor_config_matches_the_generator():
 
     cfg = load_config(REPO / "deploy/demo/monitor.yaml")
     assert dict(cfg.model("credit-risk").features) == FEATURE_KINDS
-    assert not cfg.model("credit-risk").monitor_prediction  # as the demo's own config (demo/stack.py)
+    assert cfg.model("credit-risk").monitor_prediction  # as the demo's own config (demo/stack.py)
     assert cfg.window.size_ms == 10_000 and cfg.source.topics == ["features"]
     rules = parse_rules(cfg.alerting)
     assert rules.min_severity == "moderate" and rules.routes[0].secret_env == "DRIFTWARDEN_WEBHOOK_SECRET"
@@ -253,20 +296,38 @@ def test_the_demo_check_fails_on_a_late_catch_a_false_alarm_an_early_alert_or_a_
     schedule = make_schedule(10)
     window_ms = 10_000
 
-    def verdict(window: int, feature: str, severity: str) -> Verdict:
-        return Verdict(window, feature, severity != "none", severity, severity != "none", 0.0, 0.0)
+    def verdict(window: int, feature: str, severity: str, segment: str | None = None) -> Verdict:
+        return Verdict(window, feature, severity != "none", severity, severity != "none", 0.0, 0.0, None, segment)
 
-    caught = [verdict(c.start_window, c.feature, "major") for c in schedule.changes]
+    caught = [verdict(c.start_window, c.feature, "major", c.segment) for c in schedule.changes]
     first = min(c.start_window for c in schedule.changes)
+    by_kind = {c.kind: c for c in schedule.changes}
+    seg, shift = by_kind["segment shift"], by_kind["mean shift"]
+    assert (seg.feature, seg.segment) == ("age", "country=DE")
+    # a change for all traffic explains its feature in every segment; the segment change its own segment only
+    explained = [verdict(shift.start_window, "credit_score", "major", "country=US"),
+                 verdict(seg.start_window + 1, "age", "minor")]
     alert = Webhook("msg_1", "firing", ({"status": "firing", "window": {"start": _rfc(T0 + first * window_ms)}},))
-    good = evaluate(schedule, caught + [verdict(1, "age", "minor")], set(range(10)), [alert], T0, window_ms, 1, 1, 0)
-    assert good.passed and good.minor_elsewhere == 1 and all(c.offset == 0 for c in good.catches)
+    good = evaluate(schedule, caught + explained + [verdict(1, "age", "minor")], set(range(10)), [alert], T0,
+                    window_ms, 1, 1, 0)
+    assert good.passed and good.minor_elsewhere == 2 and all(c.offset == 0 for c in good.catches)
+    assert [(d.feature, d.segment, d.alone) for d in good.segment_drifts] == [("credit_score", "country=US", 0),
+                                                                             ("age", "country=DE", 1)]
 
-    late = [verdict(c.start_window + (2 if c.kind == "mean shift" else 0), c.feature, "major")
+    late = [verdict(c.start_window + (2 if c.kind == "mean shift" else 0), c.feature, "major", c.segment)
             for c in schedule.changes]
     early = Webhook("msg_0", "firing", ({"status": "firing", "window": {"start": _rfc(T0)}},))
+    unsegmented = [v for v in caught if v.segment is None] + [verdict(seg.start_window, "age", "major")]
     cases = {
         "mean shift on credit_score not caught": (late, [alert], 0),
+        "segment shift on age [country=DE] not caught": (unsegmented, [alert], 0),
+        f"false alarm: age moderate in window {seg.start_window}": (
+            caught + [verdict(seg.start_window, "age", "moderate")], [alert], 0),
+        f"false alarm: age [country=US] major in window {seg.start_window}": (
+            caught + [verdict(seg.start_window, "age", "major", "country=US")], [alert], 0),
+        "false alarm: income_k [country=GB] moderate in window 2": (
+            caught + [verdict(2, "income_k", "moderate", "country=GB")], [alert], 0),
+        "false alarm: prediction major in window 1": (caught + [verdict(1, "prediction", "major")], [alert], 0),
         "false alarm: age moderate in window 3": (caught + [verdict(3, "age", "moderate")], [alert], 0),
         "alert during the drift-free period": (caught, [alert, early], 0),
         "1 webhook(s) failed signature verification": (caught, [alert], 1),
@@ -274,6 +335,9 @@ def test_the_demo_check_fails_on_a_late_catch_a_false_alarm_an_early_alert_or_a_
         "resolved while drifting: credit_score": (caught, [alert, Webhook("msg_2", "firing", ({
             "status": "resolved", "feature": "credit_score",
             "window": {"start": _rfc(T0 + schedule.changes[0].start_window * window_ms)}},))], 0),
+        "resolved while drifting: age [country=DE]": (caught, [alert, Webhook("msg_3", "firing", ({
+            "status": "resolved", "feature": "age", "segment": {"country": "DE"},
+            "window": {"start": _rfc(T0 + seg.start_window * window_ms)}},))], 0),
     }
     for problem, (rows, hooks, rejected) in cases.items():
         outcome = evaluate(schedule, rows, set(range(10)), hooks, T0, window_ms, len(hooks) + rejected,

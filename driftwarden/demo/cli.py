@@ -87,7 +87,7 @@ def produce(
                                 "log.message.timestamp.after.max.ms ahead).", show_default=True),
     window: int = typer.Option(10, min=1, help="Window size in event-time seconds (match the monitor config).",
                                show_default=True),
-    cycle: int = typer.Option(30, min=8, help="Windows per drift cycle: drift-free first, then the four changes; "
+    cycle: int = typer.Option(30, min=8, help="Windows per drift cycle: drift-free first, then the six changes; "
                               "then it starts again.", show_default=True),
     partitions: int = typer.Option(3, min=1, help="Partitions if the topic is created.", show_default=True),
     model: str = typer.Option("credit-risk", help="Model name of the events.", show_default=True),
@@ -107,7 +107,8 @@ def produce(
     gen = StreamGenerator(model, base_ms, window_ms, per_window, schedule, cyclic=True)
     console.print(f"publishing {model} to {topic} on {bootstrap}: {rate:g} events/s, {per_window} per {window} s "
                   f"window; cycle of {cycle} windows: " + "; ".join(
-                      f"{c.kind} on {c.feature} from window {c.start_window}" for c in schedule.changes))
+                      f"{c.kind} on {c.feature}{f' [{c.segment}]' if c.segment else ''} from window {c.start_window}"
+                      for c in schedule.changes))
     producer = PacedProducer(bootstrap, topic, gen, rate)
     try:
         producer.run()

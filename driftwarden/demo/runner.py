@@ -36,7 +36,7 @@ from jobs.cli import password_to_pgpass
 
 SECRET_ENV = "DRIFTWARDEN_WEBHOOK_SECRET"
 MODEL = "credit-risk"
-MIN_PER_WINDOW = 300
+MIN_PER_WINDOW = 2500  # its 10% segment (country=DE) needs >= 200 events a window to be judged
 PROMETHEUS_TARGETS = RUN_DIR / "prometheus" / "targets"
 
 
@@ -125,8 +125,9 @@ class DemoRun:
         ensure_secret()
         base = datetime.fromtimestamp(self.gen.base_ms / 1000, tz=timezone.utc).isoformat()
         self.console.print(view.schedule_table(self.schedule, base, self.opts.window_s, self.opts.speed))
-        self.console.print(f"{self.gen.per_window} events per window; a change is 'caught' when its feature gets a "
-                           f"moderate/major verdict within 2 windows of its start. Run folder: {self.dir}", soft_wrap=True)
+        self.console.print(f"{self.gen.per_window} events per window; a change is 'caught' when its feature (in its "
+                           f"segment, for a change inside one) gets a moderate/major verdict within 2 windows of its "
+                           f"start. Run folder: {self.dir}", soft_wrap=True)
         self.receiver = DemoReceiver([os.environ[SECRET_ENV]], on_webhook=self._on_webhook,
                                      on_reject=lambda why: self.webhook_lines.append(f"REJECTED: {why}")).start()
         create_topic(self.opts.bootstrap, self.topic, self.opts.partitions)

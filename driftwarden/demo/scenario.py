@@ -5,12 +5,17 @@ feature never drifts another: any drift outside the injected features is a false
 Event ``i`` has event time ``base + i * window / per_window``, so every window holds exactly
 ``per_window`` events and window ``w`` holds events ``w * per_window .. (w + 1) * per_window - 1``.
 
-The :class:`Schedule` is in windows: a drift-free period first, then four changes, each starting
-on a window boundary and lasting to the end of the run (or of the cycle, for the endless stream):
+The :class:`Schedule` is in windows: a drift-free period first, then six changes, each starting
+on a window boundary and lasting to the end of the run (or of the cycle, for the endless stream).
+Four move a feature for all traffic; one moves ``age`` only inside the ``country=DE`` segment
+(10% of events: the global view barely moves); one moves the model's ``prediction`` alone (its
+inputs keep their distributions):
 
 >>> s = make_schedule(12)
 >>> (s.clean_windows, [c.start_window for c in s.changes])
-(4, [4, 6, 8, 10])
+(4, [4, 5, 6, 7, 8, 9])
+>>> [(c.feature, c.segment) for c in s.changes][-2:]
+[('age', 'country=DE'), ('prediction', None)]
 >>> g = StreamGenerator("m", base_ms=1_767_225_600_000, window_ms=10_000, per_window=100, schedule=s)
 >>> batch = g.events(0, 250)
 >>> (len(batch), len(batch[0]["features"]), g.window_of(batch[-1]))
@@ -65,7 +70,14 @@ CATEGORICAL: dict[str, tuple[tuple[str, ...], tuple[float, ...]]] = {
 FEATURE_KINDS: dict[str, str] = {**{n: "numeric" for n in NUMERIC}, **{n: "categorical" for n in CATEGORICAL}}
 
 MEAN_SHIFT, VARIANCE, NEW_CATEGORY, MISSING = "mean shift", "variance change", "new category", "missing values"
+SEGMENT_SHIFT, PREDICTION_SHIFT = "segment shift", "prediction shift"
 NEW_CATEGORY_VALUE = "smart_tv"
+#: the segment the demo cuts its traffic by, and the one segment whose ``age`` moves (10% of events)
+SEGMENT_BY, SHIFTED_SEGMENT = "country", "DE"
+#: the segment shift moves ``age`` by half its standard deviation (12 years) inside that segment
+SEGMENT_AGE_SHIFT = 6.0
+#: the prediction shift adds this to the model's logit (about 0.7 of its standard deviation)
+PREDICTION_LOGIT_SHIFT = 0.6
 
 
 @dataclass(frozen=True)
@@ -76,6 +88,7 @@ class Change:
     feature: str
     start_window: int
     description: str
+    segment: str | None = None  # "country=DE" (schemas.alert_tables.segment_key) for a change inside one segment
 
 
 @dataclass(frozen=True)
@@ -92,22 +105,26 @@ class Schedule:
 
     @property
     def injected_features(self) -> set[str]:
-        """Names of the features that receive a change."""
+        """Names of the features that receive a change (for all traffic or inside a segment)."""
         return {c.feature for c in self.changes}
 
 
 def make_schedule(windows: int, clean_share: float = 0.3) -> Schedule:
-    """Spread the four changes over ``windows`` windows: clean first, each change >= 2 windows before the end."""
+    """Spread the six changes over ``windows`` windows: clean first, each change >= 2 windows before the end."""
     if windows < 8:
         raise ValueError(f"the demo needs at least 8 windows, got {windows}: raise --duration or --speed")
     clean = max(2, round(windows * clean_share))
-    step = max(1, (windows - 2 - clean) // 3)
-    starts = [clean + i * step for i in range(4)]
+    step = max(1, (windows - 2 - clean) // 5)
+    starts = [min(clean + i * step, windows - 2) for i in range(6)]  # a short run starts the last ones together
     changes = (
         Change(MEAN_SHIFT, "credit_score", starts[0], "credit_score mean drops by 0.8 sd (680 -> 632)"),
         Change(VARIANCE, "balance_change", starts[1], "balance_change spread x3 (sd 150 -> 450), same mean"),
         Change(NEW_CATEGORY, "device_type", starts[2], f"device_type gains '{NEW_CATEGORY_VALUE}' (25% of events)"),
         Change(MISSING, "bureau_score", starts[3], "bureau_score missing rises from 2% to 35%"),
+        Change(SEGMENT_SHIFT, "age", starts[4], f"age +0.5 sd (+{SEGMENT_AGE_SHIFT:g} years) in {SEGMENT_BY}="
+               f"{SHIFTED_SEGMENT} only (10% of events; global mean +0.05 sd)", f"{SEGMENT_BY}={SHIFTED_SEGMENT}"),
+        Change(PREDICTION_SHIFT, "prediction", starts[5], f"a model release: prediction logit +{PREDICTION_LOGIT_SHIFT:g}"
+               f" (mean risk 0.15 -> 0.22), every feature unchanged"),
     )
     return Schedule(windows, clean, changes)
 
@@ -161,7 +178,10 @@ class StreamGenerator:
         columns.update({name: self._categorical(rng, name, cats, probs, windows)
                         for name, (cats, probs) in CATEGORICAL.items()})
         names = list(columns)
-        score = _risk_score(columns, rng.normal(0, 0.5, count))
+        in_segment = np.array([c == SHIFTED_SEGMENT for c in columns[SEGMENT_BY]]) & self._mask(SEGMENT_SHIFT, windows)
+        columns["age"] = [a if a is None or not moved else round(a + SEGMENT_AGE_SHIFT, 4)
+                          for a, moved in zip(columns["age"], in_segment)]
+        score = _risk_score(columns, rng.normal(0, 0.5, count), PREDICTION_LOGIT_SHIFT * self._mask(PREDICTION_SHIFT, windows))
         events = [{"event_time": rfc3339(self.event_ms(start + k)), "model": self.model,
                    "request_id": f"req-{self.seed}-{start + k}", "prediction": score[k],
                    "features": dict(zip(names, row))}
@@ -209,14 +229,13 @@ def training_snapshot(model: str, base_ms: int, window_ms: int, per_window: int,
     return gen.events(0, windows * per_window)
 
 
-def _risk_score(columns: dict[str, list], noise: np.ndarray) -> list[float]:
-    """The model's prediction: a logistic default risk from a few features (carried; the demo's config opts out
-    of monitoring it, as it drifts with credit_score)."""
+def _risk_score(columns: dict[str, list], noise: np.ndarray, shift: np.ndarray) -> list[float]:
+    """The model's prediction: a logistic default risk from features no change of the schedule touches (so
+    that it drifts only when the schedule moves it: ``shift`` is added to its logit)."""
     def col(name: str, fill: float) -> np.ndarray:
         return np.array([fill if v is None else v for v in columns[name]], dtype=float)
 
-    logit = (-2.0 - (col("credit_score", 680) - 680) / 60 + 4 * (col("debt_ratio", 0.29) - 0.29)
-             + 2 * (col("utilization", 0.4) - 0.4) + noise)
+    logit = -2.0 + 4 * (col("debt_ratio", 0.29) - 0.29) + 2 * (col("utilization", 0.4) - 0.4) + noise + shift
     return (1 / (1 + np.exp(-logit))).round(4).tolist()
 
 

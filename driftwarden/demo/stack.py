@@ -21,8 +21,11 @@ from typing import Any
 import orjson
 import yaml
 
-from driftwarden.demo.scenario import FEATURE_KINDS, training_snapshot
+from driftwarden.demo.scenario import FEATURE_KINDS, SEGMENT_BY, training_snapshot
 from core.errors import ServiceError
+
+#: The demo model's segments (ModelConfig.segments): the reference gets one per top country plus (other).
+SEGMENTS = {"by": [SEGMENT_BY], "top": 4, "min_count": 200}
 
 #: Environment variable set on every child of the demo; its value is the demo's run id.
 RUN_MARKER_ENV = "DRIFTWARDEN_DEMO_RUN"
@@ -68,9 +71,10 @@ def monitor_config(topic: str, bootstrap: str, model: str, window_s: int, refere
         "window": {"size": f"{window_s}s", "out_of_orderness": "1s", "idleness": "30s"},
         "reference": reference,
         "thresholds": {"min_count": 30},
-        # the demo's prediction is computed from credit_score, which the schedule shifts: monitored, it would
-        # drift with it and count as a false alarm; until the schedule has a change of its own, it is left out
-        "models": [{"name": model, "features": dict(FEATURE_KINDS), "monitor_prediction": False}],
+        # the prediction is monitored (its inputs are features no change touches; the schedule moves it alone);
+        # segments by country: the top 4 by volume (US, GB, DE, IN) and (other), each judged from 200 events
+        "models": [{"name": model, "features": dict(FEATURE_KINDS), "monitor_prediction": True,
+                    "segments": dict(SEGMENTS)}],
         "alerting": alerting,
     }
 
@@ -86,7 +90,8 @@ def write_config(path: Path, config: dict[str, Any]) -> Path:
 
 def build_reference(path: Path, config_path: Path, model: str, base_ms: int, window_ms: int, per_window: int,
                     windows: int) -> int:
-    """Build the reference file from a drift-free training snapshot; return how many events it used."""
+    """Build the reference file from a drift-free training snapshot, as `reference build` does (with the
+    model's segments); return how many events it used."""
     from jobs.pipeline import drift_policy
     from jobs.reference_build import build_reference_set
     from schemas.config import load_config

@@ -18,8 +18,9 @@ from driftwarden.demo.outcome import MAX_CATCH_OFFSET, DemoOutcome
 if TYPE_CHECKING:
     from driftwarden.demo.runner import DemoRun
 
-FALSE_ALARM_NOTE = ("False alarm = a moderate/major drift verdict on a feature outside the injected ones (or before "
-                    "its change). A 'minor' verdict (significant but small) is not an alarm and is never routed: the "
+FALSE_ALARM_NOTE = ("False alarm = a moderate/major drift verdict no change explains: on a feature outside the "
+                    "injected ones, before its change, or, for a change inside one segment, in the global view or "
+                    "another segment of that feature. A 'minor' verdict (significant but small) is not an alarm and is never routed: the "
                     "gate fires on ~1% of drift-free feature-windows by design and the deep test runs on that same "
                     "window. Alerts are routed from 'moderate' up.")
 
@@ -27,14 +28,15 @@ FALSE_ALARM_NOTE = ("False alarm = a moderate/major drift verdict on a feature o
 def print_summary(console: Console, outcome: DemoOutcome) -> None:
     """Which change was caught and when, false alarms, alerts in the drift-free period, webhooks."""
     table = Table(title=f"injected changes ({outcome.windows_closed}/{outcome.windows_expected} windows judged)")
-    for col in ("change", "feature", "starts", "caught in", "severity", f"within {MAX_CATCH_OFFSET + 1}"):
+    for col in ("change", "feature [segment]", "starts", "caught in", "severity", f"within {MAX_CATCH_OFFSET + 1}"):
         table.add_column(col, no_wrap=True)
     for c in outcome.catches:
         where = "-" if c.offset is None else f"w{c.start_window + c.offset} (+{c.offset})"
-        table.add_row(c.kind, Text(c.feature), f"w{c.start_window}", where, c.severity,
-                      "[green]yes[/]" if c.in_time else "[red]no[/]")
+        table.add_row(c.kind, Text(c.feature + (f" [{c.segment}]" if c.segment else "")), f"w{c.start_window}",
+                      where, c.severity, "[green]yes[/]" if c.in_time else "[red]no[/]")
     console.print(table)
-    alarms = ", ".join(f"{v.feature} {v.severity} (window {v.window})" for v in outcome.false_alarms) or "none"
+    print_segment_drifts(console, outcome)
+    alarms = ", ".join(f"{v.label} {v.severity} (window {v.window})" for v in outcome.false_alarms) or "none"
     console.print(f"false alarms: {escape(alarms)}; minor verdicts on undrifted features: {outcome.minor_elsewhere}")
     console.print(f"alerts during the drift-free period: {len(outcome.early_alerts) or 'none'}")
     console.print(f"webhooks: {outcome.webhooks} delivered, {outcome.verified} POSTs signature-verified, "
@@ -47,6 +49,20 @@ def print_summary(console: Console, outcome: DemoOutcome) -> None:
         console.print("[bold green]demo check passed[/]: every change caught in time, no false alarm")
     else:
         console.print("[bold red]demo check failed[/]:\n  " + escape("\n  ".join(outcome.problems)))
+
+
+def print_segment_drifts(console: Console, outcome: DemoOutcome) -> None:
+    """The (feature, segment) pairs that drifted: those the global view missed in full, the rest per feature."""
+    local = [d for d in outcome.segment_drifts if d.alone]
+    pairs = ", ".join(f"({d.feature}, {d.segment}) from w{d.first_window}, {d.alone} of {d.windows} window(s) with "
+                      f"the global view quiet" for d in local) or "none"
+    console.print(f"segment drifts the global view did not show: {escape(pairs)}", soft_wrap=True)
+    along: dict[str, list[str]] = {}
+    for d in outcome.segment_drifts:
+        if not d.alone:
+            along.setdefault(d.feature, []).append(d.segment)
+    rest = "; ".join(f"{f} in {len(s)} segment(s)" for f, s in along.items()) or "none"
+    console.print(f"segment drifts alongside a global drift of the same feature: {escape(rest)}", soft_wrap=True)
 
 
 def replay_report(console: Console, args: list[str], html: Path) -> Path | None:
