@@ -118,13 +118,16 @@ def _outputs(console, outcome, setup, source, report_json, report_html, store) -
 
 
 def _summary(console: Console, doc: dict) -> None:
+    from schemas.alert_tables import segment_key
+
     counts = doc["counts"]
     console.print("records: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + f"; windows {len(doc['windows'])}")
     if not doc["first_drift"]:
         console.print("[green]no feature drifted[/]")
         return
-    table = Table("model", "feature", "first drifted window", "severity", "drifted windows", title="drift")
+    table = Table("model", "feature", "segment", "first drifted window", "severity", "drifted windows", title="drift")
     for entry in doc["first_drift"]:
-        table.add_row(Text(entry["model"]), Text(entry["feature"]), entry["window_start"], entry["severity"],
-                      str(entry["drifted_windows"]))  # names are data: Text, never markup
+        segment = segment_key(entry.get("segment")) or "(all)"
+        table.add_row(Text(entry["model"]), Text(entry["feature"]), Text(segment), entry["window_start"],
+                      entry["severity"], str(entry["drifted_windows"]))  # names are data: Text, never markup
     console.print(table)

@@ -125,3 +125,19 @@ def test_the_live_job_judges_segments_as_replay_does(kafka_bootstrap, topic_name
     assert stored == _stored_segments(replayed)
     assert len({key[0] for key in stored}) == 6 and len({key[2] for key in stored}) == 4
     assert sorted((k[1], k[2]) for k, row in stored.items() if row["drifted"]) == [("amount", "country=FR")] * 3
+
+
+def test_the_replay_summary_names_the_segment_of_a_drift(tmp_path):
+    """The console's drift table tells a segment's drift from the global view's (names printed literally)."""
+    config = tmp_path / "monitor.yaml"
+    config.write_text(CONFIG)
+    train = _write(tmp_path / "train.jsonl", _events(30, T0 - 3_600_000, seed=1))
+    live = _write(tmp_path / "live.jsonl", _events(6, T0, seed=2, shift_from=3))
+    reference = tmp_path / "ref.dwref"
+    runner = CliRunner()
+    assert runner.invoke(app, ["reference", "build", "-i", str(train), "-o", str(reference), "-c", str(config)]).exit_code == 0
+    result = runner.invoke(app, ["replay", "--no-progress", "--input", str(live), "--reference", str(reference),
+                                 "--config", str(config)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.output.splitlines() if "amount" in line]
+    assert len(rows) == 1 and "country=FR" in rows[0] and rows[0].split("│")[-2].strip() == "3", result.output
