@@ -1,6 +1,7 @@
 """Detection quality: delay per change kind and false alarms on drift-free streams, next to a naive baseline.
 
     .venv/bin/python bench/bench_detection.py [--seed 0] [--windows 30] [--quick]
+    .venv/bin/python bench/bench_detection.py --segments 20 [--segment-windows 1000] [--segment-events 10000] [--segment-alpha A]
 
 Seeded synthetic streams, judged by the decision the live job and replay make (``sketches.analyze_window``
 on the window summaries: histograms and exact category counts; the deep tests of those sketches read
@@ -17,6 +18,14 @@ live windows of other sizes are judged against it (calibration on 6,000-event wi
    Clopper-Pearson 95% interval, share of windows with any drifted feature (-> alerts a week at
    the window rate, against the budget), and the gate's alarm share.
 
+With ``--segments N``, instead: drift-free windows of 10 features + ``country`` (2N values, Zipf
+volumes) judged without segments (``analyze_window``) and with them (``analyze_segments``: top N + other,
+min_count 200, hierarchical FDR, each segment against its own reference from the same 20 reference
+windows), on the same data, under the production budget (``false_alerts_per_week`` 1) at the default
+window (60 s): drifted cells, windows with any drift and alert onsets (a (feature, segment) drifted after
+a window where it was not) per week, each with its Clopper-Pearson 95% interval. ``--segment-alpha 0.05``
+judges at that per-window level instead, where false alarms are frequent enough to compare on and off.
+
 Baseline, same data, same run: per window and feature, two-sample KS (scipy's asymptotic p-value,
 full window against the full reference data) for numeric features and chi-square of homogeneity for
 categorical ones, drifted when p < 0.05 (no missing-rate test, as in common tools).
@@ -25,6 +34,7 @@ categorical ones, drifted when p < 0.05 (no missing-rate test, as in common tool
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -35,14 +45,19 @@ from scipy import stats
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from jobs.pipeline import drift_policy  # noqa: E402
-from schemas.config import ThresholdConfig  # noqa: E402
-from sketches import CategoricalSketch, HistogramSketch, Reference, ReservoirSample, analyze_window  # noqa: E402
+from jobs.segments import other_key, top_segments  # noqa: E402
+from schemas.config import ThresholdConfig, WindowConfig  # noqa: E402
+from sketches import CategoricalSketch, HistogramSketch, Reference, ReservoirSample, analyze_segments, analyze_window  # noqa: E402
+from sketches.analysis import segment_events  # noqa: E402
 from sketches.reference import reference_from_window_sketches  # noqa: E402
 
 CATS = np.array(list("abcde"))
 SHARES = np.array([0.4, 0.3, 0.15, 0.1, 0.05])
 CHANGES = ("mean", "variance", "tail", "missing", "share", "new_category")
 WEEK_MINUTES = 7 * 24 * 60
+SEGMENT = "country"
+OTHER = other_key([SEGMENT])
+SEGMENT_MIN_COUNT = 200
 
 
 def kinds(features: int) -> dict[str, str]:
@@ -206,11 +221,98 @@ def slow_delays(args, policy) -> list[tuple]:
     return rows
 
 
+def segment_values(rng: np.random.Generator, size: int, segments: int) -> np.ndarray:
+    """Values of the segment feature ``country``: ``2 * segments`` values ``k00``.., Zipf (value j ~ 1 / (j + 1))."""
+    weights = 1.0 / np.arange(1, 2 * segments + 1)
+    names = np.array([f"k{j:02d}" for j in range(2 * segments)], dtype=object)
+    return names[rng.choice(2 * segments, size=size, p=weights / weights.sum())]
+
+
+def _segment_windows(columns: dict, fk: dict, top: tuple) -> dict:
+    """Each segment's window (the top keys, then the other segment: jobs/segments.py's rule) of one window's columns."""
+    values = columns[SEGMENT].astype(str)
+    masks = {key: values == key[0] for key in top}
+    masks[OTHER] = ~np.isin(values, [key[0] for key in top])
+    return {key: {name: (sketch(fk[name], v[mask]), ReservoirSample()) for name, v in columns.items()}
+            for key, mask in masks.items() if mask.any()}
+
+
+def segment_false_alarms(args, policy) -> dict[str, list[int]]:
+    """Drift-free windows judged without segments (analyze_window) and with them (analyze_segments, top
+    ``args.segments`` + other, min_count ``SEGMENT_MIN_COUNT``) on the same data: per mode [windows, cells,
+    drifted cells, windows with any drift, onsets of a (feature, segment) drifted after a window where it was not]."""
+    rng = np.random.default_rng(args.seed + 17)
+    fk = {**kinds(10), SEGMENT: "categorical"}
+    size = args.segment_events
+    ref_windows = [{name: clean(rng, name, kind, size) for name, kind in fk.items() if name != SEGMENT}
+                   | {SEGMENT: segment_values(rng, size, args.segments)} for _ in range(20)]
+    volumes = {(c,): int(n) for c, n in zip(*np.unique(np.concatenate([w[SEGMENT] for w in ref_windows]).astype(str),
+                                                        return_counts=True))}
+    top = top_segments(volumes, args.segments)
+    reference = Reference({name: reference_from_window_sketches(name, kind, [sketch(kind, w[name]) for w in ref_windows],
+                                                                ReservoirSample(), policy) for name, kind in fk.items()})
+    split = [_segment_windows(w, fk, top) for w in ref_windows]
+    segment_refs = {key: Reference({name: reference_from_window_sketches(
+        name, kind, [s[key][name][0] for s in split if key in s], ReservoirSample(), policy) for name, kind in fk.items()})
+        for key in (*top, OTHER)}
+    totals = {"off": [0] * 5, "on": [0] * 5}
+    states: dict = {"off": {}, "on": {}}
+    before: dict = {"off": set(), "on": set()}
+    for _ in range(args.segment_windows):
+        columns = {name: clean(rng, name, kind, size) for name, kind in fk.items() if name != SEGMENT}
+        columns[SEGMENT] = segment_values(rng, size, args.segments)
+        window = {name: (sketch(fk[name], v), ReservoirSample()) for name, v in columns.items()}
+        segments = _segment_windows(columns, fk, top)
+        off = analyze_window(window, reference, policy, states["off"])
+        on, by_segment = analyze_segments(window, segments, reference, segment_refs, policy, SEGMENT_MIN_COUNT,
+                                          states["on"])
+        judged = [(key, v) for key, verdicts in by_segment.items() for v in verdicts
+                  if segment_events(segments[key]) >= SEGMENT_MIN_COUNT]
+        for mode, cells in (("off", [(None, v) for v in off]), ("on", [(None, v) for v in on] + judged)):
+            states[mode].update({v.name: v.cusum for _, v in cells if v.cusum is not None})
+            drifted = {(key, v.name) for key, v in cells if v.drifted}
+            for i, add in enumerate((1, len(cells), len(drifted), bool(drifted), len(drifted - before[mode]))):
+                totals[mode][i] += add
+            before[mode] = drifted
+    return totals
+
+
 def interval(k: int, n: int) -> tuple[float, float]:
     """Clopper-Pearson 95% interval of a binomial proportion."""
     lo = stats.beta.ppf(0.025, k, n - k + 1) if k else 0.0
     hi = stats.beta.ppf(0.975, k + 1, n - k) if k < n else 1.0
     return float(lo), float(hi)
+
+
+def print_segment_false_alarms(args) -> None:
+    """Run :func:`segment_false_alarms` under the production budget and window size and print both modes."""
+    window_ms = WindowConfig().size_ms
+    thresholds = ThresholdConfig()
+    policy = drift_policy(thresholds, window_ms=window_ms)
+    budget = f"budget false_alerts_per_week={thresholds.false_alerts_per_week:g}"
+    if args.segment_alpha is not None:  # a looser level, where a difference between on and off can show in fewer windows
+        policy = dataclasses.replace(policy, alpha=args.segment_alpha)
+        budget = f"--segment-alpha {args.segment_alpha:g} instead of the {budget}"
+    per_week = WEEK_MINUTES * 60_000 / window_ms
+    print(f"segments: drift-free windows, 10 features + {SEGMENT} ({2 * args.segments} values, Zipf volumes; top "
+          f"{args.segments} + (other), min_count {SEGMENT_MIN_COUNT}), {args.segment_events:,} events per window, reference "
+          f"20 windows of the same size; {budget} at the default "
+          f"window {window_ms / 1000:g} s -> {per_week:,.0f} windows/week, alpha (per window) {policy.alpha:.3g}")
+    started = time.perf_counter()
+    totals = segment_false_alarms(args, policy)
+    print(f"{'segments':>8} {'windows':>7} {'cells':>8} {'drifted':>7} {'95% interval (share of cells)':>30} "
+          f"{'win>0':>5} {'95% interval (windows)':>23} {'onsets':>6} {'alerts/wk':>9} {'95% interval':>16}")
+    for mode, label in (("off", "off"), ("on", "on")):
+        windows, cells, drifted, any_w, onsets = totals[mode]
+        cells_ci = stats.binomtest(drifted, cells).proportion_ci(method="exact")
+        win_ci = stats.binomtest(any_w, windows).proportion_ci(method="exact")
+        on_ci = stats.binomtest(onsets, windows).proportion_ci(method="exact")
+        print(f"{label:>8} {windows:>7} {cells:>8} {drifted:>7} {f'[{cells_ci.low:.4%}, {cells_ci.high:.4%}]':>30} "
+              f"{any_w:>5} {f'[{win_ci.low:.4%}, {win_ci.high:.4%}]':>23} {onsets:>6} {onsets / windows * per_week:>9.1f} "
+              f"{f'[{on_ci.low * per_week:.1f}, {on_ci.high * per_week:.1f}]':>16}")
+    print(f"budget: {thresholds.false_alerts_per_week:g} alert a week = {thresholds.false_alerts_per_week / per_week:.3g} "
+          f"onsets per window; segments on judged {totals['on'][1] / totals['on'][0]:.0f} cells per window, off "
+          f"{totals['off'][1] / totals['off'][0]:.0f}; finished in {time.perf_counter() - started:.0f} s")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -221,7 +323,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ref-size", type=int, default=6000, help="events per reference window (calibration)")
     parser.add_argument("--window-minutes", type=float, default=5.0, help="window length (sets the budget's alpha)")
     parser.add_argument("--quick", action="store_true", help="fewer sizes and windows (a smoke run)")
+    parser.add_argument("--segments", type=int, default=0,
+                        help="instead: drift-free windows judged with N segments on (by a feature of 2N values of "
+                             "unequal volume, min_count 200) and off, on the same data, under the production budget and "
+                             "window size")
+    parser.add_argument("--segment-windows", type=int, default=1000, help="drift-free windows with --segments")
+    parser.add_argument("--segment-events", type=int, default=10000, help="events per window with --segments")
+    parser.add_argument("--segment-alpha", type=float, default=None,
+                        help="per-window level with --segments instead of the budget's (e.g. 0.05: false alarms "
+                             "frequent enough to compare on and off in a few hundred windows)")
     args = parser.parse_args(argv)
+    if args.segments > 0:
+        print_segment_false_alarms(args)
+        return 0
     args.sizes = [1000, 6000] if args.quick else [500, 1000, 6000, 20000]
     args.features = [10] if args.quick else [10, 200]
     args.delay_sizes = [1000] if args.quick else [1000, 6000]

@@ -1,6 +1,6 @@
 """End-to-end throughput of the streaming drift job vs a plain Flink SQL window over the same topic.
 
-    .venv/bin/python bench/bench_job.py [--events 1000000] [--compare-reporter | --malformed-share 0.01]
+    .venv/bin/python bench/bench_job.py [--events 1000000] [--compare-reporter | --malformed-share 0.01 | --segments 20]
 
 Pre-fills a real Kafka topic with events of 20 numeric + 5 categorical features, then runs, in
 one process and on the same topic, (1) the driftwarden job (bounded, embedded MiniCluster) and
@@ -21,6 +21,14 @@ the ratios on/off.
 ``--malformed-share 0.01``: instead, run the driftwarden job twice each on the clean topic and on the
 same events with 1% malformed records among them (alternating), and once on malformed records
 only: good events/s and CPU per good event, dirty / clean, and malformed records/s.
+
+``--segments 20``: instead, the topic's events carry one more categorical feature, ``country`` (40
+values, Zipf volumes, seeded); a reference file is built by `reference build`'s function (with
+segments by country, top 20) from a training snapshot of the same generator; the job then runs with
+that reference file (file mode both times) with country configured and no segments, with segments
+``{by: [country], top: 20, min_count: 200}``, and without again: events/s and CPU per event (start-up
+subtracted), the bytes of the summary each window's aggregate emits (kind 17 / kind 18), and the ratio
+segmented / unsegmented (target >= 0.7).
 """
 
 from __future__ import annotations
@@ -49,30 +57,60 @@ NUMERIC = [f"n{i}" for i in range(20)]
 CATEGORICAL = [f"c{i}" for i in range(5)]
 
 
-def fill_topic(topic: str, events: int, per_second_of_event_time: int, malformed_share: float = 0.0) -> int:
-    """Create a 2-partition topic holding ``events`` JSON events and, among them, malformed records
-    (tests/hostile_corpus.py: each rejected by validation) making ``malformed_share`` of all records;
-    returns how many malformed records it holds."""
+def fill_topic(topic: str, events: int, per_second_of_event_time: int, malformed_share: float = 0.0,
+               segments: int = 0) -> int:
+    """Create a 2-partition topic holding ``events`` JSON events (:func:`bench_features`, with
+    ``segments``) and, among them, malformed records (tests/hostile_corpus.py: each rejected by
+    validation) making ``malformed_share`` of all records; returns how many malformed records it holds."""
     admin = AdminClient({"bootstrap.servers": BOOTSTRAP})
     for future in admin.create_topics([NewTopic(topic, 2, 1)]).values():
         future.result(30)
     producer = Producer({"bootstrap.servers": BOOTSTRAP, "linger.ms": 50, "batch.size": 1_000_000,
                          "compression.type": "lz4", "queue.buffering.max.messages": 1_000_000})
-    rng = np.random.default_rng(0)
-    values = rng.normal(size=(events, len(NUMERIC))).round(5)
-    cats = rng.integers(0, 8, size=(events, len(CATEGORICAL)))
     step = 1000 / per_second_of_event_time
     bad = _malformed_by_position(events, step, malformed_share)
-    for i in range(events):
+    for i, features in enumerate(bench_features(events, segments)):
         for record in bad.get(i, ()):
             producer.produce(topic, record)
-        features = dict(zip(NUMERIC, values[i].tolist())) | {c: f"v{k}" for c, k in zip(CATEGORICAL, cats[i])}
         producer.produce(topic, orjson.dumps({"event_time": int(T0 + i * step), "model": "bench",
                                               "features": features}))
         if i % 20_000 == 0:
             producer.poll(0)
     producer.flush(60)
     return sum(len(records) for records in bad.values())
+
+
+def bench_features(events: int, segments: int = 0, seed: int = 0):
+    """The bench events' feature maps: 20 numeric (normal) and 5 categorical (8 equally likely values)
+    features, and with ``segments`` > 0 one more, ``country`` (:func:`segment_values`)."""
+    rng = np.random.default_rng(seed)
+    values = rng.normal(size=(events, len(NUMERIC))).round(5)
+    cats = rng.integers(0, 8, size=(events, len(CATEGORICAL)))
+    countries = segment_values(np.random.default_rng([seed, 1]), events, segments) if segments else None
+    for i in range(events):
+        features = dict(zip(NUMERIC, values[i].tolist())) | {c: f"v{k}" for c, k in zip(CATEGORICAL, cats[i])}
+        if countries is not None:
+            features[SEGMENT_FEATURE] = countries[i]
+        yield features
+
+
+SEGMENT_FEATURE = "country"
+
+
+def segment_shares(segments: int) -> np.ndarray:
+    """Shares of the ``2 * segments`` values of the segment feature: Zipf, value j (from 0) ~ 1 / (j + 1).
+
+    >>> [round(float(s), 3) for s in segment_shares(1)]
+    [0.667, 0.333]
+    """
+    weights = 1.0 / np.arange(1, 2 * segments + 1)
+    return weights / weights.sum()
+
+
+def segment_values(rng: np.random.Generator, size: int, segments: int) -> list[str]:
+    """``size`` values of the segment feature, ``k00``.. ``k{2N-1}``, drawn with :func:`segment_shares`."""
+    names = np.array([f"k{j:02d}" for j in range(2 * segments)])
+    return names[rng.choice(2 * segments, size=size, p=segment_shares(segments))].tolist()
 
 
 def _malformed_by_position(events: int, step: float, share: float) -> dict[int, list[bytes]]:
@@ -88,15 +126,23 @@ def _malformed_by_position(events: int, step: float, share: float) -> dict[int, 
     return by_position
 
 
-def config_for(topic: str):
-    """Monitor config of the bench topic (warm-up reference of 3 windows)."""
+def config_for(topic: str, segments: int = 0, segmented: bool = False, reference: str | None = None):
+    """Monitor config of the bench topic: warm-up reference of 3 windows; with ``segments`` > 0 the
+    segment feature too and the reference file ``reference``, and when ``segmented``, segments by it
+    (top ``segments``, min_count 200)."""
     from schemas.config import MonitorConfig
 
     features = {n: "numeric" for n in NUMERIC} | {c: "categorical" for c in CATEGORICAL}
+    model: dict = {"name": "bench", "features": features}
+    reference_section: dict = {"mode": "warmup", "warmup_windows": 3}
+    if segments:
+        features[SEGMENT_FEATURE] = "categorical"
+        reference_section = {"mode": "file", "path": reference}
+        if segmented:
+            model["segments"] = {"by": [SEGMENT_FEATURE], "top": segments, "min_count": 200}
     return MonitorConfig.model_validate({
         "source": {"topics": [topic], "bootstrap_servers": BOOTSTRAP, "group_id": f"bench-{topic}"},
-        "window": {"size": f"{WINDOW_SECONDS}s"}, "reference": {"mode": "warmup", "warmup_windows": 3},
-        "models": [{"name": "bench", "features": features}],
+        "window": {"size": f"{WINDOW_SECONDS}s"}, "reference": reference_section, "models": [model],
     })
 
 
@@ -104,13 +150,14 @@ PARALLELISM = 1
 WINDOW_SECONDS = 10
 
 
-def run_driftwarden(topic: str, store: Path, checkpoint_dir: Path | None = None) -> float:
+def run_driftwarden(topic: str, store: Path, checkpoint_dir: Path | None = None, config=None) -> float:
     """Seconds the drift job takes to consume the whole topic (bounded); checkpoints every second
-    into ``checkpoint_dir`` when given."""
+    into ``checkpoint_dir`` when given; ``config``: :func:`config_for` the topic by default."""
     from jobs.drift_job import run_drift_job
 
+    config = config or config_for(topic)
     started = time.perf_counter()
-    run_drift_job(config_for(topic), f"sqlite:///{store}", bounded=True, parallelism=PARALLELISM,
+    run_drift_job(config, f"sqlite:///{store}", config.reference.path, bounded=True, parallelism=PARALLELISM,
                   checkpoint_interval_ms=1000 if checkpoint_dir else 0,
                   checkpoint_dir=str(checkpoint_dir) if checkpoint_dir else None)
     return time.perf_counter() - started
@@ -351,6 +398,99 @@ def compare_malformed(events: int, full: str, empty: str, folder: Path, run: str
           f"({n_junk:,} records, {1e6 * max(junk_cpu - startup_cpu, 1e-9) / n_junk:.0f} us CPU each)")
 
 
+def build_segment_reference(path: Path, segments: int, windows: int) -> None:
+    """A reference file of the bench model with the segment feature, segmented by it (top ``segments``), built by
+    `reference build`'s function from a training snapshot of ``windows`` windows of the same generator (seed 1)."""
+    from jobs.pipeline import drift_policy
+    from jobs.reference_build import build_reference_set
+    from schemas.events import Event
+
+    per_window = 1000 * WINDOW_SECONDS
+    start = T0 - 10 * windows * per_window  # training data from before the bench topic's windows
+    events = [Event("bench", start + i, features)
+              for i, features in enumerate(bench_features(windows * per_window, segments, seed=1))]
+    config = config_for("train", segments, segmented=True, reference=str(path))
+    build_reference_set(events, config, drift_policy(config.thresholds)).save(path)
+
+
+def summary_bytes(config, reference: Path, events: int, segments: int, windows: int = 3) -> float:
+    """Mean bytes of the summary the job judges for each of the first ``windows`` windows of the bench topic.
+
+    The bytes (sketches/FORMAT.md kind 17, kind 18 with segments) that :class:`jobs.pipeline.WindowRows`
+    builds from the window's events (replay's summarizer; the live job's Java builds the same bytes,
+    tests/test_segments_attribution.py): with a file reference nothing is stored in window_summaries.
+    """
+    from itertools import islice
+
+    from jobs.references import ReferenceSet
+    from jobs.pipeline import summarize_window
+
+    model = config.model("bench")
+    top = ReferenceSet.load(reference).segment_keys("bench") if model.segments else None
+    per_window = 1000 * WINDOW_SECONDS
+    maps = list(islice(bench_features(events, segments), windows * per_window))
+    sizes = [len(summarize_window("bench", T0 + w * per_window, per_window, maps[w * per_window:(w + 1) * per_window],
+                                  model, None, top).serialize()) for w in range(windows)]
+    return float(np.mean(sizes))
+
+
+def stored_segment_rows(store: Path) -> tuple[int, float, float]:
+    """Windows stored, segment result rows per window, and distinct segments judged per window."""
+    import sqlite3
+
+    db = sqlite3.connect(store)
+    windows = db.execute("SELECT COUNT(DISTINCT window_start) FROM window_results").fetchone()[0]
+    rows = db.execute("SELECT COUNT(*) FROM segment_results").fetchone()[0]
+    judged = db.execute("SELECT COUNT(DISTINCT window_start || segment) FROM segment_results "
+                        "WHERE gate_ks IS NOT NULL OR gate_chi2 IS NOT NULL").fetchone()[0]
+    return windows, rows / max(windows, 1), judged / max(windows, 1)
+
+
+def compare_segments(events: int, full: str, empty: str, folder: Path, run: str, segments: int,
+                     train_windows: int) -> None:
+    """The job with the segment feature but no segments, and with segments by it (top ``segments``), both
+    against one reference file (built with segments): events/s, CPU per event and summary bytes per window."""
+    reference = folder / f"{run}-segments.dwref"
+    started = time.perf_counter()
+    build_segment_reference(reference, segments, train_windows)
+    print(f"reference {reference.name}: {train_windows} training windows, built in "
+          f"{time.perf_counter() - started:.0f} s", flush=True)
+    configs = {flag: (config_for(empty, segments, flag, str(reference)), config_for(full, segments, flag, str(reference)))
+               for flag in (False, True)}
+    os.environ["_python_worker_execution_mode"] = "process"  # as compare_reporter: loopback hung in later jobs
+    run_driftwarden(empty, folder / f"{run}-warm.db", config=configs[False][0])
+    startups = {flag: timed(run_driftwarden, empty, folder / f"{run}-empty-{int(flag)}.db", None, configs[flag][0])
+                for flag in (False, True)}
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    cpus: dict[bool, list[float]] = {False: [], True: []}
+    stores = {}
+    for i, flag in enumerate((False, True, False)):  # off, on, off: a drift of the machine's load cancels out
+        stores[flag] = folder / f"{run}-full-{i}.db"
+        total, total_cpu = timed(run_driftwarden, full, stores[flag], None, configs[flag][1])
+        startup, startup_cpu = startups[flag]
+        if total <= startup:
+            raise SystemExit(f"the {events:,}-event run ({total:.1f} s) was not slower than the empty one "
+                             f"({startup:.1f} s): too noisy to measure; use more --events")
+        rates[flag].append(events / max(total - startup, 1e-9))
+        cpus[flag].append(1e6 * max(total_cpu - startup_cpu, 1e-9) / events)
+        print(f"{'segmented  ' if flag else 'unsegmented'}: {rates[flag][-1]:>10,.0f} events/s, {cpus[flag][-1]:.1f} us CPU "
+              f"per event ({total:.1f} s total, {startup:.1f} s start-up)", flush=True)
+    sizes = {flag: summary_bytes(configs[flag][1], reference, events, segments) for flag in (False, True)}
+    windows, rows, judged = stored_segment_rows(stores[True])
+    print(f"{events:,} events, {WINDOW_SECONDS} s windows ({1000 * WINDOW_SECONDS:,} events each), parallelism "
+          f"{PARALLELISM}; segment feature {SEGMENT_FEATURE!r}: {2 * segments} values, Zipf shares "
+          f"{100 * segment_shares(segments)[0]:.1f}%..{100 * segment_shares(segments)[-1]:.2f}%; segmented: top "
+          f"{segments} + (other), min_count 200: {windows} windows stored, {rows:.0f} segment rows and {judged:.1f} "
+          f"segments judged per window")
+    print(f"summary bytes per window (the bytes the window aggregate emits and the sink judges; with a file reference "
+          f"none is stored in window_summaries): unsegmented {sizes[False] / 1024:,.1f} KiB, segmented "
+          f"{sizes[True] / 1024:,.1f} KiB ({sizes[True] / sizes[False]:.1f}x)")
+    rate_ratio = rates[True][0] / float(np.mean(rates[False]))
+    cpu_ratio = float(np.mean(cpus[False])) / cpus[True][0]
+    print(f"ratio segmented / unsegmented (mean of the two unsegmented runs around it): throughput {rate_ratio:.3f}, "
+          f"CPU per event (unsegmented / segmented) {cpu_ratio:.3f}; target >= 0.7 at 20 segments")
+
+
 def _fill_junk(topic: str, n: int) -> int:
     """Append ``n`` malformed records (tests/hostile_corpus.py) to ``topic``; returns ``n``."""
     from tests.hostile_corpus import malformed
@@ -381,6 +521,13 @@ def main() -> None:
                         help="also run the job on the same events with this share of malformed records among them "
                              "(e.g. 0.01), and on a topic of malformed records only: good events/s with and without "
                              "them, and malformed records/s")
+    parser.add_argument("--segments", type=int, default=0,
+                        help="instead of plain Flink: the topic's events get one more categorical feature "
+                             "(country, 2N values of Zipf volumes) and the drift job runs with it unsegmented and "
+                             "segmented by it (top N, min_count 200), both against one reference file built with "
+                             "segments: events/s, CPU per event, summary bytes per window, the ratio")
+    parser.add_argument("--train-windows", type=int, default=12,
+                        help="windows of the training snapshot the --segments reference file is built from")
     parser.add_argument("--compare-reporter", action="store_true",
                         help="instead of plain Flink: the drift job with Flink's Prometheus reporter on vs off")
     parser.add_argument("--scrape-interval", type=float, default=15.0,
@@ -395,7 +542,10 @@ def main() -> None:
     empty, full, fast, slow = (f"bench-{kind}-{run}" for kind in ("empty", "full", "fast", "slow"))
     fill_topic(empty, 1, 1000)
     print(f"filling {full} with {args.events:,} events ...", flush=True)
-    fill_topic(full, args.events, 1000)
+    fill_topic(full, args.events, 1000, segments=args.segments)
+    if args.segments > 0:
+        compare_segments(args.events, full, empty, folder, run, args.segments, args.train_windows)
+        return
     if args.compare_reporter:
         compare_reporter(args.events, full, empty, folder, run, args.scrape_interval)
         return

@@ -1,0 +1,45 @@
+"""The segment feature of `bench/bench_job.py --segments N`: 2N values of unequal (Zipf) volume, seeded,
+drawn with their shares; the other features are the bench's usual ones, so only segments differ."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections import Counter
+from itertools import islice
+
+import numpy as np
+from scipy import stats
+
+from tests.conftest import REPO
+
+
+def _bench_job():
+    spec = importlib.util.spec_from_file_location("bench_job", REPO / "bench" / "bench_job.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+BENCH = _bench_job()
+
+
+def test_segment_values_follow_their_zipf_shares():
+    shares = BENCH.segment_shares(20)
+    assert len(shares) == 40 and np.isclose(shares.sum(), 1.0)
+    assert np.allclose(shares[0] / shares, np.arange(1, 41))  # value j ~ 1 / (j + 1): unequal volumes
+    values = BENCH.segment_values(np.random.default_rng(3), 200_000, 20)
+    counts = Counter(values)
+    observed = [counts.get(f"k{j:02d}", 0) for j in range(40)]
+    assert sum(observed) == 200_000  # every value is one of the 40 names
+    assert stats.chisquare(observed, np.asarray(shares) * 200_000).pvalue > 1e-4
+
+
+def test_bench_events_carry_the_segment_feature_only_when_asked_and_are_seeded():
+    plain = list(islice(BENCH.bench_features(1000), 1000))
+    segmented = list(islice(BENCH.bench_features(1000, segments=5), 1000))
+    assert all(BENCH.SEGMENT_FEATURE not in f for f in plain)
+    assert [{k: v for k, v in f.items() if k != BENCH.SEGMENT_FEATURE} for f in segmented] == plain
+    assert {f[BENCH.SEGMENT_FEATURE] for f in segmented} <= {f"k{j:02d}" for j in range(10)}
+    assert segmented == list(BENCH.bench_features(1000, segments=5))  # seeded: the same events every run
+    training = [f[BENCH.SEGMENT_FEATURE] for f in BENCH.bench_features(1000, segments=5, seed=1)]
+    assert training != [f[BENCH.SEGMENT_FEATURE] for f in segmented]  # the training snapshot is other draws
