@@ -44,6 +44,24 @@ def pg_url() -> str:
     return PG_URL
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.services)])
+def store_url(request, tmp_path) -> str:
+    """URL of an empty store: a SQLite file, or a fresh schema of the real PostgreSQL (``pg_engine``'s)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.db'}"
+    return request.getfixturevalue("pg_engine").url.render_as_string(hide_password=False)
+
+
+def load_bench(name: str):
+    """A script of bench/ (outside the package) imported as a module, e.g. ``load_bench("run_all")``."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture()
 def pg_engine(pg_url: str):
     """A SQLAlchemy engine on a fresh, empty PostgreSQL schema of its own, dropped afterwards."""

@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, load_bench
 
 
-def _run_all():
-    spec = importlib.util.spec_from_file_location("run_all", REPO / "bench" / "run_all.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
-RUN_ALL = _run_all()
+RUN_ALL = load_bench("run_all")
 
 
 def test_make_bench_calls_run_all():

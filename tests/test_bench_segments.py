@@ -3,24 +3,18 @@ drawn with their shares; the other features are the bench's usual ones, so only 
 
 from __future__ import annotations
 
-import importlib.util
 from collections import Counter
 from itertools import islice
 
 import numpy as np
 from scipy import stats
 
-from tests.conftest import REPO
+from tests.conftest import load_bench
 
 
-def _bench_job():
-    spec = importlib.util.spec_from_file_location("bench_job", REPO / "bench" / "bench_job.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
-BENCH = _bench_job()
+BENCH = load_bench("bench_job")
 
 
 def test_segment_values_follow_their_zipf_shares():

@@ -5,12 +5,10 @@ The store is filled through the job's write path (``jobs.results.store_window``)
 
 from __future__ import annotations
 
-import uuid
 from datetime import datetime, timedelta, timezone
 
 import pytest
 from prometheus_client import CollectorRegistry
-from sqlalchemy import create_engine, text
 
 from alerting.metrics import OTHER_SEGMENT, SEGMENT_CAP, StoreCollector, segment_caps
 from core.records import FeatureOutcome, WindowReport
@@ -23,27 +21,12 @@ MINUTE = timedelta(minutes=1)
 SCORED = "driftwarden_segment_drift_score"
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.services)])
-def engine(request, tmp_path):
-    """An empty store: a SQLite file, or a fresh schema of the real PostgreSQL (dropped afterwards)."""
-    if request.param == "sqlite":
-        eng = make_engine(f"sqlite:///{tmp_path / 's.db'}")
-        yield eng
-        eng.dispose()
-        return
-    pg_url = request.getfixturevalue("pg_url").replace("postgresql://", "postgresql+psycopg://")
-    schema = f"t_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(pg_url)
-    with admin.begin() as conn:
-        conn.execute(text(f"CREATE SCHEMA {schema}"))
-    eng = make_engine(f"{pg_url}?options=-csearch_path%3D{schema}")
-    try:
-        yield eng
-    finally:
-        eng.dispose()
-        with admin.begin() as conn:
-            conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
-        admin.dispose()
+@pytest.fixture()
+def engine(store_url):
+    """An empty store (SQLite, and PostgreSQL: ``store_url`` of tests/conftest.py)."""
+    eng = make_engine(store_url)
+    yield eng
+    eng.dispose()
 
 
 def seg(country: str, psi: float | None = None, severity: str = "none", count: int = 300) -> FeatureOutcome:

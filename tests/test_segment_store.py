@@ -3,11 +3,9 @@ and a version-4 store is upgraded in place."""
 
 from __future__ import annotations
 
-import uuid
 from datetime import datetime, timedelta, timezone
 
-import pytest
-from sqlalchemy import create_engine, func, inspect, insert, select, text, update
+from sqlalchemy import func, inspect, select, text, update
 
 from alerting.rules import AlertRules
 from core.records import FeatureOutcome, WindowReport
@@ -20,25 +18,6 @@ T0 = datetime(2026, 3, 1, 12, tzinfo=timezone.utc)
 MINUTE = timedelta(minutes=1)
 RULES = AlertRules(group_wait="0s", group_interval="0s", resolve_after_windows=1,
                    routes=[{"name": "oncall", "url": "http://127.0.0.1:1/", "allow_private": True}])
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.services)])
-def store_url(request, tmp_path):
-    """A URL of an empty store: a SQLite file, or a fresh schema of the real PostgreSQL (dropped afterwards)."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 's.db'}"
-        return
-    pg_url = request.getfixturevalue("pg_url").replace("postgresql://", "postgresql+psycopg://")
-    schema = f"t_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(pg_url)
-    with admin.begin() as conn:
-        conn.execute(text(f"CREATE SCHEMA {schema}"))
-    try:
-        yield f"{pg_url}?options=-csearch_path%3D{schema}"
-    finally:
-        with admin.begin() as conn:
-            conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
-        admin.dispose()
 
 
 def report(start: datetime = T0) -> WindowReport:

@@ -9,7 +9,6 @@ off), the one part of Flink it uses.
 
 from __future__ import annotations
 
-import pytest
 from sqlalchemy import select
 
 from core.store import make_engine
@@ -25,13 +24,6 @@ MODEL = ModelConfig(name="m", features={"x": "numeric", "c": "categorical"})
 class _NoMetrics:
     def get_metric_group(self):
         return None
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request, tmp_path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/store.db"
-    return request.getfixturevalue("pg_engine").url.render_as_string(hide_password=False)
 
 
 def _summary(n: int) -> bytes:
