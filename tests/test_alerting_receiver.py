@@ -70,3 +70,11 @@ def test_fail_for_answers_503_then_verifies_and_records(tmp_path) -> None:
     assert (first, second) == (503, 200)
     lines = [json.loads(x) for x in record.read_text().splitlines()]
     assert [x["webhook_id"] for x in lines] == ["msg_late"] and lines[0]["body"]["alerts"][0]["feature"] == "x"
+
+
+def test_a_segment_alert_is_described_as_feature_and_segment() -> None:
+    from driftwarden.demo.receiver import Webhook
+
+    hook = Webhook("msg_1", "firing", ({"status": "firing", "severity": "major", "model": "m", "feature": "age",
+                                       "segment": {"country": "DE", "app": "ios"}, "window": {"start": "t"}},))
+    assert hook.describe() == "firing major m: age [app=ios,country=DE] window t"

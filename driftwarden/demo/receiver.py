@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from alerting.signing import WebhookVerificationError, verify_webhook
+from schemas.alert_tables import segment_key
 
 MAX_BODY = 4 * 1024 * 1024
 
@@ -35,7 +36,7 @@ class Webhook:
         """One line per alert: status, severity, model, feature (and segment) and the window start."""
         lines = []
         for a in self.alerts:
-            segment = f" [{a['segment']}]" if a.get("segment") else ""
+            segment = f" [{segment_key(a['segment'])}]" if isinstance(a.get("segment"), dict) and a["segment"] else ""
             lines.append(f"{a.get('status')} {a.get('severity')} {a.get('model')}: {a.get('feature')}{segment} "
                          f"window {a.get('window', {}).get('start')}")
         return "\n".join(lines) or f"{self.status} (no alerts)"
