@@ -149,12 +149,12 @@ def live_segments(config: MonitorConfig, reference_path: str | None) -> dict[str
     for model in config.models:
         if model.segments is None:
             continue
-        if references.segment_by.get(model.name) != tuple(model.segments.by):
+        top = references.segment_keys_by(model.name, model.segments.by)
+        if top is None:
             log.warning("model %s: segments by %s configured, but reference %s has none for it: its windows are "
                         "summarized without segments", model.name, ", ".join(model.segments.by), reference_path)
             continue
-        out[model.name] = (tuple(model.segments.by),
-                           references.segment_keys(model.name) + (other_key(model.segments.by),))
+        out[model.name] = (tuple(model.segments.by), top + (other_key(model.segments.by),))
     return out
 
 

@@ -54,6 +54,11 @@ class ReferenceSet:
         other = other_key(self.segment_by.get(model, ()))
         return tuple(key for key in self.segments.get(model, {}) if key != other)
 
+    def segment_keys_by(self, model: str, by: tuple[str, ...]) -> tuple[SegmentKey, ...] | None:
+        """The model's top segment keys when its segments are cut by ``by``; None when the set has no
+        segments of the model by those features (the live job and replay both ask this)."""
+        return self.segment_keys(model) if self.segment_by.get(model) == tuple(by) else None
+
     def segment_reference(self, model: str, key: SegmentKey) -> Reference | None:
         """The reference of one segment of a model (the other segment's too), None when it has none."""
         return self.segments.get(model, {}).get(tuple(key))

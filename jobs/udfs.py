@@ -207,7 +207,8 @@ class AnalyzeWindow(ScalarFunction):
         with self.engine.begin() as conn:
             return self._judge_and_store(conn, summary)
 
-    def _judge_and_store(self, conn, summary) -> None:
+    def _judge_and_store(self, conn, summary) -> bool:
+        """Judge the window and store it; False when it was stored already (:meth:`_already_final`)."""
         from jobs.pipeline import analyze_summary, segment_references
         from jobs.results import previous_cusum, store_window
         from schemas.events import utc_from_ms

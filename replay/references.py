@@ -51,8 +51,7 @@ class FileReferences:
     def __init__(self, references: ReferenceSet, features: Iterable[str] | None = None) -> None:
         self._models = {m: only(r, features) for m, r in references.models.items()}
         self._segments = {m: {key: only(r, features) for key, r in s.items()} for m, s in references.segments.items()}
-        self._segment_by = dict(references.segment_by)
-        self._top = {m: references.segment_keys(m) for m in references.segments}
+        self._references = references
 
     def reference_for(self, model: str, start_ms: int) -> Reference:
         """The model's reference (empty when the set has none for it)."""
@@ -60,7 +59,7 @@ class FileReferences:
 
     def segment_keys(self, model: str, by: tuple[str, ...]) -> tuple[SegmentKey, ...] | None:
         """The set's top segment keys of ``model``; None when it has no segments by ``by`` for it."""
-        return self._top.get(model) if self._segment_by.get(model) == tuple(by) else None
+        return self._references.segment_keys_by(model, by)
 
     def segment_reference(self, model: str, key: SegmentKey) -> Reference | None:
         """One segment's reference (restricted like the model's), None when the set has none."""
