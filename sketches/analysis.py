@@ -38,7 +38,7 @@ from typing import Mapping
 from core.errors import SketchError
 from sketches.calibration import thresholds_for_count
 from sketches.categorical import CategoricalSketch
-from sketches.deep import DeepResult, benjamini_hochberg, deep_test, missing_rate_pvalue, profile_test
+from sketches.deep import DeepResult, deep_test, missing_rate_pvalue, profile_test
 from sketches.fdr import hierarchical_adjusted
 from sketches.feature import FeatureSketch, is_numeric
 from sketches.histogram import HistogramSketch
@@ -84,14 +84,11 @@ def analyze_window(window: dict[str, tuple[FeatureSketch, ReservoirSample]], ref
         ...                       ref, policy)
         >>> fv.alarm, fv.drifted, fv.severity
         (True, True, 'major')
+
+    The deep-test p-values are Benjamini-Hochberg adjusted across the features: this is
+    :func:`analyze_segments` without segments (each feature's family is its one test).
     """
-    names = list(reference.features) + [n for n in window if n not in reference.features]
-    staged = [_stage(name, window.get(name), reference.features.get(name), policy) for name in names]
-    judged = [i for i, name in enumerate(names) if name in reference.features and name in window]
-    adjusted = benjamini_hochberg([staged[i][1].pvalue if staged[i][1] is not None else 1.0 for i in judged])
-    p_adj = {i: p for i, p in zip(judged, adjusted.tolist()) if staged[i][1] is not None}
-    verdicts = [_finish(fv, deep, p_adj.get(i), policy) for i, (fv, deep) in enumerate(staged)]
-    return _with_cusum(verdicts, window, reference, policy, state)
+    return analyze_segments(window, {}, reference, {}, policy, 0, state)[0]
 
 
 def analyze_segments(window: dict[str, tuple[FeatureSketch, ReservoirSample]],
