@@ -10,6 +10,7 @@ from typing import Any, Iterable, Mapping
 
 from sqlalchemy import Connection, Engine, String, Table, create_engine, event, inspect, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from core.errors import ConfigError, ServiceError
@@ -21,6 +22,12 @@ STORE_URL_ENV = "DRIFTWARDEN_STORE_URL"
 #: The hash (of the original text) keeps two altered names that share a prefix apart.
 ALTERED_MARKER = "\u2026#"
 _HASH_CHARS = 12
+#: libpq settings of every PostgreSQL connection (the URL's own query wins): an attempt to connect
+#: gives up after 10 s, and a peer that stops answering is noticed within about a minute (TCP
+#: keepalives, unacknowledged data), so a store outage is an error that the caller's retry sees
+#: (jobs/store_retry.py), never a call that waits forever.
+PG_CONNECT_ARGS: dict[str, int] = {"connect_timeout": 10, "keepalives": 1, "keepalives_idle": 30,
+                                   "keepalives_interval": 10, "keepalives_count": 3, "tcp_user_timeout": 60_000}
 
 
 def store_url(url: str | None = None) -> str:
@@ -34,7 +41,7 @@ def make_engine(url: str | None = None, create: bool = True) -> Engine:
     if resolved.startswith("postgresql://"):
         resolved = "postgresql+psycopg://" + resolved[len("postgresql://"):]
     try:
-        engine = create_engine(resolved, pool_pre_ping=True)
+        engine = create_engine(resolved, pool_pre_ping=True, connect_args=_connect_args(resolved))
     except (SQLAlchemyError, ValueError, ImportError) as exc:
         raise ConfigError(f"store URL {redact_url(resolved)!r} is not usable: {exc}") from exc
     if engine.dialect.name == "sqlite":
@@ -42,6 +49,14 @@ def make_engine(url: str | None = None, create: bool = True) -> Engine:
     if create:
         create_schema(engine)
     return engine
+
+
+def _connect_args(url: str) -> dict[str, Any]:
+    """:data:`PG_CONNECT_ARGS` less those the URL sets itself (PostgreSQL); nothing for other stores."""
+    if not url.startswith("postgresql"):
+        return {}
+    query = make_url(url).query
+    return {key: value for key, value in PG_CONNECT_ARGS.items() if key not in query}
 
 
 def create_schema(engine: Engine) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import faulthandler
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -77,6 +79,9 @@ def run_command(
     else:
         from jobs.drift_job import main as job_main
 
+        # the embedded job runs its Python functions in this process: `kill -USR1 <pid>` prints every
+        # thread's stack to stderr (a stuck sink shows where it waits), even while one holds the GIL
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
         job_main(args)
 
 

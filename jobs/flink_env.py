@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import threading
 from pathlib import Path
-from typing import Mapping
+from typing import IO, Callable, Mapping
 
 from core.errors import ConfigError
 
@@ -120,23 +123,49 @@ def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, i
 
 
 def _start_gateway_with_heap() -> None:
-    """Start PyFlink's gateway JVM (if not running) with :data:`EMBEDDED_HEAP`, unless ``JVM_ARGS`` sets a heap.
+    """Start PyFlink's gateway JVM (if not running) with :data:`EMBEDDED_HEAP`, unless ``JVM_ARGS`` sets a heap,
+    its stderr forwarded to ours (:func:`_launch_draining_stderr`).
 
     ``JVM_ARGS`` is changed only while the gateway starts: processes started later (a cluster's
     scripts read it too) see the caller's environment.
     """
-    from pyflink.java_gateway import get_gateway
+    import pyflink.java_gateway as java_gateway
 
     before = os.environ.get("JVM_ARGS")
     if "-Xmx" not in (before or ""):
         os.environ["JVM_ARGS"] = f"{before or ''} {EMBEDDED_HEAP}".strip()
+    launch = java_gateway.launch_gateway_server_process
+    java_gateway.launch_gateway_server_process = lambda env, args: _launch_draining_stderr(launch, env, args)
     try:
-        get_gateway()
+        java_gateway.get_gateway()
     finally:
+        java_gateway.launch_gateway_server_process = launch
         if before is None:
             os.environ.pop("JVM_ARGS", None)
         else:
             os.environ["JVM_ARGS"] = before
+
+
+def _launch_draining_stderr(launch: Callable[[dict, list], subprocess.Popen], env: dict,
+                            args: list) -> subprocess.Popen:
+    """Start the gateway JVM with ``launch`` (PyFlink's) and forward its stderr to ours, line by line.
+
+    PyFlink starts the JVM with ``stderr=PIPE`` and reads the pipe only if the JVM dies at start.
+    Unread, the pipe fills (64 KiB), and then every JVM thread that writes to stderr (the JDK's
+    console log handler: gRPC's and py4j's warnings) blocks for good, taking with it the gRPC
+    servers that feed the Python functions: the job stops without an error.
+    """
+    process = launch(env, args)
+    threading.Thread(target=_forward_lines, args=(process.stderr, sys.stderr, "[flink jvm] "),
+                     name="flink-jvm-stderr", daemon=True).start()
+    return process
+
+
+def _forward_lines(source: IO[bytes], sink: IO[str], prefix: str) -> None:
+    """Copy ``source``'s lines to ``sink`` until it ends, each after ``prefix``."""
+    for line in iter(source.readline, b""):
+        sink.write(prefix + line.decode(errors="replace"))
+        sink.flush()
 
 
 def register_window_aggregate(t_env, name: str, spec_json: str, segments_json: str = "{}") -> None:

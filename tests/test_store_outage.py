@@ -78,10 +78,16 @@ def _counts(url: str) -> Counter:
         return Counter()
 
 
-def _wait_for(what: str, check, timeout_s: float) -> None:
+def _wait_for(what: str, check, timeout_s: float, job: subprocess.Popen | None = None, log: Path | None = None) -> None:
+    """Poll ``check`` until true; on time-out fail with the job's stacks (SIGUSR1: faulthandler) and log tail."""
     deadline = time.monotonic() + timeout_s
     while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        if time.monotonic() >= deadline:
+            if job is not None and job.poll() is None:
+                os.kill(job.pid, signal.SIGUSR1)
+                time.sleep(2)
+            tail = log.read_text(errors="replace")[-12000:] if log and log.exists() else ""
+            raise AssertionError(f"timed out waiting for {what}; the job's output ends:\n{tail}")
         time.sleep(1)
 
 
@@ -123,7 +129,8 @@ def test_a_store_outage_mid_stream_loses_and_duplicates_no_window(kafka_bootstra
         assert job.poll() is None, (tmp_path / "job.log").read_text()[-3000:]
         time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - stopped)))
         private_pg.services("start")
-        _wait_for("every window", lambda: len(_counts(private_pg.url)) >= len(expected), START_S)
+        _wait_for("every window", lambda: len(_counts(private_pg.url)) >= len(expected), START_S, job,
+                  tmp_path / "job.log")
         assert stored_counts(private_pg.url) == expected
         assert stored_dead_letters(private_pg.url) == Counter()
         assert _metric(metrics_port, "driftwarden_store_waiting") == 0

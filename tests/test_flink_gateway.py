@@ -1,0 +1,46 @@
+"""The embedded job's gateway JVM never blocks on its own stderr (jobs/flink_env.py).
+
+PyFlink starts the JVM with its stderr on a pipe that nothing reads: once 64 KiB were written,
+every JVM thread that logs to stderr would block for good. The JVM here is PyFlink's real gateway,
+started as the job starts it, in a process of its own so that a blocked JVM cannot hang the tests.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parent.parent
+WRITE_200_KIB_TO_JVM_STDERR = """
+from jobs.flink_env import _start_gateway_with_heap
+from pyflink.java_gateway import get_gateway
+
+_start_gateway_with_heap()
+err = get_gateway().jvm.java.lang.System.err
+for i in range(200):
+    err.println("jvm line %03d " % i + "x" * 1000)
+print("the JVM wrote 200 KiB to its stderr and went on", flush=True)
+"""
+
+
+def test_the_gateway_jvm_goes_on_after_writing_more_than_a_pipe_holds_to_its_stderr(tmp_path):
+    done = subprocess.run([sys.executable, "-c", WRITE_200_KIB_TO_JVM_STDERR], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO),
+                                                       "DRIFTWARDEN_RUN_DIR": str(tmp_path),
+                                                       **_java_home()})
+    assert "went on" in done.stdout, done.stderr[-3000:]
+    forwarded = [line for line in done.stderr.splitlines() if line.startswith("[flink jvm] jvm line")]
+    # the lines reach our stderr in order, far beyond what the pipe holds (the last few may still be
+    # in flight when the process exits: the forwarding thread is a daemon)
+    assert len(forwarded) > 150 and forwarded[:3] == [f"[flink jvm] jvm line {i:03d} " + "x" * 1000 for i in range(3)]
+
+
+def _java_home() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if k in ("JAVA_HOME", "HOME", "FLINK_HOME")}
