@@ -75,10 +75,6 @@ def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, i
     its bundle, so smaller bundles mean fresher watermarks downstream (and exact lateness) at some
     throughput cost.
     """
-    # the embedded cluster's logs go to the run folder, not into the virtualenv's site-packages
-    log_dir = Path(os.environ.get("DRIFTWARDEN_RUN_DIR", REPO / ".run")) / "logs" / "flink-embedded"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("FLINK_LOG_DIR", str(log_dir))
     _start_gateway_with_heap()
     from pyflink.common import Configuration
     from pyflink.datastream import CheckpointingMode, StreamExecutionEnvironment
@@ -124,16 +120,23 @@ def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, i
 
 def _start_gateway_with_heap() -> None:
     """Start PyFlink's gateway JVM (if not running) with :data:`EMBEDDED_HEAP`, unless ``JVM_ARGS`` sets a heap,
-    its stderr forwarded to ours (:func:`_launch_draining_stderr`).
+    its logs in ``$FLINK_LOG_DIR`` (default: the run folder's logs/flink-embedded), the JDK's logging
+    there too (:func:`_jdk_logging_to_file`), and its stderr forwarded to ours (:func:`_launch_draining_stderr`).
 
     ``JVM_ARGS`` is changed only while the gateway starts: processes started later (a cluster's
     scripts read it too) see the caller's environment.
     """
     import pyflink.java_gateway as java_gateway
 
+    # the embedded cluster's logs go to the run folder, not into the virtualenv's site-packages
+    os.environ.setdefault("FLINK_LOG_DIR", str(Path(os.environ.get("DRIFTWARDEN_RUN_DIR", REPO / ".run"))
+                                               / "logs" / "flink-embedded"))
+    Path(os.environ["FLINK_LOG_DIR"]).mkdir(parents=True, exist_ok=True)
     before = os.environ.get("JVM_ARGS")
-    if "-Xmx" not in (before or ""):
-        os.environ["JVM_ARGS"] = f"{before or ''} {EMBEDDED_HEAP}".strip()
+    extra = [] if "-Xmx" in (before or "") else [EMBEDDED_HEAP]
+    if "java.util.logging.config.file" not in (before or ""):
+        extra.append(f"-Djava.util.logging.config.file={_jdk_logging_to_file(Path(os.environ['FLINK_LOG_DIR']))}")
+    os.environ["JVM_ARGS"] = " ".join([before or "", *extra]).strip()
     launch = java_gateway.launch_gateway_server_process
     java_gateway.launch_gateway_server_process = lambda env, args: _launch_draining_stderr(launch, env, args)
     try:
@@ -144,6 +147,22 @@ def _start_gateway_with_heap() -> None:
             os.environ.pop("JVM_ARGS", None)
         else:
             os.environ["JVM_ARGS"] = before
+
+
+def _jdk_logging_to_file(log_dir: Path) -> Path:
+    """Write (and return) a java.util.logging config that logs to ``log_dir/flink-jvm-jdk.log``.
+
+    The JDK's logging (gRPC inside Beam logs with it: a SEVERE stack trace each time a Python
+    worker's call ends) otherwise writes to the JVM's stderr, the job's own.
+    """
+    config = log_dir / "jdk-logging.properties"
+    pattern = str(log_dir / "flink-jvm-jdk.log").replace("%", "%%")
+    config.write_text("handlers=java.util.logging.FileHandler\n.level=INFO\n"
+                      f"java.util.logging.FileHandler.pattern={pattern}\n"
+                      "java.util.logging.FileHandler.append=true\njava.util.logging.FileHandler.limit=10000000\n"
+                      "java.util.logging.FileHandler.count=2\n"
+                      "java.util.logging.FileHandler.formatter=java.util.logging.SimpleFormatter\n")
+    return config
 
 
 def _launch_draining_stderr(launch: Callable[[dict, list], subprocess.Popen], env: dict,

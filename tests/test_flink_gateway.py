@@ -21,9 +21,10 @@ from jobs.flink_env import _start_gateway_with_heap
 from pyflink.java_gateway import get_gateway
 
 _start_gateway_with_heap()
-err = get_gateway().jvm.java.lang.System.err
+jvm = get_gateway().jvm
+jvm.java.util.logging.Logger.getLogger("driftwarden.test").severe("a JDK log record")
 for i in range(200):
-    err.println("jvm line %03d " % i + "x" * 1000)
+    jvm.java.lang.System.err.println("jvm line %03d " % i + "x" * 1000)
 print("the JVM wrote 200 KiB to its stderr and went on", flush=True)
 """
 
@@ -38,6 +39,9 @@ def test_the_gateway_jvm_goes_on_after_writing_more_than_a_pipe_holds_to_its_std
     # the lines reach our stderr in order, far beyond what the pipe holds (the last few may still be
     # in flight when the process exits: the forwarding thread is a daemon)
     assert len(forwarded) > 150 and forwarded[:3] == [f"[flink jvm] jvm line {i:03d} " + "x" * 1000 for i in range(3)]
+    # the JDK's logging (gRPC's, inside Beam) goes to a file of the run folder, not to stderr
+    assert "a JDK log record" not in done.stderr
+    assert "a JDK log record" in (tmp_path / "logs" / "flink-embedded" / "flink-jvm-jdk.log.0").read_text()
 
 
 def _java_home() -> dict[str, str]:
