@@ -68,8 +68,9 @@ class WindowSummary:
 
     @cached_property
     def features(self) -> dict[str, tuple[FeatureSketch, ReservoirSample]]:
-        """Each feature's sketch and deep-test sample (what :func:`sketches.analyze_window` takes)."""
-        return {name: (sketch, self.sample.feature(name)) for name, sketch in self.sketches.items()}
+        """Each feature's sketch and deep-test sample (what :func:`sketches.analyze_window` takes; the
+        sample is built when first read: most are never read)."""
+        return {name: (sketch, self.sample.lazy_feature(name)) for name, sketch in self.sketches.items()}
 
     def serialize(self) -> bytes:
         """Versioned bytes (``sketches/FORMAT.md``: kind 17, kind 18 with segments); never pickled."""

@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any, Mapping
 
 import numpy as np
@@ -90,6 +91,12 @@ class EventSample:
             values = [v for v in column.tolist() if v is not None]
         return ReservoirSample(max(len(values), 1), 0, name).update(values)
 
+    def lazy_feature(self, name: str) -> LazyFeatureSample:
+        """:meth:`feature`, built only when first read (:class:`LazyFeatureSample`)."""
+        if name not in self.kinds:
+            raise KeyError(name)
+        return LazyFeatureSample(self, name)
+
     # ---------------------------------------------------------------- serialization
     def serialize(self) -> bytes:
         """Encode as versioned bytes (``sketches/FORMAT.md``, kind 8)."""
@@ -129,6 +136,35 @@ class EventSample:
 
     def __repr__(self) -> str:
         return f"EventSample(capacity={self.capacity}, size={self.size}, features={list(self.kinds)})"
+
+
+class LazyFeatureSample:
+    """One feature's deep-test sample of an :class:`EventSample`, built on first read.
+
+    A window's analysis reads few of its features' samples: most features pass the gate, and a
+    histogram feature's deep test uses the window's full counts. A segmented window has hundreds of
+    (segment, feature) samples, mostly never read. Any attribute read (``values``, ``n``,
+    ``is_empty``, ``kind``...) builds the :class:`ReservoirSample` once and reads it there.
+
+    Example:
+        >>> sample = EventSample(3, {"x": "numeric"}).update([5, 6], {"x": [1.0, float("nan")]})
+        >>> lazy = sample.lazy_feature("x")
+        >>> "built" in vars(lazy), lazy.n, lazy.values.tolist(), "built" in vars(lazy)
+        (False, 1, [1.0], True)
+    """
+
+    def __init__(self, sample: EventSample, name: str) -> None:
+        self._sample, self._name = sample, name
+
+    @cached_property
+    def built(self) -> ReservoirSample:
+        """The feature's sample (:meth:`EventSample.feature`)."""
+        return self._sample.feature(self._name)
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return getattr(self.built, attr)
 
 
 def _empty(kind: str) -> np.ndarray:
