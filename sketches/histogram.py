@@ -30,6 +30,8 @@ from sketches.serialization import KIND_NUMERIC_HIST, Reader, Writer
 _INF_BITS = 0x7FF0000000000000
 #: Mantissa bits kept before any coarsening: 52, every distinct value starts in its own bucket.
 DEFAULT_PRECISION = 52
+#: Distinct quantile queries a sketch remembers the answers to (:meth:`HistogramSketch.quantiles`).
+MEMO_QUERIES = 6
 
 
 class HistogramSketch:
@@ -66,6 +68,8 @@ class HistogramSketch:
         self.nulls = self.nans = self.pos_inf = self.neg_inf = 0
         self.min = self.max = np.nan
         self._edges: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._curve: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # _cdf_curve(); dropped on any change
+        self._memo: dict[bytes, np.ndarray] = {}  # answers to repeated quantile queries; dropped on any change
 
     # ---------------------------------------------------------------- update / merge
     def update(self, values: Any) -> HistogramSketch:
@@ -111,12 +115,14 @@ class HistogramSketch:
         self.max = hi if np.isnan(self.max) else max(self.max, hi)
         while self._keys.size > self.max_buckets:
             self._coarsen(1)
-        self._edges = None
+        self._edges = self._curve = None
+        self._memo = {}
 
     def _coarsen(self, bits: int) -> None:
         self.shift += bits
         self._keys, self._counts = _combine(self._keys >> bits, self._counts)
-        self._edges = None
+        self._edges = self._curve = None
+        self._memo = {}
 
     # ---------------------------------------------------------------- counts
     @property
@@ -157,9 +163,11 @@ class HistogramSketch:
         """Population standard deviation from bucket mid-points; NaN when there are no values."""
         if not self._keys.size:
             return np.nan
-        lower, upper, _ = self._bucket_edges()
-        mid = (lower + upper) / 2
-        return float(np.sqrt(max(np.dot(self._counts, (mid - self.mean) ** 2) / self.n, 0.0)))
+        if b"std" not in self._memo:
+            lower, upper, _ = self._bucket_edges()
+            mid = (lower + upper) / 2
+            self._memo[b"std"] = np.array([np.sqrt(max(np.dot(self._counts, (mid - self.mean) ** 2) / self.n, 0.0))])
+        return float(self._memo[b"std"][0])
 
     @property
     def rank_error(self) -> float:
@@ -179,22 +187,29 @@ class HistogramSketch:
         x = np.asarray(xs, dtype=np.float64).ravel()
         if not self._keys.size:
             return np.full(x.shape, np.nan)
-        lower, upper, cum = self._bucket_edges()
-        j = np.minimum(np.searchsorted(upper, x, side="left"), upper.size - 1)
-        width = upper[j] - lower[j]
-        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # clipped below
-            inside = np.where(width > 0, (x - lower[j]) / width, (x >= lower[j]).astype(np.float64))
-        before = cum[j] - self._counts[j]
-        out = (before + self._counts[j] * np.clip(inside, 0.0, 1.0)) / cum[-1]
-        out[x >= upper[-1]] = 1.0
+        knots, ranks, _ = self._cdf_curve()
+        out = np.interp(x, knots, ranks, left=0.0, right=1.0)
         out[np.isnan(x)] = np.nan
         return out
 
     def quantiles(self, qs: ArrayLike) -> np.ndarray:
-        """Values at normalised ranks ``qs`` in [0, 1] (linear inside a bucket); NaN if empty."""
+        """Values at normalised ranks ``qs`` in [0, 1] (linear inside a bucket); NaN if empty.
+
+        A sketch remembers its answers to a few repeated queries (a reference answers the gate's
+        same grid for every window it judges) until it changes.
+        """
         q = np.clip(np.asarray(qs, dtype=np.float64).ravel(), 0.0, 1.0)
         if not self._keys.size:
             return np.full(q.shape, np.nan)
+        key = q.tobytes()
+        if key not in self._memo:
+            if len(self._memo) >= MEMO_QUERIES:
+                return self._quantiles(q)
+            self._memo[key] = self._quantiles(q)
+            self._memo[key].flags.writeable = False
+        return self._memo[key].copy()
+
+    def _quantiles(self, q: np.ndarray) -> np.ndarray:
         lower, upper, cum = self._bucket_edges()
         rank = q * cum[-1]
         j = np.minimum(np.searchsorted(cum, rank, side="left"), cum.size - 1)
@@ -206,8 +221,24 @@ class HistogramSketch:
         """Sorted points where the CDF's slope can change: every bucket's edges."""
         if not self._keys.size:
             return np.empty(0)
-        lower, upper, _ = self._bucket_edges()
-        return np.unique(np.concatenate([lower, upper]))
+        return self._cdf_curve()[2]
+
+    def _cdf_curve(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The CDF as a piecewise-linear curve through (knot, rank) points, and the distinct knots.
+
+        Each bucket adds two points: its lower edge at the fraction of values before it, its upper
+        edge at the fraction up to it; between buckets the CDF is flat, and a bucket of no width is
+        a jump (its repeated knot: ``np.interp`` takes the value after the jump, as x <= value counts
+        it). Computed once per sketch state: a reference's curve serves every window it judges.
+        """
+        if self._curve is None:
+            lower, upper, cum = self._bucket_edges()
+            knots = np.column_stack([lower, upper]).ravel()
+            ranks = np.column_stack([cum - self._counts, cum]).ravel() / cum[-1]
+            self._curve = (knots, ranks, np.unique(knots))
+            for part in self._curve:
+                part.flags.writeable = False
+        return self._curve
 
     def _bucket_edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each bucket's value range (clipped to [min, max]) and cumulative counts."""

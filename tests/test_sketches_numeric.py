@@ -138,3 +138,32 @@ def test_support_is_kept_only_until_the_sketch_changes(kind: str) -> None:
     assert sketch.support().max() == 7.0
     sketch.merge(NumericSketch(k=50, kind=kind).update([-3.0]))
     assert sketch.support().min() == -3.0
+
+
+def test_histogram_curve_and_remembered_quantiles_follow_update_merge_and_coarsening() -> None:
+    """The histogram keeps its CDF curve, std and a few quantile answers (a reference answers the same
+    gate queries for every window), and drops them on any change: update, merge, coarsening."""
+    from sketches.histogram import HistogramSketch
+
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=3000)
+    sketch = HistogramSketch(max_buckets=4096).update(x)  # every value its own bucket, 1/3000 of the values
+    xs = np.sort(x)
+    assert sketch.rank_error == 1 / 3000
+    assert np.max(np.abs(sketch.cdf(xs) - exact_cdf(x, xs))) <= sketch.rank_error + 1e-12
+    grid = (np.arange(512) + 0.5) / 512
+    first = sketch.quantiles(grid)
+    first[:] = 0.0  # the caller's copy: the remembered answer is not changed through it
+    assert np.array_equal(sketch.quantiles(grid), HistogramSketch(max_buckets=4096).update(x).quantiles(grid))
+    std = sketch.std
+    sketch.update(x + 10.0)
+    both = np.concatenate([x, x + 10.0])
+    assert sketch.quantiles([0.99])[0] > 10.0 and sketch.std == pytest.approx(np.std(both), rel=1e-4) != std
+    assert sketch.cdf([5.0])[0] == 0.5
+    assert sketch.quantiles([0.0])[0] == x.min() and sketch.cdf([-50.0])[0] == 0.0
+    sketch.merge(HistogramSketch(max_buckets=4096).update([-100.0]))  # no coarsening: the plain change
+    assert sketch.quantiles([0.0])[0] == -100.0 and sketch.cdf([-50.0])[0] == pytest.approx(1 / 6001)
+    small = HistogramSketch(max_buckets=32).update(x[:10])
+    before = small.quantiles(grid)
+    small.update(rng.normal(size=3000) * 1e6)  # coarsens: 32 buckets cannot keep every value
+    assert small.shift > 0 and not np.array_equal(small.quantiles(grid), before)
