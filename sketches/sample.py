@@ -22,7 +22,7 @@ Example:
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -131,7 +131,7 @@ class EventSample:
         if keys.size != size:
             raise SerializationError(f"event sample: {keys.size} keys for {size} events")
         sample = cls(capacity, kinds)
-        sample.keys, sample.columns = keys, columns
+        sample.keys, sample.columns = keys, _DecodedOnRead(columns)
         return sample
 
     def __repr__(self) -> str:
@@ -188,16 +188,38 @@ def _objects(values: Any) -> np.ndarray:
     return column
 
 
-def _read_column(r: Reader, kind: str, size: int) -> np.ndarray:
+def _read_column(r: Reader, kind: str, size: int) -> np.ndarray | Callable[[], np.ndarray]:
+    """A numeric column, or a function that builds a categorical one (its strings decoded then)."""
     if kind == "numeric":
         column = np.frombuffer(r.blob(), dtype="<f8").astype(np.float64)
         if column.size != size:
             raise SerializationError(f"event sample: {column.size} numeric values for {size} events")
         return column
     present = np.frombuffer(r.blob(), dtype=np.uint8).astype(bool)
-    texts = r.texts()
+    texts = r.text_list()
     if present.size != size or int(present.sum()) != len(texts):
         raise SerializationError(f"event sample: {len(texts)} strings for {present.size} events")
-    column = np.full(size, None, dtype=object)
-    column[present] = texts
-    return column
+
+    def build() -> np.ndarray:
+        column = np.full(size, None, dtype=object)
+        column[present] = texts.decode()
+        return column
+    return build
+
+
+class _DecodedOnRead(dict):
+    """A deserialized sample's columns: a categorical one is built the first time it is read.
+
+    A window's analysis reads few samples (:class:`LazyFeatureSample`); decoding every string of
+    every (segment, feature) sample cost more than the rest of reading the window.
+    """
+
+    def __init__(self, columns: Mapping[str, np.ndarray | Callable[[], np.ndarray]]) -> None:
+        super().__init__({name: c for name, c in columns.items() if isinstance(c, np.ndarray)})
+        self._pending = {name: c for name, c in columns.items() if not isinstance(c, np.ndarray)}
+
+    def __missing__(self, name: str) -> np.ndarray:
+        if name not in self._pending:
+            raise KeyError(name)
+        column = self[name] = self._pending.pop(name)()
+        return column

@@ -113,18 +113,19 @@ class Reader:
 
     def texts(self) -> list[str]:
         """Read strings written by :meth:`Writer.texts`."""
+        return self.text_list().decode()
+
+    def text_list(self) -> TextList:
+        """Read strings written by :meth:`Writer.texts`, their framing checked, decoded later (:meth:`TextList.decode`)."""
         (count,) = self.unpack("Q")
         lengths, data = self.blob(), self.blob()
         if len(lengths) != 4 * count:
             raise SerializationError(f"corrupt text list: {len(lengths)} length bytes for {count} strings")
-        ends = np.cumsum(np.frombuffer(lengths, dtype="<u4"), dtype=np.int64).tolist()
-        if (ends[-1] if ends else 0) != len(data):
-            raise SerializationError(f"corrupt text list: lengths add up to {ends[-1] if ends else 0}, "
+        ends = np.cumsum(np.frombuffer(lengths, dtype="<u4"), dtype=np.int64)
+        if (int(ends[-1]) if count else 0) != len(data):
+            raise SerializationError(f"corrupt text list: lengths add up to {int(ends[-1]) if count else 0}, "
                                      f"data has {len(data)} bytes")
-        try:
-            return [data[start:end].decode("utf-8") for start, end in zip([0, *ends[:-1]], ends)]
-        except UnicodeDecodeError as exc:
-            raise SerializationError(f"corrupt text field: {exc}") from exc
+        return TextList(ends, data)
 
     def array(self) -> np.ndarray:
         """Read a float64 array written by ``Writer.array``."""
@@ -147,3 +148,21 @@ def wrap_native(what: str, loader, data: bytes):
         return loader(data)
     except Exception as exc:  # datasketches raises RuntimeError/ValueError on corrupt bytes
         raise SerializationError(f"corrupt {what} bytes: {exc}") from exc
+
+
+class TextList:
+    """Strings read by :meth:`Reader.text_list`: their UTF-8 bytes and end offsets, decoded on demand."""
+
+    def __init__(self, ends: np.ndarray, data: bytes) -> None:
+        self.ends, self.data = ends, data
+
+    def __len__(self) -> int:
+        return int(self.ends.size)
+
+    def decode(self) -> list[str]:
+        """The strings (a :class:`SerializationError` for bytes that are not UTF-8)."""
+        ends = self.ends.tolist()
+        try:
+            return [self.data[start:end].decode("utf-8") for start, end in zip([0, *ends[:-1]], ends)]
+        except UnicodeDecodeError as exc:
+            raise SerializationError(f"corrupt text field: {exc}") from exc

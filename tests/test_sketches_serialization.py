@@ -141,3 +141,22 @@ def test_a_corrupt_packed_string_list_is_refused():
         ReservoirSample.deserialize(bytes(data[:-1]))
     with pytest.raises(SerializationError, match="corrupt"):
         ReservoirSample.deserialize(bytes(data))
+
+
+def test_an_event_samples_strings_are_decoded_when_read_and_corrupt_ones_refused_then():
+    """A deserialized EventSample decodes a categorical column when it is first read (a window's
+    analysis reads few): the same values and bytes as before, and bytes that are not UTF-8 are a
+    SerializationError at that read, naming the corruption."""
+    from sketches.sample import EventSample
+
+    kinds = {"x": "numeric", "c": "categorical"}
+    sample = EventSample(8, kinds).update(np.arange(8), {"x": np.arange(8.0), "c": ["a", "ß", None, "d"] * 2})
+    again = EventSample.deserialize(sample.serialize())
+    assert "c" not in dict.keys(again.columns)  # not decoded yet
+    assert again.columns["c"].tolist() == sample.columns["c"].tolist() and again.serialize() == sample.serialize()
+    assert again.feature("c").values.tolist() == ["a", "ß", "d", "a", "ß", "d"]
+    data = bytearray(sample.serialize())
+    data[data.index("ß".encode())] = 0xFF  # same length, no longer UTF-8
+    corrupt = EventSample.deserialize(bytes(data))
+    with pytest.raises(SerializationError, match="corrupt text"):
+        corrupt.feature("c")
