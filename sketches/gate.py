@@ -140,10 +140,15 @@ def gate_alarm(scores: GateScores, thresholds: GateThresholds) -> bool:
 
 
 def ks_estimate(reference: NumericSketch, window: NumericSketch) -> tuple[float, float]:
-    """KS distance between the sketches' CDFs, and its error band (sum of both rank errors)."""
-    points = np.union1d(reference.support(), window.support())
-    d = float(np.max(np.abs(reference.cdf(points) - window.cdf(points))))
-    return d, reference.rank_error + window.rank_error
+    """KS distance between the sketches' CDFs, and its error band (sum of both rank errors).
+
+    The largest CDF gap over the union of both supports (the points where either CDF's slope can
+    change), taken over each support in turn: no merge of the two, and the reference's CDF at its
+    own support is remembered (a reference is judged against every window).
+    """
+    gaps = [np.max(np.abs(reference.cdf(points) - window.cdf(points)), initial=0.0)
+            for points in (reference.support(), window.support())]
+    return float(max(gaps)), reference.rank_error + window.rank_error
 
 
 def bin_edges(reference: NumericSketch, bins: int) -> np.ndarray:

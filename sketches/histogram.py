@@ -187,7 +187,12 @@ class HistogramSketch:
         x = np.asarray(xs, dtype=np.float64).ravel()
         if not self._keys.size:
             return np.full(x.shape, np.nan)
-        knots, ranks, _ = self._cdf_curve()
+        knots, ranks, distinct = self._cdf_curve()
+        if xs is distinct:  # at its own support (gate.ks_estimate of a reference): remembered
+            if b"cdf@support" not in self._memo:
+                self._memo[b"cdf@support"] = np.interp(distinct, knots, ranks)
+                self._memo[b"cdf@support"].flags.writeable = False
+            return self._memo[b"cdf@support"].copy()
         out = np.interp(x, knots, ranks, left=0.0, right=1.0)
         out[np.isnan(x)] = np.nan
         return out
@@ -235,7 +240,8 @@ class HistogramSketch:
             lower, upper, cum = self._bucket_edges()
             knots = np.column_stack([lower, upper]).ravel()
             ranks = np.column_stack([cum - self._counts, cum]).ravel() / cum[-1]
-            self._curve = (knots, ranks, np.unique(knots))
+            distinct = knots[np.concatenate([[True], knots[1:] != knots[:-1]])]  # knots are sorted
+            self._curve = (knots, ranks, distinct)
             for part in self._curve:
                 part.flags.writeable = False
         return self._curve

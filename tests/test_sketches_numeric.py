@@ -156,7 +156,10 @@ def test_histogram_curve_and_remembered_quantiles_follow_update_merge_and_coarse
     first[:] = 0.0  # the caller's copy: the remembered answer is not changed through it
     assert np.array_equal(sketch.quantiles(grid), HistogramSketch(max_buckets=4096).update(x).quantiles(grid))
     std = sketch.std
+    at_support = sketch.cdf(sketch.support())  # remembered: the gate asks a reference this for every window
+    assert np.array_equal(at_support, np.interp(sketch.support(), *sketch._cdf_curve()[:2]))
     sketch.update(x + 10.0)
+    assert sketch.cdf(sketch.support())[sketch.support() < 5.0].max() == 0.5  # not the remembered answer
     both = np.concatenate([x, x + 10.0])
     assert sketch.quantiles([0.99])[0] > 10.0 and sketch.std == pytest.approx(np.std(both), rel=1e-4) != std
     assert sketch.cdf([5.0])[0] == 0.5
