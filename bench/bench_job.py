@@ -346,7 +346,8 @@ def compare_reporter(events: int, full: str, empty: str, folder: Path, run: str,
     rates: dict[bool, list[float]] = {True: [], False: []}
     cpus: dict[bool, list[float]] = {True: [], False: []}
     # Python functions in worker processes, as on a cluster: in PyFlink's loopback mode (this process)
-    # the fourth or fifth job of a process here waited forever on a vanished worker
+    # the fourth or fifth job of a process here once waited forever on a vanished worker (before the
+    # gateway JVM's stderr was drained, jobs/flink_env.py, a likely cause; not reproduced since)
     os.environ["_python_worker_execution_mode"] = "process"
     reporter(None)
     # warm-up on the full topic: the JVM starts and JIT-compiles the hot paths before any measurement
