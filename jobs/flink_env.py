@@ -134,8 +134,10 @@ def _start_gateway_with_heap() -> None:
     Path(os.environ["FLINK_LOG_DIR"]).mkdir(parents=True, exist_ok=True)
     before = os.environ.get("JVM_ARGS")
     extra = [] if "-Xmx" in (before or "") else [EMBEDDED_HEAP]
-    if "java.util.logging.config.file" not in (before or ""):
-        extra.append(f"-Djava.util.logging.config.file={_jdk_logging_to_file(Path(os.environ['FLINK_LOG_DIR']))}")
+    log_dir = Path(os.environ["FLINK_LOG_DIR"])
+    # PyFlink splits JVM_ARGS on whitespace: a log folder with a space keeps the JDK's default (stderr)
+    if "java.util.logging.config.file" not in (before or "") and not any(c.isspace() for c in str(log_dir)):
+        extra.append(f"-Djava.util.logging.config.file={_jdk_logging_to_file(log_dir)}")
     os.environ["JVM_ARGS"] = " ".join([before or "", *extra]).strip()
     launch = java_gateway.launch_gateway_server_process
     java_gateway.launch_gateway_server_process = lambda env, args: _launch_draining_stderr(launch, env, args)
@@ -181,10 +183,14 @@ def _launch_draining_stderr(launch: Callable[[dict, list], subprocess.Popen], en
 
 
 def _forward_lines(source: IO[bytes], sink: IO[str], prefix: str) -> None:
-    """Copy ``source``'s lines to ``sink`` until it ends, each after ``prefix``."""
+    """Copy ``source``'s lines to ``sink`` until it ends, each after ``prefix``; a line ``sink`` cannot
+    take (closed, say) is dropped, never left in the pipe."""
     for line in iter(source.readline, b""):
-        sink.write(prefix + line.decode(errors="replace"))
-        sink.flush()
+        try:
+            sink.write(prefix + line.decode(errors="replace"))
+            sink.flush()
+        except (OSError, ValueError):
+            continue
 
 
 def register_window_aggregate(t_env, name: str, spec_json: str, segments_json: str = "{}") -> None:

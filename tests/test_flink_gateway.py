@@ -48,3 +48,19 @@ def _java_home() -> dict[str, str]:
     import os
 
     return {k: v for k, v in os.environ.items() if k in ("JAVA_HOME", "HOME", "FLINK_HOME")}
+
+
+def test_forwarding_goes_on_draining_when_our_stderr_is_closed():
+    """A closed stderr (a daemonised job) must not stop the draining: the JVM would block again."""
+    import io
+
+    from jobs.flink_env import _forward_lines
+
+    closed = io.StringIO()
+    closed.close()
+    source = io.BytesIO(b"one\ntwo\n")
+    _forward_lines(source, closed, "[flink jvm] ")
+    assert source.read() == b""  # every line was read out of the pipe
+    sink = io.StringIO()
+    _forward_lines(io.BytesIO(b"a\nb"), sink, "> ")
+    assert sink.getvalue() == "> a\n> b"
