@@ -6,8 +6,9 @@ import os
 import subprocess
 import sys
 import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Callable, Mapping
+from typing import IO, Callable, Iterator, Mapping
 
 from core.errors import ConfigError
 
@@ -120,35 +121,46 @@ def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, i
 
 def _start_gateway_with_heap() -> None:
     """Start PyFlink's gateway JVM (if not running) with :data:`EMBEDDED_HEAP`, unless ``JVM_ARGS`` sets a heap,
-    its logs in ``$FLINK_LOG_DIR`` (default: the run folder's logs/flink-embedded), the JDK's logging
+    its logs in the run folder's logs/flink-embedded (``$DRIFTWARDEN_RUN_DIR``, default .run), the JDK's logging
     there too (:func:`_jdk_logging_to_file`), and its stderr forwarded to ours (:func:`_launch_draining_stderr`).
 
-    ``JVM_ARGS`` is changed only while the gateway starts: processes started later (a cluster's
-    scripts read it too) see the caller's environment.
+    ``JVM_ARGS`` and ``FLINK_LOG_DIR`` are changed only while the gateway starts: processes started
+    later (a cluster's scripts, a job of another run folder) see the caller's environment.
     """
     import pyflink.java_gateway as java_gateway
 
-    # the embedded cluster's logs go to the run folder, not into the virtualenv's site-packages
-    os.environ.setdefault("FLINK_LOG_DIR", str(Path(os.environ.get("DRIFTWARDEN_RUN_DIR", REPO / ".run"))
-                                               / "logs" / "flink-embedded"))
-    Path(os.environ["FLINK_LOG_DIR"]).mkdir(parents=True, exist_ok=True)
-    before = os.environ.get("JVM_ARGS")
-    extra = [] if "-Xmx" in (before or "") else [EMBEDDED_HEAP]
-    log_dir = Path(os.environ["FLINK_LOG_DIR"])
+    # the embedded cluster's logs go to the run folder, not into the virtualenv's site-packages. An
+    # inherited FLINK_LOG_DIR is not followed: PyFlink's loopback worker copies the JVM's environment
+    # into the process that ran a job, so a later job there would log into the earlier one's folder
+    log_dir = Path(os.environ.get("DRIFTWARDEN_RUN_DIR", REPO / ".run")) / "logs" / "flink-embedded"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    jvm_args = os.environ.get("JVM_ARGS") or ""
+    extra = [] if "-Xmx" in jvm_args else [EMBEDDED_HEAP]
     # PyFlink splits JVM_ARGS on whitespace: a log folder with a space keeps the JDK's default (stderr)
-    if "java.util.logging.config.file" not in (before or "") and not any(c.isspace() for c in str(log_dir)):
+    if "java.util.logging.config.file" not in jvm_args and not any(c.isspace() for c in str(log_dir)):
         extra.append(f"-Djava.util.logging.config.file={_jdk_logging_to_file(log_dir)}")
-    os.environ["JVM_ARGS"] = " ".join([before or "", *extra]).strip()
     launch = java_gateway.launch_gateway_server_process
     java_gateway.launch_gateway_server_process = lambda env, args: _launch_draining_stderr(launch, env, args)
     try:
-        java_gateway.get_gateway()
+        with _environment(JVM_ARGS=" ".join([jvm_args, *extra]).strip(), FLINK_LOG_DIR=str(log_dir)):
+            java_gateway.get_gateway()
     finally:
         java_gateway.launch_gateway_server_process = launch
-        if before is None:
-            os.environ.pop("JVM_ARGS", None)
-        else:
-            os.environ["JVM_ARGS"] = before
+
+
+@contextmanager
+def _environment(**values: str) -> Iterator[None]:
+    """Set environment variables for the ``with`` block, then put back what was there."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _jdk_logging_to_file(log_dir: Path) -> Path:

@@ -20,7 +20,9 @@ WRITE_200_KIB_TO_JVM_STDERR = """
 from jobs.flink_env import _start_gateway_with_heap
 from pyflink.java_gateway import get_gateway
 
+import os
 _start_gateway_with_heap()
+print("environment after the start:", os.environ.get("FLINK_LOG_DIR"), os.environ.get("JVM_ARGS"), flush=True)
 jvm = get_gateway().jvm
 jvm.java.util.logging.Logger.getLogger("driftwarden.test").severe("a JDK log record")
 for i in range(200):
@@ -35,6 +37,9 @@ def test_the_gateway_jvm_goes_on_after_writing_more_than_a_pipe_holds_to_its_std
                                                        "DRIFTWARDEN_RUN_DIR": str(tmp_path),
                                                        **_java_home()})
     assert "went on" in done.stdout, done.stderr[-3000:]
+    # FLINK_LOG_DIR and JVM_ARGS were set for the JVM's start only: a job started later by this
+    # process (in another run folder) does not inherit this one's log folder
+    assert "environment after the start: None None" in done.stdout
     forwarded = [line for line in done.stderr.splitlines() if line.startswith("[flink jvm] jvm line")]
     # the lines reach our stderr in order, far beyond what the pipe holds (the last few may still be
     # in flight when the process exits: the forwarding thread is a daemon)
