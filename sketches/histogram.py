@@ -67,9 +67,14 @@ class HistogramSketch:
         self._counts = np.empty(0, np.int64)
         self.nulls = self.nans = self.pos_inf = self.neg_inf = 0
         self.min = self.max = np.nan
+        self._forget()
+
+    def _forget(self) -> None:
+        """Drop what is derived from the buckets (edges, CDF curve, std, remembered quantiles): they changed."""
         self._edges: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-        self._curve: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # _cdf_curve(); dropped on any change
-        self._memo: dict[bytes, np.ndarray] = {}  # answers to repeated quantile queries; dropped on any change
+        self._curve: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._std: float | None = None
+        self._quantile_memo: dict[bytes, np.ndarray] = {}
 
     # ---------------------------------------------------------------- update / merge
     def update(self, values: Any) -> HistogramSketch:
@@ -115,14 +120,12 @@ class HistogramSketch:
         self.max = hi if np.isnan(self.max) else max(self.max, hi)
         while self._keys.size > self.max_buckets:
             self._coarsen(1)
-        self._edges = self._curve = None
-        self._memo = {}
+        self._forget()
 
     def _coarsen(self, bits: int) -> None:
         self.shift += bits
         self._keys, self._counts = _combine(self._keys >> bits, self._counts)
-        self._edges = self._curve = None
-        self._memo = {}
+        self._forget()
 
     # ---------------------------------------------------------------- counts
     @property
@@ -163,11 +166,11 @@ class HistogramSketch:
         """Population standard deviation from bucket mid-points; NaN when there are no values."""
         if not self._keys.size:
             return np.nan
-        if b"std" not in self._memo:
+        if self._std is None:
             lower, upper, _ = self._bucket_edges()
             mid = (lower + upper) / 2
-            self._memo[b"std"] = np.array([np.sqrt(max(np.dot(self._counts, (mid - self.mean) ** 2) / self.n, 0.0))])
-        return float(self._memo[b"std"][0])
+            self._std = float(np.sqrt(max(np.dot(self._counts, (mid - self.mean) ** 2) / self.n, 0.0)))
+        return self._std
 
     @property
     def rank_error(self) -> float:
@@ -187,12 +190,9 @@ class HistogramSketch:
         x = np.asarray(xs, dtype=np.float64).ravel()
         if not self._keys.size:
             return np.full(x.shape, np.nan)
-        knots, ranks, distinct = self._cdf_curve()
-        if xs is distinct:  # at its own support (gate.ks_estimate of a reference): remembered
-            if b"cdf@support" not in self._memo:
-                self._memo[b"cdf@support"] = np.interp(distinct, knots, ranks)
-                self._memo[b"cdf@support"].flags.writeable = False
-            return self._memo[b"cdf@support"].copy()
+        knots, ranks, distinct, at_distinct = self._cdf_curve()
+        if xs is distinct:  # at its own support (gate.ks_estimate of a reference): part of the curve
+            return at_distinct.copy()
         out = np.interp(x, knots, ranks, left=0.0, right=1.0)
         out[np.isnan(x)] = np.nan
         return out
@@ -207,12 +207,12 @@ class HistogramSketch:
         if not self._keys.size:
             return np.full(q.shape, np.nan)
         key = q.tobytes()
-        if key not in self._memo:
-            if len(self._memo) >= MEMO_QUERIES:
+        if key not in self._quantile_memo:
+            if len(self._quantile_memo) >= MEMO_QUERIES:
                 return self._quantiles(q)
-            self._memo[key] = self._quantiles(q)
-            self._memo[key].flags.writeable = False
-        return self._memo[key].copy()
+            self._quantile_memo[key] = self._quantiles(q)
+            self._quantile_memo[key].flags.writeable = False
+        return self._quantile_memo[key].copy()
 
     def _quantiles(self, q: np.ndarray) -> np.ndarray:
         lower, upper, cum = self._bucket_edges()
@@ -228,8 +228,9 @@ class HistogramSketch:
             return np.empty(0)
         return self._cdf_curve()[2]
 
-    def _cdf_curve(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The CDF as a piecewise-linear curve through (knot, rank) points, and the distinct knots.
+    def _cdf_curve(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The CDF as a piecewise-linear curve through (knot, rank) points, the distinct knots and the
+        CDF at each (the rank after the last of its repeats, what ``np.interp`` gives there).
 
         Each bucket adds two points: its lower edge at the fraction of values before it, its upper
         edge at the fraction up to it; between buckets the CDF is flat, and a bucket of no width is
@@ -240,8 +241,8 @@ class HistogramSketch:
             lower, upper, cum = self._bucket_edges()
             knots = np.column_stack([lower, upper]).ravel()
             ranks = np.column_stack([cum - self._counts, cum]).ravel() / cum[-1]
-            distinct = knots[np.concatenate([[True], knots[1:] != knots[:-1]])]  # knots are sorted
-            self._curve = (knots, ranks, distinct)
+            last = np.concatenate([knots[1:] != knots[:-1], [True]])  # knots are sorted: the last of each run
+            self._curve = (knots, ranks, knots[last], ranks[last])
             for part in self._curve:
                 part.flags.writeable = False
         return self._curve
