@@ -34,7 +34,7 @@ from jobs.dead_letters import REASON_SEPARATOR
 from jobs.feature_spec import FeatureColumnSpec
 from jobs.flink_env import make_table_env, register_window_aggregate
 from jobs.segments import MISSING, SegmentKey, other_key
-from jobs.source import kafka_source_ddl
+from jobs.source import kafka_source_ddl, sql_literal
 from jobs.udfs import ENVELOPE, analyze_window_udf, validate_record_udtf
 from schemas.config import MonitorConfig, load_config
 
@@ -57,11 +57,11 @@ def register(t_env, config: MonitorConfig, store_url: str, reference_path: str |
     size = config.window.size_ms
     # envelope check in Java: no event time or no model -> dead letters (the sink names the exact
     # reason); the features of records Java vouches for arrive as typed columns (jobs/feature_spec.py)
-    features_spec = spec.to_json().replace("'", "''")
+    features_spec = sql_literal(spec.to_json())
     t_env.execute_sql(f"""CREATE TEMPORARY VIEW checked AS
 SELECT `value`, `topic`, `partition`, `offset`, et, `future`, {EVENT_MS} AS event_ms, DW_MODEL(`value`) AS model,
        DW_EVENT_MILLIS(`value`) IS NULL OR COALESCE(DW_MODEL(`value`), '') = '' AS envelope_bad,
-       DW_FEATURES(`value`, '{features_spec}') AS f,
+       DW_FEATURES(`value`, {features_spec}) AS f,
        DW_PREVIOUS_MARK(CASE WHEN `future` THEN 0 ELSE {EVENT_MS} END - {config.window.out_of_orderness_ms})
          OVER (PARTITION BY `topic`, `partition` ORDER BY pt ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
          AS partition_mark
@@ -162,18 +162,15 @@ def segment_sql(segments: Mapping[str, tuple[tuple[str, ...], tuple[SegmentKey, 
                 spec: FeatureColumnSpec) -> str:
     """SQL of an event's segment: the index of its key among its model's keys (the last: other), -1
     for a model without segments. The rule of jobs/segments.py: a null value is ``(missing)``."""
-    def quoted(text: str) -> str:
-        return "'" + text.replace("'", "''") + "'"
-
     by_model = []
     for model, (by, keys) in segments.items():
         cases = " ".join(
-            "WHEN " + " AND ".join(f"COALESCE(`{spec.names[spec.columns_of[model][name]]}`, {quoted(MISSING)}) = "
-                                   f"{quoted(value)}"
+            "WHEN " + " AND ".join(f"COALESCE(`{spec.names[spec.columns_of[model][name]]}`, {sql_literal(MISSING)}) = "
+                                   f"{sql_literal(value)}"
                                    for name, value in zip(by, key)) + f" THEN {index}"
             for index, key in enumerate(keys[:-1]))
-        by_model.append(f"WHEN model = {quoted(model)} THEN CASE {cases} ELSE {len(keys) - 1} END"
-                        if cases else f"WHEN model = {quoted(model)} THEN 0")
+        by_model.append(f"WHEN model = {sql_literal(model)} THEN CASE {cases} ELSE {len(keys) - 1} END"
+                        if cases else f"WHEN model = {sql_literal(model)} THEN 0")
     return f"CASE {' '.join(by_model)} ELSE -1 END"
 
 

@@ -53,7 +53,7 @@ def kafka_source_ddl(
     options.update(_startup_options(source.start))
     if bounded:
         options["scan.bounded.mode"] = "latest-offset"
-    with_clause = ",\n  ".join(f"'{k}' = '{_escape(v)}'" for k, v in options.items())
+    with_clause = ",\n  ".join(f"'{k}' = {sql_literal(v)}" for k, v in options.items())
     future = future_sql(max_future_skew_ms)
     return f"""CREATE TABLE {table} (
   `value` BYTES,
@@ -76,5 +76,6 @@ def _startup_options(start: str) -> dict[str, str]:
     return {"scan.startup.mode": "timestamp", "scan.startup.timestamp-millis": str(parse_event_time(start))}
 
 
-def _escape(value: str) -> str:
-    return str(value).replace("'", "''")
+def sql_literal(value: str) -> str:
+    """``value`` as a Flink SQL string literal: quoted, each quote doubled (names from events are data)."""
+    return "'" + str(value).replace("'", "''") + "'"
