@@ -6,6 +6,12 @@ import java.util.Arrays;
  * The numeric histogram of sketches/FORMAT.md (kind 6): counts in log-linear buckets of relative
  * width 2^-P, uniformly coarsened (a shift {@code s}) while more than {@code M} buckets are used.
  * Buckets live in a primitive open-addressing map (no boxing on the update path).
+ *
+ * <p>Updates collapse lazily: the map may fill the table that M keys need up to its load factor
+ * (1,536 keys for M = 1,024; the same memory) before it is coarsened to at most M, and every reader ({@link
+ * #toBytes}, {@link #merge}, {@link #sortedKeys}, {@link #count}, {@link #shift}) first settles it
+ * to at most M. The settled state is the same as collapsing after every update (the finest shift
+ * that fits only grows as keys come), at a fraction of the collapses.
  */
 public final class LogLinearHistogram {
     public static final int KIND = 6;
@@ -22,6 +28,7 @@ public final class LogLinearHistogram {
     double min = Double.NaN;
     double max = Double.NaN;
 
+    private final int collapseAt;  // keys that fill the table M keys need: collapse before it would grow
     private long[] table;  // interleaved: key at 2i, its count at 2i + 1 (one cache line per probe)
     private int size;
 
@@ -34,7 +41,17 @@ public final class LogLinearHistogram {
         }
         this.precision = precision;
         this.maxBuckets = maxBuckets;
+        this.collapseAt = slotsFor(maxBuckets) / 4 * 3;
         allocate(32);
+    }
+
+    /** The fewest slots (a power of two, at least 32) that hold {@code keys} within the load factor. */
+    private static int slotsFor(int keys) {
+        int slots = 32;
+        while (keys * 8 > slots * 2 * 3) {
+            slots *= 2;
+        }
+        return slots;
     }
 
     private void allocate(int slots) {
@@ -78,7 +95,7 @@ public final class LogLinearHistogram {
             }
             n++;
             add(baseKey(x, precision) >> shift, 1);
-            if (size > maxBuckets) {
+            if (size >= collapseAt) {
                 collapse(0);
             }
         }
@@ -134,15 +151,20 @@ public final class LogLinearHistogram {
     }
 
     /**
-     * The smallest {@code e >= atLeast} with at most M distinct keys {@code >> e}. Sorted keys
-     * {@code a < b} stay apart after {@code >> e} exactly when {@code e <=} the highest set bit of
-     * {@code a ^ b}, so the count at every {@code e} follows from one pass over neighbours.
+     * The smallest {@code e >= atLeast} with at most M distinct keys {@code >> e}. One step is
+     * counted in place (keys {@code 2j} and {@code 2j + 1} become one), which is usually enough
+     * once the histogram is full. Else, from sorted keys: keys {@code a < b} stay apart after
+     * {@code >> e} exactly when {@code e <=} the highest set bit of {@code a ^ b}, so the count at
+     * every {@code e} follows from one pass over neighbours.
      */
     private int stepsToFit(int atLeast) {
         if (size <= maxBuckets && atLeast == 0) {
             return 0;
         }
-        long[] keys = sortedKeys();
+        if (atLeast <= 1 && size - pairsJoinedByOneStep() <= maxBuckets) {
+            return 1;
+        }
+        long[] keys = usedKeysSorted();
         int[] apartUpTo = new int[64];  // apartUpTo[h]: neighbours whose highest differing bit is h
         for (int i = 1; i < keys.length; i++) {
             apartUpTo[63 - Long.numberOfLeadingZeros(keys[i - 1] ^ keys[i])]++;
@@ -157,12 +179,33 @@ public final class LogLinearHistogram {
         return 63;
     }
 
+    /** How many used even keys {@code k} have {@code k + 1} used too (each such pair is one key {@code >> 1}). */
+    private int pairsJoinedByOneStep() {
+        int pairs = 0;
+        for (int i = 0; i < table.length; i += 2) {
+            long k = table[i];
+            if (k != EMPTY && (k & 1) == 0 && contains(k + 1)) {
+                pairs++;
+            }
+        }
+        return pairs;
+    }
+
+    /** Coarsens to at most M keys (what every reader sees). */
+    private void settle() {
+        if (size > maxBuckets) {
+            collapse(0);
+        }
+    }
+
     /** Adds {@code other} into this one (same P and M). */
     public void merge(LogLinearHistogram other) {
         if (other.precision != precision || other.maxBuckets != maxBuckets) {
             throw new IllegalArgumentException("cannot merge histograms with P/M " + precision + "/" + maxBuckets
                     + " and " + other.precision + "/" + other.maxBuckets);
         }
+        settle();
+        other.settle();
         int target = Math.max(shift, other.shift);
         if (target > shift) {
             collapse(target - shift);
@@ -187,6 +230,11 @@ public final class LogLinearHistogram {
 
     /** The used keys, ascending. */
     public long[] sortedKeys() {
+        settle();
+        return usedKeysSorted();
+    }
+
+    private long[] usedKeysSorted() {
         long[] out = new long[size];
         int j = 0;
         for (int i = 0; i < table.length; i += 2) {
@@ -198,8 +246,20 @@ public final class LogLinearHistogram {
         return out;
     }
 
+    /** Whether {@code key} (at the current shift) has a bucket. */
+    private boolean contains(long key) {
+        int mask = table.length - 2;
+        for (int i = home(key, mask); table[i] != EMPTY; i = (i + 2) & mask) {
+            if (table[i] == key) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     /** The count of {@code key} (at the current shift). */
     public long count(long key) {
+        settle();
         int mask = table.length - 2;
         for (int i = home(key, mask); table[i] != EMPTY; i = (i + 2) & mask) {
             if (table[i] == key) {
@@ -210,6 +270,7 @@ public final class LogLinearHistogram {
     }
 
     public int shift() {
+        settle();
         return shift;
     }
 
@@ -250,6 +311,7 @@ public final class LogLinearHistogram {
         if (keys.length > h.maxBuckets) {
             throw new IllegalArgumentException("corrupt histogram: " + keys.length + " buckets, at most " + maxBuckets);
         }
+        h.allocate(slotsFor(keys.length));  // the final size at once: no growing rehashes
         long total = 0;
         for (int i = 0; i < keys.length; i++) {
             if (i > 0 && keys[i] <= keys[i - 1]) {

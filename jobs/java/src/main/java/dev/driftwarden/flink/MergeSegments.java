@@ -101,7 +101,7 @@ public class MergeSegments extends AggregateFunction<byte[], Map<Integer, byte[]
             return;
         }
         WindowSummary merged = WindowSummary.fromBytes(before);
-        merged.merge(WindowSummary.fromBytes(partial));
+        merged.mergeOwned(WindowSummary.fromBytes(partial));
         acc.put(segment, merged.toBytes());
     }
 
@@ -112,7 +112,7 @@ public class MergeSegments extends AggregateFunction<byte[], Map<Integer, byte[]
         }
         WindowSummary whole = new WindowSummary();
         for (byte[] part : acc.values()) {
-            whole.merge(WindowSummary.fromBytes(part));
+            whole.mergeOwned(WindowSummary.fromBytes(part));
         }
         Segments spec = segments().get(whole.model());
         if (spec == null || acc.containsKey(-1)) {

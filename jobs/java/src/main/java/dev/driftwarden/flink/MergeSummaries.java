@@ -20,7 +20,7 @@ public class MergeSummaries extends SummaryAggregate {
     /** Merges one partial summary (its bytes) into the window's. */
     public void accumulate(WindowSummary acc, byte[] partial) {
         if (partial != null) {
-            acc.merge(WindowSummary.fromBytes(partial));
+            acc.mergeOwned(WindowSummary.fromBytes(partial));
         }
     }
 

@@ -28,7 +28,7 @@ import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMap
  *
  * <pre>
  * SummaryDump SPEC_FILE [--partials N]   &lt; records.jsonl
- * SummaryDump --bench EVENTS
+ * SummaryDump --bench EVENTS [--segments N]
  * </pre>
  *
  * Each stdin line is {@code {"model", "event_ms", "topic", "partition", "offset", "unknown", "values": [c0..cN]}}
@@ -47,6 +47,10 @@ public final class SummaryDump {
     public static void main(String[] args) throws IOException {
         if (args.length == 2 && args[0].equals("--bench")) {
             bench(Integer.parseInt(args[1]));
+            return;
+        }
+        if (args.length == 4 && args[0].equals("--bench") && args[2].equals("--segments")) {
+            benchSegments(Integer.parseInt(args[1]), Integer.parseInt(args[3]));
             return;
         }
         int partials = 1;
@@ -92,7 +96,7 @@ public final class SummaryDump {
 
     private static void usage(String problem) {
         System.err.println("SummaryDump: " + problem + "\nusage: SummaryDump SPEC_FILE [--partials N] < records.jsonl"
-                + "\n       SummaryDump --bench EVENTS");
+                + "\n       SummaryDump --bench EVENTS [--segments N]");
         System.exit(2);
     }
 
@@ -157,14 +161,7 @@ public final class SummaryDump {
 
     /** ns/event of accumulate for 20 numeric + 5 categorical columns (FORMAT.md defaults), one window; run 0 warms up. */
     private static void bench(int events) throws IOException {
-        StringBuilder spec = new StringBuilder("{\"window_ms\": 3600000, \"columns\": [");
-        StringBuilder features = new StringBuilder();
-        for (int c = 0; c < 25; c++) {
-            spec.append(c > 0 ? ", " : "").append(c < 20 ? "\"numeric\"" : "\"categorical\"");
-            features.append(c > 0 ? ", " : "").append("[\"f").append(c).append("\", ").append(c).append(']');
-        }
-        spec.append("], \"models\": {\"m\": {\"features\": [").append(features).append("]}}}");
-        WindowSummaryAgg agg = new WindowSummaryAgg(spec.toString());
+        WindowSummaryAgg agg = new WindowSummaryAgg(benchSpec());
         Random random = new Random(7);
         double[][] numbers = new double[4096][20];
         char[][][] texts = new char[4096][5][];
@@ -201,6 +198,70 @@ public final class SummaryDump {
             System.out.printf("run %d: %d events, accumulate %.1f ns/event wall, %.1f ns/event CPU; getValue + state round trip %.2f ms;"
                     + " summary %d bytes (%.0f per feature), state %d events%n", run, events,
                     (t1 - t0) / (double) events, (c1 - c0) / (double) events, (t2 - t1) / 1e6, bytes.length, bytes.length / 25.0, back.events());
+        }
+    }
+
+    /** The bench spec: model m, 20 numeric + 5 categorical columns (FORMAT.md defaults), one-hour windows. */
+    private static String benchSpec() {
+        StringBuilder spec = new StringBuilder("{\"window_ms\": 3600000, \"columns\": [");
+        StringBuilder features = new StringBuilder();
+        for (int c = 0; c < 25; c++) {
+            spec.append(c > 0 ? ", " : "").append(c < 20 ? "\"numeric\"" : "\"categorical\"");
+            features.append(c > 0 ? ", " : "").append("[\"f").append(c).append("\", ").append(c).append(']');
+        }
+        return spec.append("], \"models\": {\"m\": {\"features\": [").append(features).append("]}}}").toString();
+    }
+
+    /**
+     * A segmented window as the job builds it at parallelism 1: EVENTS events (20 normal values
+     * rounded to 5 decimals, as bench/bench_job.py sends, and 5 categories) in N + 1 segments
+     * (segment j gets a share ~ 1 / (j + 1), the last gathers the rest as "other" does), one
+     * accumulator per segment, each summary's bytes, then MergeSegments; 12 windows, the first
+     * ones warm the JIT. Per window: accumulate us/event, segment getValue ms and merge ms (CPU).
+     */
+    private static void benchSegments(int events, int segments) {
+        WindowSummaryAgg agg = new WindowSummaryAgg(benchSpec());
+        StringBuilder keys = new StringBuilder();
+        for (int s = 0; s <= segments; s++) {
+            keys.append(s > 0 ? ", " : "").append("[\"s").append(s).append("\"]");
+        }
+        MergeSegments merge = new MergeSegments("{\"m\": {\"by\": [\"f24\"], \"keys\": [" + keys + "]}}");
+        Random random = new Random(7);
+        Object[][] rows = new Object[events][];
+        int[] segmentOf = new int[events];
+        for (int i = 0; i < events; i++) {
+            segmentOf[i] = Math.min(segments, (int) Math.floor(Math.exp(random.nextDouble() * Math.log(2.0 * segments + 1))) - 1);
+            rows[i] = new Object[25];
+            for (int c = 0; c < 20; c++) {
+                rows[i][c] = Math.round(random.nextGaussian() * 1e5) / 1e5;
+            }
+            for (int c = 20; c < 25; c++) {
+                rows[i][c] = "cat-" + random.nextInt(8);
+            }
+        }
+        for (int run = 0; run < 12; run++) {
+            long c0 = CPU.getCurrentThreadCpuTime();
+            WindowSummary[] parts = new WindowSummary[segments + 1];
+            for (int s = 0; s <= segments; s++) {
+                parts[s] = agg.createAccumulator();
+            }
+            for (int i = 0; i < events; i++) {
+                agg.accumulate(parts[segmentOf[i]], "m", 1_000L, "events", 0, (long) run * events + i, 0, rows[i]);
+            }
+            long c1 = CPU.getCurrentThreadCpuTime();
+            Map<Integer, byte[]> acc = merge.createAccumulator();
+            long bytes = 0;
+            for (int s = 0; s <= segments; s++) {
+                byte[] part = agg.getValue(parts[s]);
+                bytes += part.length;
+                merge.accumulate(acc, part, s);
+            }
+            long c2 = CPU.getCurrentThreadCpuTime();
+            byte[] window = merge.getValue(acc);
+            long c3 = CPU.getCurrentThreadCpuTime();
+            System.out.printf("run %d: %d events in %d segments: accumulate %.2f us/event, segment summaries %.1f ms"
+                    + " (%d KiB), merge %.1f ms (%d KiB) CPU%n", run, events, segments + 1, (c1 - c0) / 1e3 / events,
+                    (c2 - c1) / 1e6, bytes / 1024, (c3 - c2) / 1e6, window.length / 1024);
         }
     }
 }

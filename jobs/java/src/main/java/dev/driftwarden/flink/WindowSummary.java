@@ -107,6 +107,18 @@ public final class WindowSummary {
         sample.merge(other.sample);
     }
 
+    /**
+     * Adds {@code other}, which the caller hands over (it is not used afterwards): an empty summary
+     * takes it over instead of copying it. For summaries just read from bytes.
+     */
+    public void mergeOwned(WindowSummary other) {
+        if (isEmpty() && !other.isEmpty()) {
+            copyFrom(other);
+        } else {
+            merge(other);
+        }
+    }
+
     private void copyFrom(WindowSummary s) {
         model = s.model;
         start = s.start;
