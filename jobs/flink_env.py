@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -33,7 +34,11 @@ EMBEDDED_MEMORY = {
 #: Heap of the JVM that runs the embedded MiniCluster (PyFlink's gateway), unless ``JVM_ARGS`` already
 #: sets one. Left alone, the JVM takes a quarter of the machine's memory and keeps what it grew to
 #: (1.3 GiB resident on bench/bench_job.py); the job's state is a few window summaries.
-EMBEDDED_HEAP = "-Xmx768m"
+EMBEDDED_HEAP = "-Xmx512m"
+#: Garbage collector of that JVM, unless ``JVM_ARGS`` names one: the parallel (throughput) collector.
+#: The job allocates much (each event's row, strings and boxed values) and keeps little; on
+#: bench/bench_job.py it costs less CPU per event than G1 (the JVM's default) at a smaller heap.
+EMBEDDED_GC = "-XX:+UseParallelGC"
 
 
 #: Window aggregates run in one phase. Flink's local-global (two-phase) window aggregation needs
@@ -120,9 +125,10 @@ def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, i
 
 
 def _start_gateway_with_heap() -> None:
-    """Start PyFlink's gateway JVM (if not running) with :data:`EMBEDDED_HEAP`, unless ``JVM_ARGS`` sets a heap,
-    its logs in the run folder's logs/flink-embedded (``$DRIFTWARDEN_RUN_DIR``, default .run), the JDK's logging
-    there too (:func:`_jdk_logging_to_file`), and its stderr forwarded to ours (:func:`_launch_draining_stderr`).
+    """Start PyFlink's gateway JVM (if not running) with :data:`EMBEDDED_HEAP` and :data:`EMBEDDED_GC` (unless
+    ``JVM_ARGS`` sets a heap or names a collector), its logs in the run folder's logs/flink-embedded
+    (``$DRIFTWARDEN_RUN_DIR``, default .run), the JDK's logging there too (:func:`_jdk_logging_to_file`),
+    and its stderr forwarded to ours (:func:`_launch_draining_stderr`).
 
     ``JVM_ARGS`` and ``FLINK_LOG_DIR`` are changed only while the gateway starts: processes started
     later (a cluster's scripts, a job of another run folder) see the caller's environment.
@@ -134,18 +140,26 @@ def _start_gateway_with_heap() -> None:
     # into the process that ran a job, so a later job there would log into the earlier one's folder
     log_dir = Path(os.environ.get("DRIFTWARDEN_RUN_DIR", REPO / ".run")) / "logs" / "flink-embedded"
     log_dir.mkdir(parents=True, exist_ok=True)
-    jvm_args = os.environ.get("JVM_ARGS") or ""
-    extra = [] if "-Xmx" in jvm_args else [EMBEDDED_HEAP]
-    # PyFlink splits JVM_ARGS on whitespace: a log folder with a space keeps the JDK's default (stderr)
-    if "java.util.logging.config.file" not in jvm_args and not any(c.isspace() for c in str(log_dir)):
-        extra.append(f"-Djava.util.logging.config.file={_jdk_logging_to_file(log_dir)}")
     launch = java_gateway.launch_gateway_server_process
     java_gateway.launch_gateway_server_process = lambda env, args: _launch_draining_stderr(launch, env, args)
     try:
-        with _environment(JVM_ARGS=" ".join([jvm_args, *extra]).strip(), FLINK_LOG_DIR=str(log_dir)):
+        with _environment(JVM_ARGS=gateway_jvm_args(os.environ.get("JVM_ARGS") or "", log_dir),
+                          FLINK_LOG_DIR=str(log_dir)):
             java_gateway.get_gateway()
     finally:
         java_gateway.launch_gateway_server_process = launch
+
+
+def gateway_jvm_args(inherited: str, log_dir: Path) -> str:
+    """``JVM_ARGS`` of the gateway JVM: ``inherited`` plus :data:`EMBEDDED_HEAP` unless it sets a heap,
+    :data:`EMBEDDED_GC` unless it names a collector, and the JDK's logging into ``log_dir``."""
+    extra = [] if "-Xmx" in inherited else [EMBEDDED_HEAP]
+    if not re.search(r"-XX:\+Use\w*GC\b", inherited):
+        extra.append(EMBEDDED_GC)
+    # PyFlink splits JVM_ARGS on whitespace: a log folder with a space keeps the JDK's default (stderr)
+    if "java.util.logging.config.file" not in inherited and not any(c.isspace() for c in str(log_dir)):
+        extra.append(f"-Djava.util.logging.config.file={_jdk_logging_to_file(log_dir)}")
+    return " ".join([inherited, *extra]).strip()
 
 
 @contextmanager

@@ -24,6 +24,8 @@ import os
 _start_gateway_with_heap()
 print("environment after the start:", os.environ.get("FLINK_LOG_DIR"), os.environ.get("JVM_ARGS"), flush=True)
 jvm = get_gateway().jvm
+collectors = ",".join(sorted(bean.getName() for bean in jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()))
+print("collectors:", collectors, "max heap MiB:", jvm.java.lang.Runtime.getRuntime().maxMemory() // 2**20, flush=True)
 jvm.java.util.logging.Logger.getLogger("driftwarden.test").severe("a JDK log record")
 for i in range(200):
     jvm.java.lang.System.err.println("jvm line %03d " % i + "x" * 1000)
@@ -40,6 +42,9 @@ def test_the_gateway_jvm_goes_on_after_writing_more_than_a_pipe_holds_to_its_std
     # FLINK_LOG_DIR and JVM_ARGS were set for the JVM's start only: a job started later by this
     # process (in another run folder) does not inherit this one's log folder
     assert "environment after the start: None None" in done.stdout
+    # the default heap and the parallel collector (jobs/flink_env.EMBEDDED_HEAP, EMBEDDED_GC)
+    assert "collectors: PS MarkSweep,PS Scavenge max heap MiB:" in done.stdout, done.stdout
+    assert int(done.stdout.split("max heap MiB:")[1].split()[0]) <= 512
     forwarded = [line for line in done.stderr.splitlines() if line.startswith("[flink jvm] jvm line")]
     # the lines reach our stderr in order, far beyond what the pipe holds (the last few may still be
     # in flight when the process exits: the forwarding thread is a daemon)
@@ -47,6 +52,21 @@ def test_the_gateway_jvm_goes_on_after_writing_more_than_a_pipe_holds_to_its_std
     # the JDK's logging (gRPC's, inside Beam) goes to a file of the run folder, not to stderr
     assert "a JDK log record" not in done.stderr
     assert "a JDK log record" in (tmp_path / "logs" / "flink-embedded" / "flink-jvm-jdk.log.0").read_text()
+
+
+def test_jvm_args_keep_what_the_caller_set(tmp_path):
+    """JVM_ARGS of the caller win: a heap or a collector given there replaces the embedded default."""
+    from jobs.flink_env import EMBEDDED_GC, EMBEDDED_HEAP, gateway_jvm_args
+
+    defaults = gateway_jvm_args("", tmp_path).split()
+    assert EMBEDDED_HEAP in defaults and EMBEDDED_GC in defaults
+    assert any(arg.startswith("-Djava.util.logging.config.file=") for arg in defaults)
+    own = gateway_jvm_args("-Xmx2g -XX:+UseG1GC", tmp_path).split()
+    assert own[:2] == ["-Xmx2g", "-XX:+UseG1GC"] and EMBEDDED_HEAP not in own and EMBEDDED_GC not in own
+    assert gateway_jvm_args("-XX:+UseZGC", tmp_path).split()[:2] == ["-XX:+UseZGC", EMBEDDED_HEAP]
+    # a folder with a space: no logging file (PyFlink splits JVM_ARGS on whitespace)
+    spaced = tmp_path / "a b"
+    assert "java.util.logging" not in gateway_jvm_args("", spaced)
 
 
 def _java_home() -> dict[str, str]:
