@@ -253,24 +253,64 @@ def _tree_rss() -> int:
     return total
 
 
-def tree_cpu_seconds() -> float:
-    """CPU seconds (user + system) of :func:`_process_tree`, including exited, reaped children (a
-    job's Python workers count into the JVM that reaped them): a load-independent work figure."""
-    total = 0
-    for pid in _process_tree():
-        try:
-            total += sum(int(v) for v in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[11:15])
-        except (OSError, ValueError, IndexError):
-            continue
-    return total / os.sysconf("SC_CLK_TCK")
+class TreeCpu:
+    """CPU seconds (user + system) that this process and its descendants use during a ``with`` block.
+
+    Each process's own CPU is sampled (every 0.2 s and at the end) and the growth summed, so a
+    process that ends within the block counts with its last sample: PyFlink's Python workers (process
+    mode) outlive their launcher script, end as children of init and are never reaped into this
+    tree, so their parents' cumulative children's CPU never shows them. A process living less than
+    the interval is missed. The sampler's own CPU is left out.
+    """
+
+    def __init__(self, interval_s: float = 0.2) -> None:
+        self.seconds = 0.0
+        self._interval_s = interval_s
+        self._first: dict[int, float] = {}
+        self._last: dict[int, float] = {}
+        self._sampler_cpu = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "TreeCpu":
+        self._sample()
+        self._first = dict(self._last)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+        self.seconds = sum(cpu - self._first.get(pid, 0.0) for pid, cpu in self._last.items()) - self._sampler_cpu
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            self._sample()
+        self._sampler_cpu = time.thread_time()
+
+    def _sample(self) -> None:
+        for pid in _process_tree():
+            cpu = _own_cpu_seconds(pid)
+            if cpu is not None:
+                self._last[pid] = cpu
+
+
+def _own_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of one process (its children's not included); None when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def timed(run, *args) -> tuple[float, float]:
-    """Wall seconds and the process tree's CPU seconds of ``run(*args)``."""
-    cpu = tree_cpu_seconds()
+    """Wall seconds and the process tree's CPU seconds (:class:`TreeCpu`) of ``run(*args)``."""
     wall = time.perf_counter()
-    run(*args)
-    return time.perf_counter() - wall, tree_cpu_seconds() - cpu
+    with TreeCpu() as cpu:
+        run(*args)
+    return time.perf_counter() - wall, cpu.seconds
 
 
 def window_state_bytes(store: Path) -> float:

@@ -78,9 +78,7 @@ def _wait_for_operators(url: str, timeout_s: float = 120.0) -> int:
 
 def _cpu_over(work) -> tuple[float, float]:
     """Wall seconds and process-tree CPU seconds of ``work()``."""
-    cpu, wall = bench_job.tree_cpu_seconds(), time.perf_counter()
-    work()
-    return time.perf_counter() - wall, bench_job.tree_cpu_seconds() - cpu
+    return bench_job.timed(work)
 
 
 if __name__ == "__main__":

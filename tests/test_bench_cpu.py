@@ -1,0 +1,54 @@
+"""bench/bench_job.py's CPU figure counts the job's Python workers, which end unreaped (bench/bench_job.TreeCpu)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+
+from bench_job import timed  # noqa: E402
+
+# one CPU second, then a note of its pid, then a rest before it ends
+WORKER = """
+import os, sys, time
+t = time.process_time()
+while time.process_time() - t < 1.0:
+    pass
+open(sys.argv[1], "w").write(str(os.getpid()))
+time.sleep(1.0)
+"""
+
+
+def _wait_until(condition, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def _ended(pid: int) -> bool:
+    """Gone, or a zombie (a container's init may be slow to reap)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_a_worker_that_outlives_its_launcher_still_counts(tmp_path):
+    """As PyFlink's workers do: started by a shell script, the script ends first, the worker ends as a
+    child of init. Its CPU second is in the figure (the children's CPU of the tree never shows it)."""
+    note = tmp_path / "pid"
+
+    def run() -> None:
+        launcher = subprocess.Popen(["sh", "-c", '"$0" -c "$1" "$2"; true', sys.executable, WORKER, str(note)])
+        _wait_until(note.exists)
+        pid = int(note.read_text())
+        launcher.kill()
+        launcher.wait()
+        _wait_until(lambda: _ended(pid))
+
+    _, cpu = timed(run)
+    assert cpu >= 0.9
