@@ -186,19 +186,17 @@ def run_plain_flink(topic: str) -> float:
     return time.perf_counter() - started
 
 
-class PeakRss:
-    """Samples the summed resident memory of :func:`_process_tree` (client, Flink JVM, Python workers),
-    and the largest completed checkpoint under ``checkpoint_dir`` when given."""
+class _TreeSampler:
+    """A thread that samples :func:`_process_tree` every ``interval_s`` during a ``with`` block
+    (:meth:`_sample`); ``own_cpu`` is its own CPU, counted in this process but not the job's."""
 
-    def __init__(self, checkpoint_dir: Path | None = None) -> None:
-        self.peak = 0
-        self.checkpoint_peak = 0
+    def __init__(self, interval_s: float = 0.2) -> None:
         self.own_cpu = 0.0
-        self.checkpoint_dir = checkpoint_dir
+        self._interval_s = interval_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> "PeakRss":
+    def __enter__(self):
         self._thread.start()
         return self
 
@@ -207,11 +205,28 @@ class PeakRss:
         self._thread.join()
 
     def _run(self) -> None:
-        while not self._stop.wait(0.2):
-            self.peak = max(self.peak, _tree_rss())
-            if self.checkpoint_dir is not None:
-                self.checkpoint_peak = max(self.checkpoint_peak, _largest_checkpoint(self.checkpoint_dir))
-        self.own_cpu = time.thread_time()  # this sampler's CPU: counted in the process tree, not the job's
+        while not self._stop.wait(self._interval_s):
+            self._sample()
+        self.own_cpu = time.thread_time()
+
+    def _sample(self) -> None:
+        raise NotImplementedError
+
+
+class PeakRss(_TreeSampler):
+    """Samples the summed resident memory of :func:`_process_tree` (client, Flink JVM, Python workers),
+    and the largest completed checkpoint under ``checkpoint_dir`` when given."""
+
+    def __init__(self, checkpoint_dir: Path | None = None) -> None:
+        super().__init__()
+        self.peak = 0
+        self.checkpoint_peak = 0
+        self.checkpoint_dir = checkpoint_dir
+
+    def _sample(self) -> None:
+        self.peak = max(self.peak, _tree_rss())
+        if self.checkpoint_dir is not None:
+            self.checkpoint_peak = max(self.checkpoint_peak, _largest_checkpoint(self.checkpoint_dir))
 
 
 def _largest_checkpoint(folder: Path) -> int:
@@ -253,7 +268,7 @@ def _tree_rss() -> int:
     return total
 
 
-class TreeCpu:
+class TreeCpu(_TreeSampler):
     """CPU seconds (user + system) that this process and its descendants use during a ``with`` block.
 
     Each process's own CPU is sampled (every 0.2 s and at the end) and the growth summed, so a
@@ -263,31 +278,21 @@ class TreeCpu:
     the interval is missed. The sampler's own CPU is left out.
     """
 
-    def __init__(self, interval_s: float = 0.2) -> None:
+    def __init__(self) -> None:
+        super().__init__()
         self.seconds = 0.0
-        self._interval_s = interval_s
         self._first: dict[int, float] = {}
         self._last: dict[int, float] = {}
-        self._sampler_cpu = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> "TreeCpu":
         self._sample()
         self._first = dict(self._last)
-        self._thread.start()
-        return self
+        return super().__enter__()
 
     def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
+        super().__exit__(*exc)
         self._sample()
-        self.seconds = sum(cpu - self._first.get(pid, 0.0) for pid, cpu in self._last.items()) - self._sampler_cpu
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            self._sample()
-        self._sampler_cpu = time.thread_time()
+        self.seconds = sum(cpu - self._first.get(pid, 0.0) for pid, cpu in self._last.items()) - self.own_cpu
 
     def _sample(self) -> None:
         for pid in _process_tree():

@@ -48,10 +48,15 @@ public final class LogLinearHistogram {
     /** The fewest slots (a power of two, at least 32) that hold {@code keys} within the load factor. */
     private static int slotsFor(int keys) {
         int slots = 32;
-        while (keys * 8 > slots * 2 * 3) {
+        while (!withinLoad(keys, slots)) {
             slots *= 2;
         }
         return slots;
+    }
+
+    /** Whether {@code keys} keys fit {@code slots} slots at the load factor 3/4. */
+    private static boolean withinLoad(int keys, int slots) {
+        return keys * 4 <= slots * 3;
     }
 
     private void allocate(int slots) {
@@ -118,7 +123,7 @@ public final class LogLinearHistogram {
             if (k == EMPTY) {
                 table[i] = key;
                 table[i + 1] = count;
-                if (++size * 8 > table.length * 3) {  // load factor 3/4
+                if (!withinLoad(++size, table.length / 2)) {
                     rehash(table.length, 0);
                 }
                 return;
