@@ -26,8 +26,12 @@ def psi(ref_probs: np.ndarray, win_probs: np.ndarray) -> float:
     >>> round(psi(np.array([0.5, 0.5]), np.array([0.5, 0.5])), 6)
     0.0
     """
-    r, w = smooth(ref_probs), smooth(win_probs)
-    return float(np.sum((w - r) * np.log(w / r)))
+    return psi_smoothed(smooth(ref_probs), smooth(win_probs))
+
+
+def psi_smoothed(ref_smoothed: np.ndarray, win_smoothed: np.ndarray) -> float:
+    """:func:`psi` of probabilities already smoothed (:func:`smooth`): a reference's, smoothed once."""
+    return float(np.sum((win_smoothed - ref_smoothed) * np.log(win_smoothed / ref_smoothed)))
 
 
 def js_divergence(ref_probs: np.ndarray, win_probs: np.ndarray) -> float:

@@ -158,18 +158,33 @@ def bin_edges(reference: NumericSketch, bins: int) -> np.ndarray:
 
 def psi_estimate(reference: NumericSketch, window: NumericSketch, bins: int = 10) -> float:
     """PSI of the window on the reference-quantile bins, from the two sketches."""
+    edges, ref_probs = reference.remember(("psi_bins", bins), lambda: _reference_bins(reference, bins))
+    return distances.psi_smoothed(ref_probs, distances.smooth(distances.probs_from_cdf(window.cdf(edges))))
+
+
+def _reference_bins(reference: NumericSketch, bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """The PSI bins' inner edges and the reference's smoothed probabilities on them."""
     edges = bin_edges(reference, bins)
-    return distances.psi(distances.probs_from_cdf(reference.cdf(edges)),
-                         distances.probs_from_cdf(window.cdf(edges)))
+    return edges, distances.smooth(distances.probs_from_cdf(reference.cdf(edges)))
+
+
+#: Mid-point ranks of the EMD estimate.
+_EMD_RANKS = (np.arange(EMD_GRID) + 0.5) / EMD_GRID
 
 
 def emd_estimate(reference: NumericSketch, window: NumericSketch) -> float:
     """Wasserstein-1 distance between the sketches' quantile functions, in reference-spread units."""
-    u = (np.arange(EMD_GRID) + 0.5) / EMD_GRID
+    scale, ref_scaled = reference.remember("emd", lambda: _reference_quantiles(reference))
+    with np.errstate(over="ignore", invalid="ignore"):
+        return float(np.mean(np.abs(ref_scaled - window.quantiles(_EMD_RANKS) / scale)))
+
+
+def _reference_quantiles(reference: NumericSketch) -> tuple[float, np.ndarray]:
+    """The EMD's scale (the reference spread) and the reference's quantile function over it."""
     q25, q75 = reference.quantiles([0.25, 0.75])
     scale = distances.spread(q25, q75, reference.std)
     with np.errstate(over="ignore", invalid="ignore"):
-        return float(np.mean(np.abs(reference.quantiles(u) / scale - window.quantiles(u) / scale)))
+        return scale, reference.quantiles(_EMD_RANKS) / scale
 
 
 def category_probs(reference: CategoricalSketch, window: CategoricalSketch) -> tuple[np.ndarray, np.ndarray]:

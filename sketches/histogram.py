@@ -18,7 +18,7 @@ Null, NaN, +inf and -inf are counted exactly; min and max are exact.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Hashable
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -75,6 +75,8 @@ class HistogramSketch:
         self._curve: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._std: float | None = None
         self._quantile_memo: dict[bytes, np.ndarray] = {}
+        self._derived: dict = {}  # remember()
+        self._n: int | None = None
 
     # ---------------------------------------------------------------- update / merge
     def update(self, values: Any) -> HistogramSketch:
@@ -136,7 +138,9 @@ class HistogramSketch:
     @property
     def n(self) -> int:
         """Number of finite values in the histogram."""
-        return int(self._counts.sum())
+        if self._n is None:
+            self._n = int(self._counts.sum())
+        return self._n
 
     @property
     def count(self) -> int:
@@ -239,9 +243,13 @@ class HistogramSketch:
         """
         if self._curve is None:
             lower, upper, cum = self._bucket_edges()
-            knots = np.column_stack([lower, upper]).ravel()
-            ranks = np.column_stack([cum - self._counts, cum]).ravel() / cum[-1]
-            last = np.concatenate([knots[1:] != knots[:-1], [True]])  # knots are sorted: the last of each run
+            knots, ranks = np.empty(2 * lower.size), np.empty(2 * lower.size)
+            knots[0::2], knots[1::2] = lower, upper
+            ranks[0::2], ranks[1::2] = cum - self._counts, cum
+            ranks /= cum[-1]
+            last = np.empty(knots.size, dtype=bool)  # knots are sorted: the last of each run
+            np.not_equal(knots[1:], knots[:-1], out=last[:-1])
+            last[-1] = True
             self._curve = (knots, ranks, knots[last], ranks[last])
             for part in self._curve:
                 part.flags.writeable = False
@@ -250,12 +258,29 @@ class HistogramSketch:
     def _bucket_edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each bucket's value range (clipped to [min, max]) and cumulative counts."""
         if self._edges is None:
-            lower = np.clip(bucket_lower(self._keys, self.shift, self.precision), self.min, self.max)
-            upper = np.clip(bucket_lower(self._keys + 1, self.shift, self.precision), self.min, self.max)
-            self._edges = (lower, upper, np.cumsum(self._counts))
+            n = self._keys.size  # both edges in one pass: each bucket's upper edge is the next key's lower
+            edges = np.clip(bucket_lower(np.concatenate([self._keys, self._keys + 1]), self.shift, self.precision),
+                            self.min, self.max)
+            self._edges = (edges[:n], edges[n:], np.cumsum(self._counts))
             for part in self._edges:
                 part.flags.writeable = False
         return self._edges
+
+    def remember(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """``compute()``, computed once per ``key`` until the sketch changes.
+
+        For what a caller derives from a sketch that is queried again and again unchanged: the gate
+        remembers a reference's PSI bins and EMD scale, which every window it judges shares.
+
+        >>> sk = HistogramSketch().update([1.0, 2.0])
+        >>> sk.remember("spread", lambda: sk.max - sk.min), sk.remember("spread", lambda: -1.0)
+        (1.0, 1.0)
+        >>> sk.update([5.0]).remember("spread", lambda: sk.max - sk.min)
+        4.0
+        """
+        if key not in self._derived:
+            self._derived[key] = compute()
+        return self._derived[key]
 
     # ---------------------------------------------------------------- serialization
     def serialize(self) -> bytes:
@@ -274,6 +299,7 @@ class HistogramSketch:
         sk.nulls, sk.nans, sk.pos_inf, sk.neg_inf, sk.min, sk.max = r.unpack("qqqqdd")
         sk._keys = np.frombuffer(r.blob(), dtype="<i8").astype(np.int64)
         sk._counts = np.frombuffer(r.blob(), dtype="<i8").astype(np.int64)
+        sk._forget()
         r.done()
         if sk._keys.size != sk._counts.size or int(sk._counts.sum()) != n:
             raise SerializationError(f"corrupt histogram: {sk._keys.size} keys, {sk._counts.size} counts, n={n}")
@@ -292,7 +318,7 @@ def bucket_keys(x: np.ndarray, precision: int) -> np.ndarray:
 
 def bucket_lower(keys: np.ndarray, shift: int, precision: int) -> np.ndarray:
     """Lowest value of each bucket ``keys`` at ``shift`` (the next key's lower is a bucket's upper edge)."""
-    k = keys.astype(np.int64)
+    k = keys.astype(np.int64, copy=False)
     negative = k < 0
     # bucket k >= 0 starts at base key k << shift; bucket ~p (< 0) covers -x for x up to base key p + 1
     magnitude = np.where(negative, -k, k).astype(np.uint64) << np.uint64(shift)

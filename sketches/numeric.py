@@ -7,7 +7,7 @@ squares, and a numerically stable second moment for ``std``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Hashable
 
 import datasketches as ds
 import numpy as np
@@ -62,6 +62,7 @@ class NumericSketch:
         self.sum = self.sum_sq = 0.0
         self._mean = self._m2 = 0.0
         self._support: np.ndarray | None = None  # cached by support(); dropped on any change
+        self._derived: dict = {}  # remember(); dropped with the support
 
     # ---------------------------------------------------------------- update / merge
     def update(self, values: Any) -> NumericSketch:
@@ -73,7 +74,7 @@ class NumericSketch:
         if not np.isfinite(total):  # a finite sum proves every value finite: skip the mask pass
             x, total = self._drop_non_finite(x)
         if x.size:
-            self._support = None
+            self._support, self._derived = None, {}
             self._sk.update(x if x.size > 1 else float(x[0]))  # 1-element arrays pick the scalar overload
             with np.errstate(over="ignore", invalid="ignore"):
                 self._add_moments(x.size, float(x.min()), float(x.max()), total,
@@ -115,7 +116,7 @@ class NumericSketch:
         if not isinstance(other, NumericSketch) or (other.kind, other.k) != (self.kind, self.k):
             raise SketchError(f"cannot merge {_describe(other)} into {_describe(self)}")
         self._sk.merge(other._sk)
-        self._support = None
+        self._support, self._derived = None, {}
         self.nulls += other.nulls
         self.nans += other.nans
         self.pos_inf += other.pos_inf
@@ -192,6 +193,13 @@ class NumericSketch:
         cdf[points >= self.max] = 1.0
         cdf[points < self.min] = 0.0
         return cdf
+
+    def remember(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """``compute()``, computed once per ``key`` until the sketch's values change (see
+        :meth:`sketches.histogram.HistogramSketch.remember`)."""
+        if key not in self._derived:
+            self._derived[key] = compute()
+        return self._derived[key]
 
     def support(self) -> np.ndarray:
         """Sorted points where the sketch's CDF can step (retained items, or a quantile grid).
