@@ -11,6 +11,7 @@ from scipy import stats
 from core.errors import SketchError
 from sketches import CategoricalSketch, GateScores, GateThresholds, NumericSketch, gate_alarm, gate_scores
 from sketches import distances
+from sketches.histogram import HistogramSketch
 from sketches.gate import EMD_TOLERANCE, bin_edges, category_probs, psi_tolerance
 
 RNG = np.random.default_rng(42)
@@ -125,3 +126,19 @@ def test_gate_alarm_any_score_and_abs_missing() -> None:
     assert gate_alarm(GateScores(ks=0.05, psi=0.2, emd=0.05), t)
     assert gate_alarm(GateScores(missing_delta=-0.5), t)
     assert not gate_alarm(GateScores(ks=float("nan")), t)
+
+
+
+@pytest.mark.parametrize("make", [lambda: NumericSketch(kind="kll"), lambda: NumericSketch(kind="tdigest"),
+                                  lambda: HistogramSketch()], ids=["kll", "tdigest", "histogram"])
+def test_a_reference_that_changes_is_judged_by_its_new_values(make) -> None:
+    """The gate remembers a reference's bins and quantiles across windows, but never past a change."""
+    rng = np.random.default_rng(3)
+    reference, window = make().update(rng.normal(size=5_000)), make().update(rng.normal(0.5, 1.0, size=2_000))
+    before = gate_scores(reference, window)
+    assert gate_scores(reference, window) == before
+    reference.update(rng.normal(0.5, 1.0, size=20_000))
+    after = gate_scores(reference, window)
+    assert after.psi < before.psi and after.emd < before.emd
+    # the same as a copy that never judged a window (nothing remembered)
+    assert after == gate_scores(type(reference).deserialize(reference.serialize()), window)
