@@ -72,11 +72,15 @@ class Writer:
         return b"".join(self._parts)
 
 
+#: Compiled ``struct`` layouts of the formats readers ask for (a few dozen).
+_LAYOUTS: dict[str, struct.Struct] = {}
+
+
 class Reader:
     """Read fields back from a frame, raising ``SerializationError`` on any inconsistency."""
 
     def __init__(self, data: bytes, expected_kinds: tuple[int, ...]) -> None:
-        self._data = memoryview(bytes(data))
+        self._data = memoryview(data if isinstance(data, bytes) else bytes(data))  # bytes: read in place
         self._pos = 0
         magic = self._take(4)
         if magic != MAGIC:
@@ -96,8 +100,10 @@ class Reader:
 
     def unpack(self, fmt: str) -> tuple:
         """Read fixed-width fields in ``struct`` format ``fmt``."""
-        fmt = "<" + fmt
-        return struct.unpack(fmt, self._take(struct.calcsize(fmt)))
+        layout = _LAYOUTS.get(fmt) or _LAYOUTS.setdefault(fmt, struct.Struct("<" + fmt))
+        start = self._pos
+        self._take(layout.size)
+        return layout.unpack_from(self._data, start)
 
     def blob(self) -> bytes:
         """Read a length-prefixed byte string."""
