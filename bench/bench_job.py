@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import sys
 import threading
 import time
@@ -278,15 +279,18 @@ class TreeCpu(_TreeSampler):
     the interval is missed. The sampler's own CPU is left out.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, by_thread: bool = False) -> None:
         super().__init__()
         self.seconds = 0.0
+        self.by_thread = by_thread
         self._first: dict[int, float] = {}
         self._last: dict[int, float] = {}
+        self._first_threads: dict[tuple[int, int], tuple[str, float]] = {}
+        self._last_threads: dict[tuple[int, int], tuple[str, float]] = {}
 
     def __enter__(self) -> "TreeCpu":
         self._sample()
-        self._first = dict(self._last)
+        self._first, self._first_threads = dict(self._last), dict(self._last_threads)
         return super().__enter__()
 
     def __exit__(self, *exc) -> None:
@@ -294,11 +298,50 @@ class TreeCpu(_TreeSampler):
         self._sample()
         self.seconds = sum(cpu - self._first.get(pid, 0.0) for pid, cpu in self._last.items()) - self.own_cpu
 
+    def by_where(self) -> dict[str, float]:
+        """With ``by_thread``: CPU seconds per "where: thread" (client, JVM or Python worker, and the
+        thread's name with its digits as #; the JVM's names cut to 15 characters by Linux), the
+        sampler's own CPU left out of the client's."""
+        out: dict[str, float] = {}
+        for key, (where, cpu) in self._last_threads.items():
+            out[where] = out.get(where, 0.0) + cpu - self._first_threads.get(key, (where, 0.0))[1]
+        if self._last_threads:
+            out["client: python"] = out.get("client: python", 0.0) - self.own_cpu
+        return out
+
     def _sample(self) -> None:
         for pid in _process_tree():
             cpu = _own_cpu_seconds(pid)
             if cpu is not None:
                 self._last[pid] = cpu
+                if self.by_thread:
+                    self._sample_threads(pid)
+
+    def _sample_threads(self, pid: int) -> None:
+        role = _role(pid)
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            return
+        for tid in tids:
+            try:
+                stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+            except OSError:
+                continue
+            name = re.sub(r"\d+", "#", stat[stat.index("(") + 1:stat.rindex(")")])
+            fields = stat.rsplit(")", 1)[1].split()
+            self._last_threads[(pid, int(tid))] = (f"{role}: {name}",
+                                                   (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+
+
+def _role(pid: int) -> str:
+    """Where a process of the tree stands: this client, the Flink JVM or a Python worker."""
+    if pid == os.getpid():
+        return "client"
+    try:
+        return "JVM" if Path(f"/proc/{pid}/comm").read_text().strip() == "java" else "Python worker"
+    except OSError:
+        return "Python worker"
 
 
 def _own_cpu_seconds(pid: int) -> float | None:
@@ -312,10 +355,16 @@ def _own_cpu_seconds(pid: int) -> float | None:
 
 def timed(run, *args) -> tuple[float, float]:
     """Wall seconds and the process tree's CPU seconds (:class:`TreeCpu`) of ``run(*args)``."""
+    wall, cpu = timed_by_thread(run, *args, by_thread=False)
+    return wall, cpu.seconds
+
+
+def timed_by_thread(run, *args, by_thread: bool = True) -> tuple[float, TreeCpu]:
+    """Wall seconds and the :class:`TreeCpu` (per thread too, :meth:`TreeCpu.by_where`) of ``run(*args)``."""
     wall = time.perf_counter()
-    with TreeCpu() as cpu:
+    with TreeCpu(by_thread) as cpu:
         run(*args)
-    return time.perf_counter() - wall, cpu.seconds
+    return time.perf_counter() - wall, cpu
 
 
 def window_state_bytes(store: Path) -> float:
@@ -505,20 +554,23 @@ def compare_segments(events: int, full: str, empty: str, folder: Path, run: str,
                for flag in (False, True)}
     os.environ["_python_worker_execution_mode"] = "process"  # as compare_reporter: loopback hung in later jobs
     run_driftwarden(empty, folder / f"{run}-warm.db", config=configs[False][0])
-    startups = {flag: timed(run_driftwarden, empty, folder / f"{run}-empty-{int(flag)}.db", None, configs[flag][0])
+    startups = {flag: timed_by_thread(run_driftwarden, empty, folder / f"{run}-empty-{int(flag)}.db", None, configs[flag][0])
                 for flag in (False, True)}
     rates: dict[bool, list[float]] = {False: [], True: []}
     cpus: dict[bool, list[float]] = {False: [], True: []}
+    where: dict[bool, list[dict[str, float]]] = {False: [], True: []}
     stores = {}
     for i, flag in enumerate((False, True, False)):  # off, on, off: a drift of the machine's load cancels out
         stores[flag] = folder / f"{run}-full-{i}.db"
-        total, total_cpu = timed(run_driftwarden, full, stores[flag], None, configs[flag][1])
+        total, total_cpu = timed_by_thread(run_driftwarden, full, stores[flag], None, configs[flag][1])
         startup, startup_cpu = startups[flag]
         if total <= startup:
             raise SystemExit(f"the {events:,}-event run ({total:.1f} s) was not slower than the empty one "
                              f"({startup:.1f} s): too noisy to measure; use more --events")
         rates[flag].append(events / max(total - startup, 1e-9))
-        cpus[flag].append(1e6 * max(total_cpu - startup_cpu, 1e-9) / events)
+        cpus[flag].append(1e6 * max(total_cpu.seconds - startup_cpu.seconds, 1e-9) / events)
+        started = startup_cpu.by_where()
+        where[flag].append({k: 1e6 * (v - started.get(k, 0.0)) / events for k, v in total_cpu.by_where().items()})
         print(f"{'segmented  ' if flag else 'unsegmented'}: {rates[flag][-1]:>10,.0f} events/s, {cpus[flag][-1]:.1f} us CPU "
               f"per event ({total:.1f} s total, {startup:.1f} s start-up)", flush=True)
     sizes = {flag: summary_bytes(configs[flag][1], reference, events, segments) for flag in (False, True)}
@@ -531,10 +583,24 @@ def compare_segments(events: int, full: str, empty: str, folder: Path, run: str,
     print(f"summary bytes per window (the bytes the window aggregate emits and the sink judges; with a file reference "
           f"none is stored in window_summaries): unsegmented {sizes[False] / 1024:,.1f} KiB, segmented "
           f"{sizes[True] / 1024:,.1f} KiB ({sizes[True] / sizes[False]:.1f}x)")
+    print_cpu_by_where(where)
     rate_ratio = rates[True][0] / float(np.mean(rates[False]))
     cpu_ratio = float(np.mean(cpus[False])) / cpus[True][0]
     print(f"ratio segmented / unsegmented (mean of the two unsegmented runs around it): throughput {rate_ratio:.3f}, "
           f"CPU per event (unsegmented / segmented) {cpu_ratio:.3f}; target >= 0.7 at 20 segments")
+
+
+def print_cpu_by_where(where: dict[bool, list[dict[str, float]]], at_least_us: float = 0.3) -> None:
+    """Where the CPU per event goes (start-up subtracted), unsegmented (mean of its runs) vs segmented,
+    each thread group that moved or costs at least ``at_least_us``, the largest difference first."""
+    groups = {k for runs in where.values() for run in runs for k in run}
+    mean = {flag: {k: float(np.mean([run.get(k, 0.0) for run in where[flag]])) for k in groups} for flag in where}
+    rows = sorted(groups, key=lambda k: -(mean[True][k] - mean[False][k]))
+    print("CPU per event by where it runs (us; start-up subtracted; JVM thread names as Linux keeps them, 15 characters):")
+    print(f"  {'where: thread':<42} {'unsegmented':>11} {'segmented':>10} {'difference':>10}")
+    for k in rows:
+        if max(abs(mean[True][k]), abs(mean[False][k])) >= at_least_us:
+            print(f"  {k:<42} {mean[False][k]:>11.1f} {mean[True][k]:>10.1f} {mean[True][k] - mean[False][k]:>+10.1f}")
 
 
 def _fill_junk(topic: str, n: int) -> int:

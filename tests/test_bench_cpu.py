@@ -52,3 +52,25 @@ def test_a_worker_that_outlives_its_launcher_still_counts(tmp_path):
 
     _, cpu = timed(run)
     assert cpu >= 0.9
+
+
+def test_cpu_by_thread_says_where_it_ran(tmp_path):
+    """The per-thread figure (bench_job.TreeCpu.by_where) puts a worker's second under the Python
+    workers and this process's own busy half second under the client; its total matches."""
+    from bench_job import timed_by_thread
+
+    note = tmp_path / "pid"
+
+    def run() -> None:
+        worker = subprocess.Popen([sys.executable, "-c", WORKER, str(note)])
+        t = time.process_time()
+        while time.process_time() - t < 0.5:
+            pass
+        worker.wait()
+
+    _, cpu = timed_by_thread(run)
+    where = cpu.by_where()
+    workers = sum(v for k, v in where.items() if k.startswith("Python worker: "))
+    client = sum(v for k, v in where.items() if k.startswith("client: "))
+    assert workers >= 0.9 and 0.4 <= client < 0.9, where
+    assert abs(sum(where.values()) - cpu.seconds) < 0.2, (where, cpu.seconds)
