@@ -27,7 +27,8 @@ values, Zipf volumes, seeded); a reference file is built by `reference build`'s 
 segments by country, top 20) from a training snapshot of the same generator; the job then runs with
 that reference file (file mode both times) with country configured and no segments, with segments
 ``{by: [country], top: 20, min_count: 200}``, and without again: events/s and CPU per event (start-up
-subtracted), the bytes of the summary each window's aggregate emits (kind 17 / kind 18), and the ratio
+subtracted), the bytes of the summary each window's aggregate emits (kind 17 / kind 18), where the CPU per
+event goes by process and thread (client, JVM thread groups, Python workers) in both, and the ratio
 segmented / unsegmented (target >= 0.7).
 """
 
