@@ -242,17 +242,18 @@ def _largest_checkpoint(folder: Path) -> int:
     return max(sizes)
 
 
-def _process_tree() -> list[int]:
-    """This process and every live descendant: the Flink JVM, and the job's Python functions wherever
-    they run (PyFlink runs them in this process, "loopback", once it has run a local job; else in
-    worker processes the JVM starts), as `driftwarden run` is one client process and its JVM."""
+def _process_tree(root: int | None = None) -> list[int]:
+    """This process (or ``root``) and every live descendant: the Flink JVM, and the job's Python
+    functions wherever they run (PyFlink runs them in this process, "loopback", once it has run a
+    local job; else in worker processes the JVM starts), as `driftwarden run` is one client process
+    and its JVM."""
     parents: dict[int, list[int]] = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             parents.setdefault(int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]), []).append(int(pid))
         except (OSError, ValueError, IndexError):
             continue
-    found, todo = [], [os.getpid()]
+    found, todo = [], [os.getpid() if root is None else root]
     while todo:
         pid = todo.pop()
         found.append(pid)

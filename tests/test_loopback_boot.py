@@ -22,6 +22,9 @@ from apache_beam.portability.api.org.apache.beam.model.fn_execution.v1 import be
 from jobs.flink_env import BEAM_BOOT, worker_launcher
 from jobs.loopback_boot import START_WORKER, start_worker_error, start_worker_request
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from bench_job import _process_tree  # noqa: E402
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -134,7 +137,7 @@ def test_an_embedded_jobs_python_workers_boot_without_beam(tmp_path):
 def _watch_boots(job: subprocess.Popen, boots: dict[int, tuple[str, int]]) -> None:
     """Record every Python worker boot process under ``job`` (cmdline, largest RSS) until it ends."""
     while job.poll() is None:
-        for pid in _descendants(job.pid):
+        for pid in _process_tree(job.pid)[1:]:
             try:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
                 rss = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -144,17 +147,3 @@ def _watch_boots(job: subprocess.Popen, boots: dict[int, tuple[str, int]]) -> No
                 boots[pid] = (cmdline, max(rss, boots.get(pid, ("", 0))[1]))
         time.sleep(0.1)
 
-
-def _descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            children.setdefault(int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]), []).append(int(pid))
-        except (OSError, ValueError, IndexError):
-            continue
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo += children.get(pid, [])
-    return found[1:]
