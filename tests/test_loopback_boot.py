@@ -120,8 +120,11 @@ print("job done", flush=True)
 @pytest.mark.slow
 def test_an_embedded_jobs_python_workers_boot_without_beam(tmp_path):
     """While a real embedded job runs, its worker boot processes run jobs/loopback_boot.py and stay small."""
+    # a clean environment: a loopback job run earlier in this process leaves the worker's variables
+    # here (PyFlink copies them in), PYFLINK_GATEWAY_DISABLED among them
+    kept = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "JAVA_HOME", "FLINK_HOME")}
     job = subprocess.Popen([sys.executable, "-c", EMBEDDED_JOB], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True, env={**os.environ, "PYTHONPATH": str(REPO), "DRIFTWARDEN_RUN_DIR": str(tmp_path)})
+                           text=True, env={**kept, "PYTHONPATH": str(REPO), "DRIFTWARDEN_RUN_DIR": str(tmp_path)})
     boots: dict[int, tuple[str, int]] = {}
     watcher = threading.Thread(target=_watch_boots, args=(job, boots), daemon=True)
     watcher.start()
