@@ -33,7 +33,7 @@ from core.store import make_engine
 from jobs.dead_letters import REASON_SEPARATOR
 from jobs.feature_spec import FeatureColumnSpec
 from jobs.flink_env import make_table_env, register_window_aggregate
-from jobs.segments import MISSING, SegmentKey, other_key
+from jobs.segments import SegmentKey, other_key, segment_value
 from jobs.source import kafka_source_ddl, sql_literal
 from jobs.udfs import ENVELOPE, analyze_window_udf, validate_record_udtf
 from schemas.config import MonitorConfig, load_config
@@ -161,17 +161,23 @@ def live_segments(config: MonitorConfig, reference_path: str | None) -> dict[str
 def segment_sql(segments: Mapping[str, tuple[tuple[str, ...], tuple[SegmentKey, ...]]],
                 spec: FeatureColumnSpec) -> str:
     """SQL of an event's segment: the index of its key among its model's keys (the last: other), -1
-    for a model without segments. The rule of jobs/segments.py: a null value is ``(missing)``."""
+    for a model without segments. The rule of jobs/segments.py: a null value is ``(missing)``, a value
+    named like a reserved segment is escaped (the comparison is with the value it stands for)."""
     by_model = []
     for model, (by, keys) in segments.items():
         cases = " ".join(
-            "WHEN " + " AND ".join(f"COALESCE(`{spec.names[spec.columns_of[model][name]]}`, {sql_literal(MISSING)}) = "
-                                   f"{sql_literal(value)}"
+            "WHEN " + " AND ".join(_is_segment_value(f"`{spec.names[spec.columns_of[model][name]]}`", value)
                                    for name, value in zip(by, key)) + f" THEN {index}"
             for index, key in enumerate(keys[:-1]))
         by_model.append(f"WHEN model = {sql_literal(model)} THEN CASE {cases} ELSE {len(keys) - 1} END"
                         if cases else f"WHEN model = {sql_literal(model)} THEN 0")
     return f"CASE {' '.join(by_model)} ELSE -1 END"
+
+
+def _is_segment_value(column: str, name: str) -> str:
+    """SQL: the column's value is the one the segment ``name`` stands for (jobs/segments.py)."""
+    value = segment_value(name)
+    return f"{column} IS NULL" if value is None else f"{column} = {sql_literal(value)}"
 
 
 def segments_json(segments: Mapping[str, tuple[tuple[str, ...], tuple[SegmentKey, ...]]]) -> str:

@@ -3,8 +3,10 @@
 A model configured with ``segments: {by: [country, os]}`` cuts its traffic by the values of those
 categorical features. An event's segment is the tuple of its ``by`` values in ``by`` order, a
 missing (null) value written :data:`MISSING`; a tuple that is not among the reference's top
-segments is folded into :func:`other_key` (every value :data:`OTHER`). The mapping form used by
-the results and alert identity is :func:`segment_mapping`.
+segments is folded into :func:`other_key` (every value :data:`OTHER`). Values are data: one that
+reads like a name segments reserve gets one more pair of parentheses (:func:`escape_value`), so a
+country sent as the text "(other)" is the segment ``((other))``, never the other segment. The
+mapping form used by the results and alert identity is :func:`segment_mapping`.
 
 >>> import pyarrow as pa
 >>> columns = {"country": pa.array(["US", None, "FR", "US"]), "os": pa.array(["ios", "ios", "web", "web"])}
@@ -15,10 +17,13 @@ the results and alert identity is :func:`segment_mapping`.
 [('US', 'ios'), ('(other)', '(other)'), ('FR', 'web'), ('(other)', '(other)')]
 >>> segment_mapping(("country", "os"), ("US", "ios"))
 {'country': 'US', 'os': 'ios'}
+>>> segment_keys({"country": pa.array(["(other)", None, "(missing)"])}, ("country",))
+[('((other))',), ('(missing)',), ('((missing))',)]
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Iterable, Mapping, Sequence
 
@@ -32,9 +37,39 @@ MISSING = "(missing)"
 OTHER = "(other)"
 
 SegmentKey = tuple[str, ...]
+#: A reserved name, or one escaped from a value: balanced parentheses around "missing" or "other".
+_RESERVED = re.compile(r"(\(+)(missing|other)(\)+)")
 
-__all__ = ["MISSING", "OTHER", "SegmentKey", "fold_codes", "fold_to_top", "other_key", "segment_codes",
-           "segment_keys", "segment_mapping", "segment_members", "segment_volumes", "top_segments"]
+__all__ = ["MISSING", "OTHER", "SegmentKey", "escape_value", "fold_codes", "fold_to_top", "other_key", "segment_codes",
+           "segment_keys", "segment_mapping", "segment_members", "segment_value", "segment_volumes", "top_segments"]
+
+
+def escape_value(value: str) -> str:
+    """A value of a ``by`` feature as segments name it: itself, unless it reads like a name segments
+    reserve (:data:`MISSING`, :data:`OTHER`, or one of them escaped already), which gets one more pair
+    of parentheses. No value is named like a reserved segment, and no two values alike.
+
+    >>> [escape_value(v) for v in ("US", "(other)", "((missing))", "(US)", "(other")]
+    ['US', '((other))', '(((missing)))', '(US)', '(other']
+    """
+    return f"({value})" if _is_reserved(value) else value
+
+
+def segment_value(name: str) -> str | None:
+    """The value an event carries for a segment's name (:func:`escape_value` undone); None: :data:`MISSING`,
+    the null. (:data:`OTHER` names no value: it gathers what the top segments do not.)
+
+    >>> [segment_value(n) for n in ("US", "((other))", "(missing)")]
+    ['US', '(other)', None]
+    """
+    if name == MISSING:
+        return None
+    return name[1:-1] if _is_reserved(name) and name not in (MISSING, OTHER) else name
+
+
+def _is_reserved(text: str) -> bool:
+    match = _RESERVED.fullmatch(text)
+    return match is not None and len(match.group(1)) == len(match.group(3))
 
 
 def other_key(by: Sequence[str]) -> SegmentKey:
@@ -54,9 +89,9 @@ def segment_codes(columns: Mapping[str, pa.Array], by: Sequence[str]) -> tuple[n
         return np.zeros(0, dtype=np.int64), []
     codes, distinct = np.zeros(size, dtype=np.int64), [()]
     for name in by:  # codes stay below (distinct keys so far) x (values of this feature)
-        encoded = pc.fill_null(columns[name].cast(pa.string()), MISSING).dictionary_encode()
-        values = encoded.dictionary.to_pylist()
-        indices = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        encoded = columns[name].cast(pa.string()).dictionary_encode()  # a null stays a null index
+        values = [escape_value(v) for v in encoded.dictionary.to_pylist()] + [MISSING]
+        indices = pc.fill_null(encoded.indices, len(values) - 1).to_numpy(zero_copy_only=False).astype(np.int64)
         present, codes = np.unique(codes * len(values) + indices, return_inverse=True)
         codes = codes.reshape(-1)
         distinct = [distinct[c // len(values)] + (values[c % len(values)],) for c in present.tolist()]

@@ -35,17 +35,19 @@ models:
 """
 
 
-def _events(windows: int, start_ms: int, seed: int, shift_from: int | None = None) -> list[dict]:
+def _events(windows: int, start_ms: int, seed: int, shift_from: int | None = None,
+            countries: np.ndarray = COUNTRIES, shares: list[float] = SHARES) -> list[dict]:
     rng = np.random.default_rng(seed)
     events = []
     for w in range(windows):
-        country = rng.choice(COUNTRIES, size=PER_WINDOW, p=SHARES)
+        country = rng.choice(countries, size=PER_WINDOW, p=shares)
         amount = rng.normal(size=PER_WINDOW)
         if shift_from is not None and w >= shift_from:
             amount[country == "FR"] += 0.5
         times = start_ms + w * WINDOW_MS + np.sort(rng.integers(0, WINDOW_MS, size=PER_WINDOW))
         events += [{"event_time": int(t), "model": "m",
-                    "features": {"amount": float(a), "age": float(rng.gamma(3.0, 10.0)), "country": str(c)}}
+                    "features": {"amount": float(a), "age": float(rng.gamma(3.0, 10.0)),
+                                 "country": None if c is None else str(c)}}
                    for t, a, c in zip(times, amount, country)]
     return events
 
@@ -141,3 +143,65 @@ def test_the_replay_summary_names_the_segment_of_a_drift(tmp_path):
     assert result.exit_code == 0, result.output
     rows = [line for line in result.output.splitlines() if "amount" in line]
     assert len(rows) == 1 and "country=FR" in rows[0] and rows[0].split("│")[-2].strip() == "3", result.output
+
+
+#: Countries sent as the texts segments use for their own names, and nulls (the (missing) segment)
+COLLIDING = np.array(["US", "(other)", "(missing)", None, "IT", "ES"], dtype=object)
+COLLIDING_SHARES = [0.35, 0.25, 0.17, 0.13, 0.05, 0.05]
+#: what each is stored as: the texts escaped, the nulls (missing), IT and ES folded into (other)
+COLLIDING_SEGMENTS = {"country=US", "country=((other))", "country=((missing))", "country=(missing)", "country=(other)"}
+
+
+def _colliding(tmp_path, extra_config: str = ""):
+    config = tmp_path / "monitor.yaml"
+    config.write_text(extra_config + CONFIG.replace("top: 3", "top: 4"))
+    train = _write(tmp_path / "train.jsonl", _events(30, T0 - 3_600_000, seed=1, countries=COLLIDING,
+                                                     shares=COLLIDING_SHARES))
+    reference = tmp_path / "ref.dwref"
+    built = CliRunner().invoke(app, ["reference", "build", "-i", str(train), "-o", str(reference), "-c", str(config)])
+    assert built.exit_code == 0, built.output
+    return config, reference
+
+
+def test_values_named_like_the_reserved_segments_stay_their_own_segments(tmp_path):
+    """A country sent as the text "(other)" or "(missing)" is a segment of its own, never the other
+    segment or the nulls' (replay, from `reference build` on)."""
+    config, reference = _colliding(tmp_path)
+    live = _write(tmp_path / "live.jsonl", _events(3, T0, seed=2, shift_from=1, countries=COLLIDING,
+                                                   shares=COLLIDING_SHARES))
+    store = f"sqlite:///{tmp_path}/store.db"
+    replayed = CliRunner().invoke(app, ["replay", "--no-progress", "--input", str(live), "--reference", str(reference),
+                                        "--config", str(config), "--store", store])
+    assert replayed.exit_code == 0, replayed.output
+    stored = _stored_segments(store)
+    assert {key[2] for key in stored} == COLLIDING_SEGMENTS
+    counts = {(key[0], key[2]): row["count"] for key, row in stored.items() if key[1] == "amount"}
+    for start in {key[0] for key in counts}:  # every event in exactly one segment
+        assert sum(n for (s, _), n in counts.items() if s == start) == PER_WINDOW
+
+
+@pytest.mark.services
+@pytest.mark.slow
+def test_the_live_job_names_colliding_values_as_replay_does(kafka_bootstrap, topic_name, tmp_path):
+    """The live job's SQL compares each segment with the value its name stands for: the same rows as replay."""
+    import time
+
+    from jobs.drift_job import run_drift_job
+    from schemas.config import load_config
+    from tests.kafka_helpers import create_topic, produce
+
+    started_ms = int(time.time() * 1000)
+    create_topic(kafka_bootstrap, topic_name, partitions=2)
+    produce(kafka_bootstrap, topic_name, _events(3, T0, seed=3, shift_from=1, countries=COLLIDING,
+                                                 shares=COLLIDING_SHARES))
+    config, reference = _colliding(tmp_path, f"source: {{topics: [{topic_name}], bootstrap_servers: '{kafka_bootstrap}', "
+                                             f"group_id: g-{topic_name}}}\n")
+    live, replayed = f"sqlite:///{tmp_path}/live.db", f"sqlite:///{tmp_path}/replay.db"
+    run_drift_job(load_config(config), live, str(reference), bounded=True, checkpoint_interval_ms=0)
+    result = CliRunner().invoke(app, ["replay", "--no-progress", "--topic", topic_name, "--from", str(started_ms - 60_000),
+                                      "--to", str(int(time.time() * 1000)), "--config", str(config), "--reference",
+                                      str(reference), "--store", replayed, "--workers", "0"])
+    assert result.exit_code == 0, result.output
+    stored = _stored_segments(live)
+    assert stored == _stored_segments(replayed)
+    assert {key[2] for key in stored} == COLLIDING_SEGMENTS
