@@ -5,7 +5,7 @@ An embedded job (``driftwarden run``, the tests, the benches) runs its Python fu
 asks the client process to run the worker (gRPC ``BeamFnExternalWorkerPool/StartWorker``, which
 returns when the worker ends). PyFlink's own boot (``pyflink.fn_execution.beam.beam_boot``)
 imports Beam's protobuf modules for that one call: about 125 MiB resident per process, idle for
-the whole job. This boot sends the same request with gRPC alone (about 27 MiB), the request's
+the whole job. This boot sends the same request with gRPC alone (about 32 MiB resident), the request's
 protobuf bytes written here (``start_worker_request``; tests/test_loopback_boot.py reads them
 back with Beam's own message classes).
 

@@ -19,7 +19,7 @@ import grpc
 import pytest
 from apache_beam.portability.api.org.apache.beam.model.fn_execution.v1 import beam_fn_api_pb2
 
-from jobs.flink_env import BEAM_BOOT, worker_launcher
+from jobs.flink_env import BEAM_BOOT, launches, worker_launcher
 from jobs.loopback_boot import START_WORKER, start_worker_error, start_worker_request
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
@@ -103,6 +103,14 @@ def test_the_launcher_fails_with_the_pools_error_and_passes_anything_else_to_pyt
     assert worker_launcher(tmp_path) == launcher and launcher.stat().st_mode & 0o111
 
 
+def test_a_launcher_that_cannot_run_is_found_out(tmp_path):
+    """A run folder mounted noexec holds the launcher but cannot run it: the job then keeps PyFlink's boot."""
+    assert launches(worker_launcher(tmp_path / "runs"))
+    blocked = worker_launcher(tmp_path / "noexec")
+    blocked.chmod(0o644)
+    assert not launches(blocked)
+
+
 EMBEDDED_JOB = """
 import time
 from pyflink.table import DataTypes
@@ -120,21 +128,36 @@ print("job done", flush=True)
 @pytest.mark.slow
 def test_an_embedded_jobs_python_workers_boot_without_beam(tmp_path):
     """While a real embedded job runs, its worker boot processes run jobs/loopback_boot.py and stay small."""
+    boots, _ = _run_embedded_job(tmp_path)
+    assert boots, "no Python worker boot process was seen while the job ran"
+    assert all("loopback_boot.py" in cmdline and BEAM_BOOT not in cmdline for cmdline, _ in boots.values()), boots
+    # PyFlink's own boot: about 150 MiB resident (Beam's protobuf modules); this one about 30
+    assert max(rss for _, rss in boots.values()) < 64 * 2**20, boots
+
+
+@pytest.mark.slow
+def test_a_job_whose_launcher_cannot_run_boots_as_pyflink_does(tmp_path):
+    """The launcher is in the run folder but cannot run there: a warning, and the job runs all the same."""
+    worker_launcher(tmp_path).chmod(0o644)  # the same script the job would write: left as it is
+    boots, err = _run_embedded_job(tmp_path)
+    assert "cannot run" in err and str(tmp_path / "python-worker") in err
+    assert boots and all(BEAM_BOOT in cmdline for cmdline, _ in boots.values()), boots
+
+
+def _run_embedded_job(run_dir: Path) -> tuple[dict[int, tuple[str, int]], str]:
+    """Run EMBEDDED_JOB in a process of its own with ``run_dir``; its boot processes seen while it ran, and its stderr."""
     # a clean environment: a loopback job run earlier in this process leaves the worker's variables
     # here (PyFlink copies them in), PYFLINK_GATEWAY_DISABLED among them
     kept = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "JAVA_HOME", "FLINK_HOME")}
     job = subprocess.Popen([sys.executable, "-c", EMBEDDED_JOB], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True, env={**kept, "PYTHONPATH": str(REPO), "DRIFTWARDEN_RUN_DIR": str(tmp_path)})
+                           text=True, env={**kept, "PYTHONPATH": str(REPO), "DRIFTWARDEN_RUN_DIR": str(run_dir)})
     boots: dict[int, tuple[str, int]] = {}
     watcher = threading.Thread(target=_watch_boots, args=(job, boots), daemon=True)
     watcher.start()
     out, err = job.communicate(timeout=180)
     watcher.join(timeout=10)
     assert "job done" in out, err[-3000:]
-    assert boots, "no Python worker boot process was seen while the job ran"
-    assert all("loopback_boot.py" in cmdline and BEAM_BOOT not in cmdline for cmdline, _ in boots.values()), boots
-    # PyFlink's own boot: about 150 MiB resident (Beam's protobuf modules); this one about 30
-    assert max(rss for _, rss in boots.values()) < 64 * 2**20, boots
+    return boots, err
 
 
 def _watch_boots(job: subprocess.Popen, boots: dict[int, tuple[str, int]]) -> None:
