@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 from urllib.parse import quote
 
 from core.records import ALERT_STATUSES, Alert, FeatureOutcome, utc
+from alerting.fingerprint import segment_key
 from alerting.rules import AlertRules
 
 NATIVE_VERSION = "3"
@@ -156,7 +157,7 @@ def _labels(alert: dict[str, Any]) -> dict[str, str]:
     labels = {"alertname": ALERTNAME, "model": alert["model"], "feature": alert["feature"],
               "severity": alert["severity"]}
     if alert.get("segment"):
-        labels["segment"] = ",".join(f"{k}={v}" for k, v in sorted(alert["segment"].items()))
+        labels["segment"] = segment_key(alert["segment"])
     return labels
 
 

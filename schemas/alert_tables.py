@@ -182,10 +182,25 @@ alert_silences = Table(
 
 
 def segment_key(segment: Mapping[str, str] | None) -> str:
-    """Return the canonical text of a segment (``""`` for none): sorted ``key=value`` pairs joined by commas."""
+    """Return the canonical text of a segment (``""`` for none): sorted ``key=value`` pairs joined by commas.
+
+    Names and values are data: a backslash, comma or equals sign in one is escaped with a backslash,
+    so two segments never share a text (the store's key, the alert's ``segment`` label).
+
+    >>> segment_key({"os": "ios", "country": "FR"})
+    'country=FR,os=ios'
+    >>> segment_key({"a": "x,b=y", "b": "z"}) != segment_key({"a": "x", "b": "y,b=z"})
+    True
+    >>> print(segment_key({"a": "x,b=y", "b": "z"}))
+    a=x\\,b\\=y,b=z
+    """
     if not segment:
         return ""
-    return ",".join(f"{k}={v}" for k, v in sorted(segment.items()))
+    return ",".join(f"{_escape_segment_text(k)}={_escape_segment_text(v)}" for k, v in sorted(segment.items()))
+
+
+def _escape_segment_text(text: str) -> str:
+    return text.replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=")
 
 
 def alert_fingerprint(model: str, feature: str, segment: Mapping[str, str] | None = None) -> str:

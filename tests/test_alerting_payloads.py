@@ -10,7 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from alerting.fingerprint import fingerprint
+from alerting.fingerprint import fingerprint, segment_key
 from alerting.payloads import alert_document, render, slack_escape
 from core.records import Alert, FeatureOutcome
 from alerting.rules import AlertRules
@@ -118,3 +118,11 @@ def test_slack_escapes_names_so_they_cannot_mention_or_link() -> None:
 def test_unknown_format_names_the_valid_ones() -> None:
     with pytest.raises(ValueError, match="native, alertmanager, slack"):
         render("teams", "r", GROUP, sample_alerts())
+
+
+def test_a_segment_label_is_the_stored_segment_text() -> None:
+    """The Alertmanager ``segment`` label is the store's text of the segment, escaped alike (one rule)."""
+    firing, _ = sample_alerts()
+    crafted = {**firing, "segment": {"a": "x,b=y", "b": "z"}}
+    body = json.loads(render("alertmanager", "am", GROUP, [crafted]))
+    assert body["alerts"][0]["labels"]["segment"] == segment_key(crafted["segment"]) == "a=x\\,b\\=y,b=z"

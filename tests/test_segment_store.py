@@ -89,3 +89,22 @@ def test_a_segment_key_the_column_cannot_hold_is_stored_marked(store_url: str) -
         assert len(stored) == 500 and stored.startswith("c=xxx")
     finally:
         engine.dispose()
+
+
+def test_segments_whose_values_hold_commas_and_equals_signs_keep_their_own_rows(store_url: str) -> None:
+    """Names are data: two segments by (a, b) whose plain texts would read alike are two rows and two alerts."""
+    crafted = [{"a": "x,b=y", "b": "z"}, {"a": "x", "b": "y,b=z"}]
+    outcomes = [FeatureOutcome("amount", count=300 + i, alarm=True, ks_stat=0.2, ks_pvalue=1e-9, p_adjusted=3e-8,
+                               drifted=True, severity="moderate", segment=segment) for i, segment in enumerate(crafted)]
+    engine = make_engine(store_url)
+    try:
+        with engine.begin() as conn:
+            written = store_window(conn, WindowReport("fraud", T0, T0 + MINUTE, outcomes), 5000, 0, RULES, T0 + 2 * MINUTE)
+        with engine.connect() as conn:
+            rows = conn.execute(select(segment_results.c.segment, segment_results.c.count)
+                                .order_by(segment_results.c.count)).all()
+            fired = conn.execute(select(alerts.c.segment).order_by(alerts.c.segment)).scalars().all()
+        assert [tuple(r) for r in rows] == [("a=x\\,b\\=y,b=z", 300), ("a=x,b=y\\,b\\=z", 301)]
+        assert written == 2 and sorted(fired) == sorted(r[0] for r in rows)
+    finally:
+        engine.dispose()
