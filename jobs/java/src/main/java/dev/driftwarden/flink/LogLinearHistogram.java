@@ -189,7 +189,7 @@ public final class LogLinearHistogram {
         int pairs = 0;
         for (int i = 0; i < table.length; i += 2) {
             long k = table[i];
-            if (k != EMPTY && (k & 1) == 0 && contains(k + 1)) {
+            if (k != EMPTY && (k & 1) == 0 && slotOf(k + 1) >= 0) {
                 pairs++;
             }
         }
@@ -251,27 +251,22 @@ public final class LogLinearHistogram {
         return out;
     }
 
-    /** Whether {@code key} (at the current shift) has a bucket. */
-    private boolean contains(long key) {
+    /** The slot (an even index into the table) of {@code key} at the current shift; -1 when it has no bucket. */
+    private int slotOf(long key) {
         int mask = table.length - 2;
         for (int i = home(key, mask); table[i] != EMPTY; i = (i + 2) & mask) {
             if (table[i] == key) {
-                return true;
+                return i;
             }
         }
-        return false;
+        return -1;
     }
 
     /** The count of {@code key} (at the current shift). */
     public long count(long key) {
         settle();
-        int mask = table.length - 2;
-        for (int i = home(key, mask); table[i] != EMPTY; i = (i + 2) & mask) {
-            if (table[i] == key) {
-                return table[i + 1];
-            }
-        }
-        return 0;
+        int slot = slotOf(key);
+        return slot < 0 ? 0 : table[slot + 1];
     }
 
     public int shift() {
