@@ -30,8 +30,6 @@ from sketches.serialization import KIND_NUMERIC_HIST, Reader, Writer
 _INF_BITS = 0x7FF0000000000000
 #: Mantissa bits kept before any coarsening: 52, every distinct value starts in its own bucket.
 DEFAULT_PRECISION = 52
-#: Distinct quantile queries a sketch remembers the answers to (:meth:`HistogramSketch.quantiles`).
-MEMO_QUERIES = 6
 
 
 class HistogramSketch:
@@ -70,11 +68,10 @@ class HistogramSketch:
         self._forget()
 
     def _forget(self) -> None:
-        """Drop what is derived from the buckets (edges, CDF curve, std, remembered quantiles): they changed."""
+        """Drop what is derived from the buckets (edges, CDF curve, n, std, what :meth:`remember` kept): they changed."""
         self._edges: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._curve: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._std: float | None = None
-        self._quantile_memo: dict[bytes, np.ndarray] = {}
         self._derived: dict = {}  # remember()
         self._n: int | None = None
 
@@ -204,21 +201,12 @@ class HistogramSketch:
     def quantiles(self, qs: ArrayLike) -> np.ndarray:
         """Values at normalised ranks ``qs`` in [0, 1] (linear inside a bucket); NaN if empty.
 
-        A sketch remembers its answers to a few repeated queries (a reference answers the gate's
-        same grid for every window it judges) until it changes.
+        (What a caller asks again and again of an unchanged sketch, it keeps with :meth:`remember`:
+        the gate keeps a reference's PSI bins and EMD quantiles so.)
         """
         q = np.clip(np.asarray(qs, dtype=np.float64).ravel(), 0.0, 1.0)
         if not self._keys.size:
             return np.full(q.shape, np.nan)
-        key = q.tobytes()
-        if key not in self._quantile_memo:
-            if len(self._quantile_memo) >= MEMO_QUERIES:
-                return self._quantiles(q)
-            self._quantile_memo[key] = self._quantiles(q)
-            self._quantile_memo[key].flags.writeable = False
-        return self._quantile_memo[key].copy()
-
-    def _quantiles(self, q: np.ndarray) -> np.ndarray:
         lower, upper, cum = self._bucket_edges()
         rank = q * cum[-1]
         j = np.minimum(np.searchsorted(cum, rank, side="left"), cum.size - 1)

@@ -140,9 +140,9 @@ def test_support_is_kept_only_until_the_sketch_changes(kind: str) -> None:
     assert sketch.support().min() == -3.0
 
 
-def test_histogram_curve_and_remembered_quantiles_follow_update_merge_and_coarsening() -> None:
-    """The histogram keeps its CDF curve, std and a few quantile answers (a reference answers the same
-    gate queries for every window), and drops them on any change: update, merge, coarsening."""
+def test_histogram_curve_and_quantiles_follow_update_merge_and_coarsening() -> None:
+    """The histogram keeps its CDF curve and std (a reference answers the same gate queries for every
+    window) and drops them on any change: update, merge, coarsening; its quantiles follow too."""
     from sketches.histogram import HistogramSketch
 
     rng = np.random.default_rng(5)
@@ -153,7 +153,7 @@ def test_histogram_curve_and_remembered_quantiles_follow_update_merge_and_coarse
     assert np.max(np.abs(sketch.cdf(xs) - exact_cdf(x, xs))) <= sketch.rank_error + 1e-12
     grid = (np.arange(512) + 0.5) / 512
     first = sketch.quantiles(grid)
-    first[:] = 0.0  # the caller's copy: the remembered answer is not changed through it
+    first[:] = 0.0  # the caller's array: changing it changes no later answer
     assert np.array_equal(sketch.quantiles(grid), HistogramSketch(max_buckets=4096).update(x).quantiles(grid))
     std = sketch.std
     at_support = sketch.cdf(sketch.support())  # remembered: the gate asks a reference this for every window
