@@ -331,9 +331,7 @@ class TreeCpu(_TreeSampler):
             except OSError:
                 continue
             name = re.sub(r"\d+", "#", stat[stat.index("(") + 1:stat.rindex(")")])
-            fields = stat.rsplit(")", 1)[1].split()
-            self._last_threads[(pid, int(tid))] = (f"{role}: {name}",
-                                                   (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+            self._last_threads[(pid, int(tid))] = (f"{role}: {name}", _stat_cpu_seconds(stat))
 
 
 def _role(pid: int) -> str:
@@ -349,10 +347,15 @@ def _role(pid: int) -> str:
 def _own_cpu_seconds(pid: int) -> float | None:
     """User + system CPU seconds of one process (its children's not included); None when it is gone."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return _stat_cpu_seconds(Path(f"/proc/{pid}/stat").read_text())
     except (OSError, ValueError, IndexError):
         return None
+
+
+def _stat_cpu_seconds(stat: str) -> float:
+    """User + system CPU seconds of a /proc ``stat`` line (a process's or one of its threads')."""
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def timed(run, *args) -> tuple[float, float]:

@@ -64,7 +64,7 @@ def segment_value(name: str) -> str | None:
     """
     if name == MISSING:
         return None
-    return name[1:-1] if _is_reserved(name) and name not in (MISSING, OTHER) else name
+    return name[1:-1] if _is_reserved(name) and name != OTHER else name
 
 
 def _is_reserved(text: str) -> bool:
