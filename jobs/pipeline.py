@@ -34,7 +34,7 @@ from sketches.policy import budget_alpha
 from sketches.sequential import CusumState
 from sketches.hashing import event_keys, split_coordinates, window_seed
 from sketches.reference import FeatureReference, baseline_unseen_share
-from sketches.sample import EventSample
+from sketches.sample import EventSample, sampled_kinds
 from sketches.serialization import Reader, Writer
 
 #: Frame kind of a serialized WindowSummary (``sketches/FORMAT.md``).
@@ -69,8 +69,13 @@ class WindowSummary:
     @cached_property
     def features(self) -> dict[str, tuple[FeatureSketch, ReservoirSample]]:
         """Each feature's sketch and deep-test sample (what :func:`sketches.analyze_window` takes; the
-        sample is built when first read: most are never read)."""
+        sample is built when first read: most are never read; a numeric feature's is empty, as the
+        summary samples categorical features only: ``sketches.sample.sampled_kinds``)."""
         return {name: (sketch, self.sample.lazy_feature(name)) for name, sketch in self.sketches.items()}
+
+    def feature_sample(self, name: str) -> ReservoirSample:
+        """One feature's deep-test sample, built now (empty for a numeric feature, as in :attr:`features`)."""
+        return self.sample.lazy_feature(name).built
 
     def serialize(self) -> bytes:
         """Versioned bytes (``sketches/FORMAT.md``: kind 17, kind 18 with segments); never pickled."""
@@ -123,7 +128,7 @@ class WindowSummary:
         for _ in range(count):
             name = r.text()
             sketches[name] = deserialize_sketch(r.blob())
-        sample = EventSample.deserialize(r.blob())
+        sample = EventSample.deserialize(r.blob()).categorical_only()
         r.done()
         return cls(model, start, end, events, unknown, sketches, sample)
 
@@ -198,8 +203,8 @@ class WindowRows:
     >>> rows.add({"x": 2.5, "c": "b"}, ("t", 0, 7))
     >>> rows.add({"x": 1, "c": "a", "extra": 3}, ("t", 0, 6))
     >>> summary = rows.summarize("m", 0, 60_000)
-    >>> (summary.events, summary.unknown_features, sorted(summary.features["x"][1].values.tolist()))
-    (2, 1, [1.0, 2.5])
+    >>> (summary.events, summary.unknown_features, summary.sketches["x"].n, sorted(summary.features["c"][1].values))
+    (2, 1, 2, ['a', 'b'])
     """
 
     def __init__(self, config: ModelConfig) -> None:
@@ -283,7 +288,7 @@ class WindowRows:
         return WindowSummary(model, start_ms, start_ms + window_ms, events=events, unknown_features=unknown,
                              sketches={name: new_feature_sketch(kind, self.config, name).update(columns[name])
                                        for name, kind in self.kinds.columns.items()},
-                             sample=EventSample(self.config.sample_size, self.kinds.columns).update(keys, columns))
+                             sample=EventSample(self.config.sample_size, sampled_kinds(self.kinds.columns)).update(keys, columns))
 
     def _seal(self) -> None:
         """Turn the values added event by event so far into one columnar chunk."""

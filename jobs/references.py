@@ -139,7 +139,7 @@ def reference_from_summaries(summaries: Sequence[WindowSummary], kinds: Mapping[
     it is left out of the reference when no reference event carried one (a stream without
     predictions has none to judge; its windows still report the prediction's counts).
     """
-    sample = merge_summaries(summaries).sample
+    merged = merge_summaries(summaries)
     features = {}
     for name, kind in kinds.items():
         sketches = [s.sketches[name] for s in summaries if name in s.sketches]
@@ -147,8 +147,8 @@ def reference_from_summaries(summaries: Sequence[WindowSummary], kinds: Mapping[
             continue
         if sketches:
             counts = (value_counts or {}).get(name)
-            samples = [s.sample.feature(name) for s in summaries if name in s.sketches]
-            features[name] = reference_from_window_sketches(name, kind, sketches, sample.feature(name), policy,
+            samples = [s.feature_sample(name) for s in summaries if name in s.sketches]
+            features[name] = reference_from_window_sketches(name, kind, sketches, merged.feature_sample(name), policy,
                                                             counts, samples)
     return Reference(features)
 

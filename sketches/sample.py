@@ -8,6 +8,9 @@ the events, however they were split into partials, in Python and in the Java agg
 (``sketches/FORMAT.md``, kind 8). Merging two samples keeps the bottom ``capacity`` of the union,
 which is also how windows merge into longer horizons.
 
+A window summary samples its categorical features only (:func:`sampled_kinds`): a numeric
+feature's deep tests read its histogram's exact counts, never a sample.
+
 Example:
     >>> import numpy as np
     >>> kinds = {"x": "numeric", "c": "categorical"}
@@ -32,6 +35,23 @@ from sketches.reservoir import ReservoirSample
 from sketches.serialization import KIND_EVENT_SAMPLE, Reader, Writer
 
 _KIND_CODES = {"numeric": 1, "categorical": 2}
+
+
+def sampled_kinds(kinds: Mapping[str, str]) -> dict[str, str]:
+    """The features a window summary samples: the categorical ones, in configured order.
+
+    A numeric feature's deep tests read its histogram's exact counts, so its values in the sample
+    had no reader (they were most of a segmented window's bytes).
+
+    >>> sampled_kinds({"x": "numeric", "c": "categorical", "d": "categorical"})
+    {'c': 'categorical', 'd': 'categorical'}
+    """
+    return {name: kind for name, kind in kinds.items() if kind == "categorical"}
+
+
+def empty_feature_sample(name: str) -> ReservoirSample:
+    """The deep-test sample of a feature the event sample leaves out: empty."""
+    return ReservoirSample(1, 0, name)
 
 
 class EventSample:
@@ -92,10 +112,20 @@ class EventSample:
         return ReservoirSample(max(len(values), 1), 0, name).update(values)
 
     def lazy_feature(self, name: str) -> LazyFeatureSample:
-        """:meth:`feature`, built only when first read (:class:`LazyFeatureSample`)."""
+        """:meth:`feature`, built only when first read (:class:`LazyFeatureSample`); a feature this
+        sample leaves out (a numeric one, :func:`sampled_kinds`) reads as an empty sample."""
         if name not in self.kinds:
-            raise KeyError(name)
-        return LazyFeatureSample(self, name)
+            return LazyFeatureSample(lambda: empty_feature_sample(name))
+        return LazyFeatureSample(lambda: self.feature(name))
+
+    def categorical_only(self) -> EventSample:
+        """This sample without its numeric features (itself when it has none): how a summary
+        written before samples left numeric features out is read (:func:`sampled_kinds`)."""
+        if all(kind == "categorical" for kind in self.kinds.values()):
+            return self
+        kept = EventSample(self.capacity, sampled_kinds(self.kinds))
+        kept.keys, kept.columns = self.keys, {name: self.columns[name] for name in kept.kinds}
+        return kept
 
     # ---------------------------------------------------------------- serialization
     def serialize(self) -> bytes:
@@ -153,13 +183,13 @@ class LazyFeatureSample:
         (False, 1, [1.0], True)
     """
 
-    def __init__(self, sample: EventSample, name: str) -> None:
-        self._sample, self._name = sample, name
+    def __init__(self, build: Callable[[], ReservoirSample]) -> None:
+        self._build = build
 
     @cached_property
     def built(self) -> ReservoirSample:
         """The feature's sample (:meth:`EventSample.feature`)."""
-        return self._sample.feature(self._name)
+        return self._build()
 
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__"):

@@ -5,14 +5,16 @@ import java.util.Arrays;
 
 /**
  * The event sample of sketches/FORMAT.md (kind 8): the k events of a window with the smallest
- * event key, each with the value of every configured feature. A max-heap of slots on the key; an
+ * event key, each with the value of every sampled feature. A max-heap of slots on the key; an
  * event that beats the largest kept key takes over that slot in place (no allocation once full).
+ *
+ * <p>A window summary samples its categorical features only ({@link #sampledNames}): a numeric
+ * feature's deep tests read its histogram's exact counts, never its sample.
  */
 public final class EventSample {
     public static final int KIND = 8;
     static final int NUMERIC = 1;
     static final int CATEGORICAL = 2;
-    private static final double NULL = Double.longBitsToDouble(0x7FF8000000000000L);
 
     public final int k;
     final String[] names;
@@ -42,6 +44,37 @@ public final class EventSample {
         }
         numNumeric = nn;
         numCategorical = nc;
+    }
+
+    /** The features a window summary samples: the categorical ones, in configured order. */
+    static String[] sampledNames(String[] names, boolean[] numeric) {
+        int count = 0;
+        for (boolean n : numeric) {
+            count += n ? 0 : 1;
+        }
+        String[] out = new String[count];
+        for (int f = 0, i = 0; f < names.length; f++) {
+            if (!numeric[f]) {
+                out[i++] = names[f];
+            }
+        }
+        return out;
+    }
+
+    /**
+     * This sample without its numeric features (this sample itself when it has none): what a
+     * window summary written before samples left numeric features out is read as.
+     */
+    EventSample categoricalOnly() {
+        if (numNumeric == 0) {
+            return this;
+        }
+        EventSample out = new EventSample(k, sampledNames(names, numeric), new boolean[numCategorical]);
+        for (int i = 0; i < m; i++) {
+            int slot = out.offer(keys[i]);
+            System.arraycopy(texts, i * numCategorical, out.texts, slot * numCategorical, numCategorical);
+        }
+        return out;
     }
 
     public int size() {
@@ -75,16 +108,6 @@ public final class EventSample {
         keys[slot] = key;
         siftDown(0);
         return slot;
-    }
-
-    /** Sets numeric feature {@code f} of the event in {@code slot}. */
-    public void setNumber(int slot, int f, double value) {
-        numbers[slot * numNumeric + column[f]] = value;
-    }
-
-    /** Sets numeric feature {@code f} of the event in {@code slot} to null (written as NaN 0x7FF8000000000000). */
-    public void setNull(int slot, int f) {
-        numbers[slot * numNumeric + column[f]] = NULL;
     }
 
     /** Sets categorical feature {@code f} of the event in {@code slot}. */

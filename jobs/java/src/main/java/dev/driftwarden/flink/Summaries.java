@@ -37,21 +37,14 @@ public final class Summaries {
             if (config.numeric[f]) {
                 if (v == null) {
                     acc.histograms[f].updateNull();
-                    if (slot >= 0) {
-                        acc.sample.setNull(slot, f);
-                    }
                 } else {
-                    double d = ((Number) v).doubleValue();
-                    acc.histograms[f].update(d);
-                    if (slot >= 0) {
-                        acc.sample.setNumber(slot, f, d);
-                    }
+                    acc.histograms[f].update(((Number) v).doubleValue());
                 }
             } else {
                 String s = (String) v;
                 acc.counts[f].update(s);
                 if (slot >= 0) {
-                    acc.sample.setText(slot, f, s);
+                    acc.sample.setText(slot, config.sampleColumn[f], s);
                 }
             }
         }

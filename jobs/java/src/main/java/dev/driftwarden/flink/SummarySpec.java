@@ -29,6 +29,9 @@ public final class SummarySpec {
         public final int precision;
         public final int maxBuckets;
         public final int maxExact;
+        /** The sampled features (the categorical ones, in configured order) and each feature's column in the sample (-1: not sampled). */
+        public final String[] sampled;
+        public final int[] sampleColumn;
 
         Model(String name, String[] features, int[] columns, boolean[] numeric, int sampleSize, int precision,
               int maxBuckets, int maxExact) {
@@ -40,6 +43,12 @@ public final class SummarySpec {
             this.precision = precision;
             this.maxBuckets = maxBuckets;
             this.maxExact = maxExact;
+            this.sampleColumn = new int[features.length];
+            int sampledCount = 0;
+            for (int f = 0; f < features.length; f++) {
+                sampleColumn[f] = numeric[f] ? -1 : sampledCount++;
+            }
+            this.sampled = EventSample.sampledNames(features, numeric);
         }
     }
 

@@ -5,7 +5,7 @@ import java.util.Arrays;
 /**
  * The state of one (model, window) (sketches/FORMAT.md, kind 17): event and unknown-feature
  * counts, one sketch per configured feature (a {@link LogLinearHistogram} or {@link CappedCounts})
- * and the {@link EventSample}. Empty until its first event ({@link #model} null).
+ * and the {@link EventSample} of the categorical features. Empty until its first event ({@link #model} null).
  */
 public final class WindowSummary {
     public static final int KIND = 17;
@@ -64,14 +64,14 @@ public final class WindowSummary {
                 counts[i] = new CappedCounts(config.maxExact);
             }
         }
-        sample = new EventSample(config.sampleSize, names, config.numeric);
+        sample = new EventSample(config.sampleSize, config.sampled, new boolean[config.sampled.length]);
     }
 
     /** Binds state read back from bytes to the spec's model, checking that it has the same shape. */
     void bind(SummarySpec spec) {
         SummarySpec.Model config = spec.models.get(model);
         boolean same = config == null ? names.length == 0 && sample.k == 0
-                : Arrays.equals(config.features, names) && Arrays.equals(config.numeric, sample.numeric)
+                : Arrays.equals(config.features, names) && Arrays.equals(config.sampled, sample.names)
                         && config.sampleSize == sample.k;
         if (!same) {
             throw new IllegalStateException("window state of model " + model + " does not match the spec's model "
@@ -180,13 +180,22 @@ public final class WindowSummary {
                 throw new IllegalArgumentException("corrupt window summary: feature " + s.names[i] + " has sketch kind " + kind);
             }
         }
-        s.sample = EventSample.fromBytes(in.blob());
+        s.sample = EventSample.fromBytes(in.blob()).categoricalOnly();
         in.done();
-        if (!Arrays.equals(s.sample.names, s.names)) {
+        String[] sampled = EventSample.sampledNames(s.names, numericOf(s.histograms));
+        if (!Arrays.equals(s.sample.names, sampled)) {
             throw new IllegalArgumentException("corrupt window summary: sample features " + Arrays.toString(s.sample.names)
-                    + " are not the features " + Arrays.toString(s.names));
+                    + " are not the categorical features " + Arrays.toString(sampled));
         }
         s.seed = Hashing.windowSeed(s.model, s.start);
         return s;
+    }
+
+    private static boolean[] numericOf(LogLinearHistogram[] histograms) {
+        boolean[] numeric = new boolean[histograms.length];
+        for (int i = 0; i < numeric.length; i++) {
+            numeric[i] = histograms[i] != null;
+        }
+        return numeric;
     }
 }
