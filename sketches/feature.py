@@ -12,8 +12,8 @@ from typing import Union
 from sketches.categorical import CategoricalSketch
 from sketches.histogram import HistogramSketch
 from sketches.numeric import NumericSketch
-from sketches.serialization import (KIND_CATEGORICAL_CAPPED, KIND_NUMERIC_HIST, KIND_NUMERIC_KLL, KIND_NUMERIC_TDIGEST,
-                                    Reader)
+from sketches.serialization import (KIND_CATEGORICAL_CAPPED, KIND_NUMERIC_HIST, KIND_NUMERIC_HIST_PACKED,
+                                    KIND_NUMERIC_KLL, KIND_NUMERIC_TDIGEST, Reader)
 
 FeatureSketch = Union[HistogramSketch, NumericSketch, CategoricalSketch]
 #: The sketch classes of numeric features (the gate reads any of them through the same queries).
@@ -29,10 +29,11 @@ def deserialize_sketch(data: bytes) -> FeatureSketch:
     >>> deserialize_sketch(HistogramSketch().update([1.0]).serialize())
     HistogramSketch(precision=52, max_buckets=1024, n=1, count=1)
     """
-    kind = Reader(data, (KIND_NUMERIC_HIST, KIND_NUMERIC_KLL, KIND_NUMERIC_TDIGEST, KIND_CATEGORICAL_CAPPED)).kind
+    kind = Reader(data, (KIND_NUMERIC_HIST_PACKED, KIND_NUMERIC_HIST, KIND_NUMERIC_KLL, KIND_NUMERIC_TDIGEST,
+                         KIND_CATEGORICAL_CAPPED)).kind
     if kind == KIND_CATEGORICAL_CAPPED:
         return CategoricalSketch.deserialize(data)
-    if kind == KIND_NUMERIC_HIST:
+    if kind in (KIND_NUMERIC_HIST_PACKED, KIND_NUMERIC_HIST):
         return HistogramSketch.deserialize(data)
     return NumericSketch.deserialize(data)
 

@@ -8,7 +8,7 @@ spread decides the resolution (a feature with 50 distinct integers stays exact; 
 about 2^-10-wide buckets; N(0, 1) settles near 2^-5 relative width). The result
 depends only on the set of values: not on their order, not on how they were split into partials
 and merged. That is what lets the live job (Java, many subtasks), replay and a rerun reach
-bit-identical decisions; the byte format is ``sketches/FORMAT.md`` (kind 6).
+bit-identical decisions; the byte format is ``sketches/FORMAT.md`` (kind 20; kind 6 is still read).
 
 Error: counts are exact per bucket, so the CDF is exact at every bucket edge and, inside a
 bucket, off by at most that bucket's mass (``rank_error``: the largest bucket's share). Quantiles
@@ -25,7 +25,7 @@ from numpy.typing import ArrayLike
 
 from core.errors import SerializationError, SketchError
 from sketches._values import as_float_array
-from sketches.serialization import KIND_NUMERIC_HIST, Reader, Writer
+from sketches.serialization import KIND_NUMERIC_HIST, KIND_NUMERIC_HIST_PACKED, Reader, Writer
 
 _INF_BITS = 0x7FF0000000000000
 #: Mantissa bits kept before any coarsening: 52, every distinct value starts in its own bucket.
@@ -272,21 +272,27 @@ class HistogramSketch:
 
     # ---------------------------------------------------------------- serialization
     def serialize(self) -> bytes:
-        """Encode as versioned bytes (``sketches/FORMAT.md``, kind 6)."""
-        w = Writer(KIND_NUMERIC_HIST).pack("BIBQ", self.precision, self.max_buckets, self.shift, self.n)
+        """Encode as versioned bytes (``sketches/FORMAT.md``, kind 20): the keys as their first and
+        the steps between them, and the counts, each packed at the narrowest width that holds them."""
+        w = Writer(KIND_NUMERIC_HIST_PACKED).pack("BIBQ", self.precision, self.max_buckets, self.shift, self.n)
         w.pack("qqqqdd", self.nulls, self.nans, self.pos_inf, self.neg_inf, self.min, self.max)
-        return w.blob(self._keys.astype("<i8").tobytes()).blob(self._counts.astype("<i8").tobytes()).getvalue()
+        keys = self._keys.view(np.uint64)  # steps in 64-bit wrapping arithmetic, as the reader adds them back
+        w.pack("Iq", keys.size, int(self._keys[0]) if keys.size else 0)
+        return w.packed(np.diff(keys)).packed(self._counts.view(np.uint64)).getvalue()
 
     @classmethod
     def deserialize(cls, data: bytes) -> HistogramSketch:
-        """Decode bytes written by :meth:`serialize` (or by the Java aggregate)."""
-        r = Reader(data, (KIND_NUMERIC_HIST,))
+        """Decode bytes written by :meth:`serialize` (or by the Java aggregate; kind 6 or 20)."""
+        r = Reader(data, (KIND_NUMERIC_HIST_PACKED, KIND_NUMERIC_HIST))
         precision, max_buckets, shift, n = r.unpack("BIBQ")
         sk = cls(precision, max_buckets)
         sk.shift = shift
         sk.nulls, sk.nans, sk.pos_inf, sk.neg_inf, sk.min, sk.max = r.unpack("qqqqdd")
-        sk._keys = np.frombuffer(r.blob(), dtype="<i8").astype(np.int64)
-        sk._counts = np.frombuffer(r.blob(), dtype="<i8").astype(np.int64)
+        if r.kind == KIND_NUMERIC_HIST:
+            sk._keys = np.frombuffer(r.blob(), dtype="<i8").astype(np.int64)
+            sk._counts = np.frombuffer(r.blob(), dtype="<i8").astype(np.int64)
+        else:
+            sk._keys, sk._counts = _read_packed_buckets(r)
         sk._forget()
         r.done()
         if sk._keys.size != sk._counts.size or int(sk._counts.sum()) != n:
@@ -296,6 +302,22 @@ class HistogramSketch:
     def __repr__(self) -> str:
         return f"HistogramSketch(precision={self.precision}, max_buckets={self.max_buckets}, n={self.n}, " \
                f"count={self.count})"
+
+
+def _read_packed_buckets(r: Reader) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted keys and counts of a kind 20 frame (the fields after the header)."""
+    size, first = r.unpack("Iq")
+    steps = r.packed(max(size - 1, 0))
+    counts = r.packed(size).view(np.int64)
+    keys = np.empty(size, np.uint64)
+    if size:
+        keys[0] = np.int64(first).view(np.uint64)
+        np.cumsum(steps, out=keys[1:])
+        keys[1:] += keys[0]  # wraps as the writer's steps did
+    keys = keys.view(np.int64)
+    if np.any(steps == 0) or np.any(keys[1:] <= keys[:-1]) or np.any(counts <= 0):
+        raise SerializationError("corrupt histogram: keys not ascending or a count not positive")
+    return keys, counts
 
 
 def bucket_keys(x: np.ndarray, precision: int) -> np.ndarray:

@@ -33,6 +33,10 @@ KIND_EVENT_SAMPLE = 8
 KIND_CATEGORICAL_PROFILE = 9
 #: A reference whose features may carry a categorical profile (kind 5 references have none).
 KIND_REFERENCE_PROFILED = 10
+#: The numeric histogram with its keys and counts packed (kind 6 is still read).
+KIND_NUMERIC_HIST_PACKED = 20
+#: Byte widths a packed integer blob may use (``Writer.packed``).
+PACKED_WIDTHS = (1, 2, 4, 8)
 
 
 class Writer:
@@ -60,6 +64,14 @@ class Writer:
         encoded = [v.encode("utf-8") for v in values]
         lengths = np.fromiter(map(len, encoded), dtype="<u4", count=len(encoded))
         return self.pack("Q", len(encoded)).blob(lengths.tobytes()).blob(b"".join(encoded))
+
+    def packed(self, values: np.ndarray) -> Writer:
+        """Append unsigned 64-bit integers at the narrowest width of ``PACKED_WIDTHS`` that holds
+        the largest: ``u8`` width, then a blob of the values at that width (little-endian)."""
+        values = np.asarray(values, dtype=np.uint64)
+        largest = int(values.max()) if values.size else 0
+        width = next(w for w in PACKED_WIDTHS if largest < 1 << (8 * w))
+        return self.pack("B", width).blob(values.astype(f"<u{width}").tobytes())
 
     def array(self, arr: np.ndarray) -> Writer:
         """Append a float64 array of any shape (ndim, shape, values)."""
@@ -132,6 +144,16 @@ class Reader:
             raise SerializationError(f"corrupt text list: lengths add up to {int(ends[-1]) if count else 0}, "
                                      f"data has {len(data)} bytes")
         return TextList(ends, data)
+
+    def packed(self, count: int) -> np.ndarray:
+        """Read ``count`` integers written by :meth:`Writer.packed`, as uint64."""
+        (width,) = self.unpack("B")
+        if width not in PACKED_WIDTHS:
+            raise SerializationError(f"corrupt packed integers: width {width}, want one of {PACKED_WIDTHS}")
+        raw = self.blob()
+        if len(raw) != width * count:
+            raise SerializationError(f"corrupt packed integers: {len(raw)} bytes for {count} of width {width}")
+        return np.frombuffer(raw, dtype=f"<u{width}").astype(np.uint64)
 
     def array(self) -> np.ndarray:
         """Read a float64 array written by ``Writer.array``."""

@@ -160,3 +160,59 @@ def test_an_event_samples_strings_are_decoded_when_read_and_corrupt_ones_refused
     corrupt = EventSample.deserialize(bytes(data))
     with pytest.raises(SerializationError, match="corrupt text"):
         corrupt.feature("c")
+
+
+def kind6_frame(sk: HistogramSketch) -> bytes:
+    """The histogram frame written before keys and counts were packed (FORMAT.md, kind 6)."""
+    from sketches.serialization import KIND_NUMERIC_HIST, Writer
+
+    w = Writer(KIND_NUMERIC_HIST).pack("BIBQ", sk.precision, sk.max_buckets, sk.shift, sk.n)
+    w.pack("qqqqdd", sk.nulls, sk.nans, sk.pos_inf, sk.neg_inf, sk.min, sk.max)
+    keys, counts = sk.counts_at(sk.shift)
+    return w.blob(keys.astype("<i8").tobytes()).blob(counts.astype("<i8").tobytes()).getvalue()
+
+
+@pytest.mark.parametrize("values, key_width, count_width", [
+    (np.random.default_rng(1).normal(size=500), 8, 1),  # exact keys of distinct values: wide steps, counts 1
+    (np.random.default_rng(2).normal(size=200_000), 2, 2),  # coarsened: dense keys, counts up to thousands
+    (np.array([-1.7976931348623157e308, -5e-324, 0.0, 5e-324, 1.7976931348623157e308] * 300), 8, 2),  # wrapping steps
+    (np.full(70_000, 3.0), 1, 4),  # one bucket: no steps
+])
+def test_histogram_keys_and_counts_are_packed_and_read_back(values, key_width: int, count_width: int) -> None:
+    """Kind 20: the keys as the first and the steps between them, the counts, each at the narrowest
+    width; read back exactly, and a kind 6 frame of the same histogram reads as the same histogram."""
+    sk = HistogramSketch().update(values)
+    data = sk.serialize()
+    header = 6 + struct.calcsize("<BIBQqqqqdd")
+    size = struct.unpack_from("<I", data, header)[0]
+    assert data[5] == 20 and len(data) == header + 4 + 8 + 5 + key_width * (size - 1) + 5 + count_width * size
+    steps_at = header + 4 + 8
+    assert size == sk.buckets and data[steps_at] == key_width
+    assert data[steps_at + 1 + 4 + key_width * (size - 1)] == count_width
+    for again in (HistogramSketch.deserialize(data), deserialize_sketch(kind6_frame(sk))):
+        assert again.counts_at(again.shift)[0].tolist() == sk.counts_at(sk.shift)[0].tolist()
+        assert again.counts_at(again.shift)[1].tolist() == sk.counts_at(sk.shift)[1].tolist()
+        assert again.serialize() == data
+
+
+def test_a_corrupt_packed_histogram_is_refused() -> None:
+    sk = HistogramSketch().update([1.0, 2.0, 2.0, 5.0])
+    data = bytearray(sk.serialize())
+    steps_at = 6 + struct.calcsize("<BIBQqqqqdd") + 4 + 8
+    width, counts_at = data[steps_at], steps_at + 1 + 4 + data[steps_at] * 2
+    bad_width = bytearray(data)
+    bad_width[steps_at] = 3
+    with pytest.raises(SerializationError, match="width 3"):
+        HistogramSketch.deserialize(bytes(bad_width))
+    zero_step = bytearray(data)
+    zero_step[steps_at + 5:steps_at + 5 + width] = b"\0" * width
+    with pytest.raises(SerializationError, match="ascending"):
+        HistogramSketch.deserialize(bytes(zero_step))
+    zero_count = bytearray(data)
+    zero_count[counts_at + 5] = 0  # the first count (width 1)
+    with pytest.raises(SerializationError, match="corrupt histogram"):
+        HistogramSketch.deserialize(bytes(zero_count))
+    short = bytearray(data)
+    struct.pack_into("<I", short, steps_at + 1, 1)  # a steps blob of 1 byte for 2 steps
+    with pytest.raises(SerializationError):
+        HistogramSketch.deserialize(bytes(short))

@@ -96,17 +96,28 @@ class Frame:
             pos += n
         return out
 
+    def packed(self, count: int) -> list[int]:
+        """Unsigned integers at the narrowest width of 1, 2, 4, 8 bytes that holds the largest."""
+        width = self.take("B")
+        values = list(struct.unpack(f"<{count}{ {1: 'B', 2: 'H', 4: 'I', 8: 'Q'}[width]}", self.blob()))
+        assert width == min(w for w in (1, 2, 4, 8) if max(values, default=0) < 1 << (8 * w)), (width, values[:5])
+        return values
+
     def done(self) -> None:
         assert self.pos == len(self.data), f"{len(self.data) - self.pos} trailing bytes"
 
 
 def decode_histogram(data: bytes) -> dict:
-    f = Frame(data, 6)
+    f = Frame(data, 20)
     out = dict(zip(["P", "M", "s", "n", "nulls", "nans", "pos_inf", "neg_inf"], f.take("BIBQqqqq")))
     out["min"], out["max"] = f.take("QQ")  # bits
-    keys, counts = f.blob(), f.blob()
-    out["buckets"] = dict(zip(struct.unpack(f"<{len(keys) // 8}q", keys), struct.unpack(f"<{len(counts) // 8}q", counts)))
-    out["keys"] = list(struct.unpack(f"<{len(keys) // 8}q", keys))
+    size, first = f.take("Iq")
+    keys = [first] if size else []
+    for step in f.packed(max(size - 1, 0)):  # 64-bit wrapping steps
+        keys.append((keys[-1] + step + 2**63) % 2**64 - 2**63)
+    counts = f.packed(size)
+    out["buckets"] = dict(zip(keys, counts))
+    out["keys"] = keys
     f.done()
     return out
 
@@ -144,7 +155,7 @@ def decode_summary(data: bytes) -> dict:
     out["features"] = {}
     for _ in range(f.take("I")):
         name, sketch = f.text(), f.blob()
-        out["features"][name] = decode_histogram(sketch) if sketch[5] == 6 else decode_counts(sketch)
+        out["features"][name] = decode_histogram(sketch) if sketch[5] == 20 else decode_counts(sketch)
     out["sample"] = decode_sample(f.blob())
     f.done()
     return out
@@ -385,3 +396,30 @@ def test_a_summary_written_before_samples_left_numeric_features_out_reads_withou
     add_jars_to_context_class_loader(job_jars())
     java = get_gateway().jvm.dev.driftwarden.flink.WindowSummary
     assert bytes(java.fromBytes(old_bytes).toBytes()) == new
+
+
+@pytest.mark.parametrize("seed, size, max_buckets", [(1, 500, 1024), (2, 50_000, 1024), (3, 5_000, 16)])
+def test_java_reads_packed_histograms_and_the_unpacked_ones_written_before(seed: int, size: int, max_buckets: int) -> None:
+    """Java reads Python's kind 20 histogram and writes the same bytes; it reads a kind 6 frame of
+    the same histogram (state or stored rows from before packing) as the same histogram; a corrupt
+    width is refused with its reason."""
+    import numpy as np
+    from py4j.protocol import Py4JJavaError
+    from pyflink.java_gateway import get_gateway
+    from pyflink.util.java_utils import add_jars_to_context_class_loader
+
+    from jobs.flink_env import job_jars
+    from sketches.histogram import HistogramSketch
+    from tests.test_sketches_serialization import kind6_frame
+
+    rng = np.random.default_rng(seed)
+    values = np.concatenate([rng.normal(size=size), -rng.lognormal(size=size // 10), [0.0, -0.0, 5e-324]])
+    sk = HistogramSketch(max_buckets=max_buckets).update(values)
+    add_jars_to_context_class_loader(job_jars())
+    java = get_gateway().jvm.dev.driftwarden.flink.LogLinearHistogram
+    assert bytes(java.fromBytes(sk.serialize()).toBytes()) == sk.serialize()
+    assert bytes(java.fromBytes(kind6_frame(sk)).toBytes()) == sk.serialize()
+    corrupt = bytearray(sk.serialize())
+    corrupt[6 + struct.calcsize("<BIBQqqqqdd") + 4 + 8] = 3  # the steps' width
+    with pytest.raises(Py4JJavaError, match="width 3"):
+        java.fromBytes(bytes(corrupt))

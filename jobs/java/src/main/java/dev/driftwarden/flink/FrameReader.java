@@ -13,6 +13,11 @@ public final class FrameReader {
 
     /** Checks magic, version and that the kind is {@code expectedKind}. */
     public FrameReader(byte[] data, int expectedKind) {
+        this(data, expectedKind, expectedKind);
+    }
+
+    /** Checks magic, version and that the kind is {@code expectedKind} or {@code alsoKind}. */
+    public FrameReader(byte[] data, int expectedKind, int alsoKind) {
         in = ByteBuffer.wrap(data).order(ByteOrder.LITTLE_ENDIAN);
         need(6);
         for (byte b : FrameWriter.MAGIC) {
@@ -25,8 +30,9 @@ public final class FrameReader {
             throw new IllegalArgumentException("unknown sketch format version " + version);
         }
         kind = in.get() & 0xFF;
-        if (kind != expectedKind) {
-            throw new IllegalArgumentException("unexpected sketch kind byte " + kind + ", want " + expectedKind);
+        if (kind != expectedKind && kind != alsoKind) {
+            throw new IllegalArgumentException("unexpected sketch kind byte " + kind + ", want " + expectedKind
+                    + (alsoKind != expectedKind ? " or " + alsoKind : ""));
         }
     }
 
@@ -80,6 +86,28 @@ public final class FrameReader {
         }
         long[] out = new long[raw.length / 8];
         ByteBuffer.wrap(raw).order(ByteOrder.LITTLE_ENDIAN).asLongBuffer().get(out);
+        return out;
+    }
+
+    /** {@code count} unsigned integers written by {@link FrameWriter#packed} (u8 width, then a blob at that width). */
+    public long[] packed(long count) {
+        int width = u8();
+        if (width != 1 && width != 2 && width != 4 && width != 8) {
+            throw new IllegalArgumentException("corrupt packed integers: width " + width + ", want 1, 2, 4 or 8");
+        }
+        byte[] raw = blob();
+        if (raw.length != width * count) {
+            throw new IllegalArgumentException("corrupt packed integers: " + raw.length + " bytes for " + count
+                    + " of width " + width);
+        }
+        long[] out = new long[(int) count];
+        for (int i = 0, p = 0; i < out.length; i++) {
+            long v = 0;
+            for (int b = 0; b < width; b++, p++) {
+                v |= (raw[p] & 0xFFL) << (8 * b);
+            }
+            out[i] = v;
+        }
         return out;
     }
 

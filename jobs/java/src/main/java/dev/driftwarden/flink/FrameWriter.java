@@ -74,6 +74,27 @@ public final class FrameWriter {
         return this;
     }
 
+    /**
+     * {@code count} unsigned 64-bit integers at the narrowest of 1, 2, 4 or 8 bytes that holds the
+     * largest: u8 width, then a blob of the values at that width (sketches/serialization.py {@code Writer.packed}).
+     */
+    public FrameWriter packed(long[] values, int count) {
+        long all = 0;
+        for (int i = 0; i < count; i++) {
+            all |= values[i];
+        }
+        int width = (all & 0xFFFFFFFF00000000L) != 0 ? 8 : (all & 0xFFFF0000L) != 0 ? 4 : (all & 0xFF00L) != 0 ? 2 : 1;
+        u8(width).u32((long) width * count);
+        ensure(width * count);
+        for (int i = 0; i < count; i++) {
+            long v = values[i];
+            for (int b = 0; b < width; b++) {
+                buf[len++] = (byte) (v >>> (8 * b));
+            }
+        }
+        return this;
+    }
+
     /** A blob of UTF-8. */
     public FrameWriter text(String s) {
         return blob(s.getBytes(StandardCharsets.UTF_8));

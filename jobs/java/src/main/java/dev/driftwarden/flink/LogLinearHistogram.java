@@ -14,7 +14,10 @@ import java.util.Arrays;
  * that fits only grows as keys come), at a fraction of the collapses.
  */
 public final class LogLinearHistogram {
-    public static final int KIND = 6;
+    /** The packed frame this class writes (sketches/FORMAT.md, kind 20). */
+    public static final int KIND = 20;
+    /** The frame written before keys and counts were packed, still read. */
+    public static final int KIND_UNPACKED = 6;
     private static final long EMPTY = Long.MIN_VALUE;  // never a key: keys lie in [~0x7FF0000000000000, 0x7FF0000000000000)
 
     public final int precision;
@@ -274,23 +277,28 @@ public final class LogLinearHistogram {
         return shift;
     }
 
-    /** The kind 6 frame. */
+    /** The kind 20 frame: the keys as the first and the steps between them, and the counts, each packed. */
     public byte[] toBytes() {
         long[] sorted = sortedKeys();
-        long[] sortedCounts = new long[sorted.length];
-        for (int i = 0; i < sorted.length; i++) {
+        int size = sorted.length;
+        long[] steps = new long[Math.max(size - 1, 0)];
+        long[] sortedCounts = new long[size];
+        for (int i = 0; i < size; i++) {
             sortedCounts[i] = count(sorted[i]);
+            if (i > 0) {
+                steps[i - 1] = sorted[i] - sorted[i - 1];  // wraps: the reader adds it back the same way
+            }
         }
-        return new FrameWriter(KIND, 96 + 16 * sorted.length)
+        return new FrameWriter(KIND, 112 + 10 * size)
                 .u8(precision).u32(maxBuckets).u8(shift).i64(n)
                 .i64(nulls).i64(nans).i64(posInf).i64(negInf).f64(min).f64(max)
-                .longs(sorted, sorted.length).longs(sortedCounts, sortedCounts.length)
+                .u32(size).i64(size > 0 ? sorted[0] : 0).packed(steps, steps.length).packed(sortedCounts, size)
                 .toBytes();
     }
 
-    /** Reads a kind 6 frame back. */
+    /** Reads a kind 20 frame back (or a kind 6 one, written before keys and counts were packed). */
     public static LogLinearHistogram fromBytes(byte[] data) {
-        FrameReader in = new FrameReader(data, KIND);
+        FrameReader in = new FrameReader(data, KIND, KIND_UNPACKED);
         int precision = in.u8();
         long maxBuckets = in.u32();
         if (maxBuckets > Integer.MAX_VALUE) {
@@ -305,8 +313,21 @@ public final class LogLinearHistogram {
         h.negInf = in.i64();
         h.min = in.f64();
         h.max = in.f64();
-        long[] keys = in.longs(-1);
-        long[] counts = in.longs(keys.length);
+        long[] keys;
+        long[] counts;
+        if (in.kind == KIND_UNPACKED) {
+            keys = in.longs(-1);
+            counts = in.longs(keys.length);
+        } else {
+            long size = in.u32();
+            if (size > h.maxBuckets) {
+                throw new IllegalArgumentException("corrupt histogram: " + size + " buckets, at most " + maxBuckets);
+            }
+            long first = in.i64();
+            keys = in.packed(Math.max(size - 1, 0));  // the steps, turned into keys in place
+            counts = in.packed(size);
+            keys = keysFromSteps(first, keys, (int) size);
+        }
         in.done();
         if (keys.length > h.maxBuckets) {
             throw new IllegalArgumentException("corrupt histogram: " + keys.length + " buckets, at most " + maxBuckets);
@@ -317,6 +338,9 @@ public final class LogLinearHistogram {
             if (i > 0 && keys[i] <= keys[i - 1]) {
                 throw new IllegalArgumentException("corrupt histogram: keys not strictly ascending");
             }
+            if (counts[i] <= 0) {
+                throw new IllegalArgumentException("corrupt histogram: a count of " + counts[i]);
+            }
             h.add(keys[i], counts[i]);
             total += counts[i];
         }
@@ -324,5 +348,13 @@ public final class LogLinearHistogram {
             throw new IllegalArgumentException("corrupt histogram: counts add up to " + total + ", n is " + h.n);
         }
         return h;
+    }
+
+    private static long[] keysFromSteps(long first, long[] steps, int size) {
+        long[] keys = new long[size];
+        for (int i = 0; i < size; i++) {
+            keys[i] = i == 0 ? first : keys[i - 1] + steps[i - 1];
+        }
+        return keys;
     }
 }
