@@ -315,7 +315,7 @@ def _read_packed_buckets(r: Reader) -> tuple[np.ndarray, np.ndarray]:
         np.cumsum(steps, out=keys[1:])
         keys[1:] += keys[0]  # wraps as the writer's steps did
     keys = keys.view(np.int64)
-    if np.any(steps == 0) or np.any(keys[1:] <= keys[:-1]) or np.any(counts <= 0):
+    if np.any(keys[1:] <= keys[:-1]) or np.any(counts <= 0):  # a step of 0, or one that wraps past the first
         raise SerializationError("corrupt histogram: keys not ascending or a count not positive")
     return keys, counts
 
