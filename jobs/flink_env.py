@@ -31,10 +31,14 @@ PREVIOUS_MARK_AGG = "dev.driftwarden.flink.PreviousMark"
 #: phase buffers records in Flink managed memory (a BytesHashMap), which the embedded cluster
 #: otherwise leaves too small ("Too small memory allocated for BytesHashMap"); the Python
 #: functions (validation of what Java cannot vouch for, one analysis per window) keep their
-#: memory outside it.
+#: memory outside it. Network buffers: the embedded cluster allocates (and touches) 64 MiB of them
+#: at start; a job of a few exchanges at parallelism 1-4 uses a few hundred 32 KiB buffers, so 32 MiB
+#: (1,024 buffers) leaves room and 32 MiB of resident memory.
 EMBEDDED_MEMORY = {
     "taskmanager.memory.managed.size": "128mb",
     "python.fn-execution.memory.managed": "false",
+    "taskmanager.memory.network.min": "32mb",
+    "taskmanager.memory.network.max": "32mb",
 }
 #: Heap of the JVM that runs the embedded MiniCluster (PyFlink's gateway), unless ``JVM_ARGS`` already
 #: sets one. Left alone, the JVM takes a quarter of the machine's memory and keeps what it grew to
