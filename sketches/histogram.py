@@ -309,13 +309,10 @@ def _read_packed_buckets(r: Reader) -> tuple[np.ndarray, np.ndarray]:
     size, first = r.unpack("Iq")
     steps = r.packed(max(size - 1, 0))
     counts = r.packed(size).view(np.int64)
-    keys = np.empty(size, np.uint64)
-    if size:
-        keys[0] = np.int64(first).view(np.uint64)
-        np.cumsum(steps, out=keys[1:])
-        keys[1:] += keys[0]  # wraps as the writer's steps did
-    keys = keys.view(np.int64)
-    if np.any(keys[1:] <= keys[:-1]) or np.any(counts <= 0):  # a step of 0, or one that wraps past the first
+    if not size:
+        return np.empty(0, np.int64), counts
+    keys = np.cumsum(np.concatenate((np.array([first]).view(np.uint64), steps))).view(np.int64)  # wraps as written
+    if (keys[1:] <= keys[:-1]).any() or (counts <= 0).any():  # a step of 0, or one that wraps past the first
         raise SerializationError("corrupt histogram: keys not ascending or a count not positive")
     return keys, counts
 

@@ -84,6 +84,8 @@ class Writer:
         return b"".join(self._parts)
 
 
+_PACKED_DTYPES = {width: np.dtype(f"<u{width}") for width in PACKED_WIDTHS}
+
 #: Compiled ``struct`` layouts of the formats readers ask for (a few dozen).
 _LAYOUTS: dict[str, struct.Struct] = {}
 
@@ -147,13 +149,12 @@ class Reader:
 
     def packed(self, count: int) -> np.ndarray:
         """Read ``count`` integers written by :meth:`Writer.packed`, as uint64."""
-        (width,) = self.unpack("B")
+        width, size = self.unpack("BI")
         if width not in PACKED_WIDTHS:
             raise SerializationError(f"corrupt packed integers: width {width}, want one of {PACKED_WIDTHS}")
-        raw = self.blob()
-        if len(raw) != width * count:
-            raise SerializationError(f"corrupt packed integers: {len(raw)} bytes for {count} of width {width}")
-        return np.frombuffer(raw, dtype=f"<u{width}").astype(np.uint64)
+        if size != width * count:
+            raise SerializationError(f"corrupt packed integers: {size} bytes for {count} of width {width}")
+        return np.frombuffer(self._take(size), dtype=_PACKED_DTYPES[width]).astype(np.uint64)
 
     def array(self) -> np.ndarray:
         """Read a float64 array written by ``Writer.array``."""
