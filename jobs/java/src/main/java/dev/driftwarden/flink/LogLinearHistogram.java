@@ -320,13 +320,10 @@ public final class LogLinearHistogram {
             counts = in.longs(keys.length);
         } else {
             long size = in.u32();
-            if (size > h.maxBuckets) {
-                throw new IllegalArgumentException("corrupt histogram: " + size + " buckets, at most " + maxBuckets);
-            }
             long first = in.i64();
-            keys = in.packed(Math.max(size - 1, 0));  // the steps, turned into keys in place
+            long[] steps = in.packed(Math.max(size - 1, 0));  // packed checks the bytes hold them: no huge arrays
             counts = in.packed(size);
-            keys = keysFromSteps(first, keys, (int) size);
+            keys = keysFromSteps(first, steps, (int) size);
         }
         in.done();
         if (keys.length > h.maxBuckets) {

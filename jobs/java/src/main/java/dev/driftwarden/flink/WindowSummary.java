@@ -50,7 +50,7 @@ public final class WindowSummary {
         this.bound = config;
         this.boundChecked = true;
         if (config == null) {
-            sample = new EventSample(0, NONE, new boolean[0]);
+            sample = new EventSample(0, NONE);
             return;
         }
         int f = config.features.length;
@@ -64,7 +64,7 @@ public final class WindowSummary {
                 counts[i] = new CappedCounts(config.maxExact);
             }
         }
-        sample = new EventSample(config.sampleSize, config.sampled, new boolean[config.sampled.length]);
+        sample = new EventSample(config.sampleSize, config.sampled);
     }
 
     /** Binds state read back from bytes to the spec's model, checking that it has the same shape. */
@@ -180,7 +180,7 @@ public final class WindowSummary {
                 throw new IllegalArgumentException("corrupt window summary: feature " + s.names[i] + " has sketch kind " + kind);
             }
         }
-        s.sample = EventSample.fromBytes(in.blob()).categoricalOnly();
+        s.sample = EventSample.fromBytes(in.blob());
         in.done();
         String[] sampled = EventSample.sampledNames(s.names, numericOf(s.histograms));
         if (!Arrays.equals(s.sample.names, sampled)) {
