@@ -74,3 +74,23 @@ def test_cpu_by_thread_says_where_it_ran(tmp_path):
     client = sum(v for k, v in where.items() if k.startswith("client: "))
     assert workers >= 0.9 and 0.4 <= client < 0.9, where
     assert abs(sum(where.values()) - cpu.seconds) < 0.2, (where, cpu.seconds)
+
+
+def test_steady_state_is_the_second_half_of_a_topic_alone():
+    """bench_job.steady_state: a run over the whole topic less a run over its first half. A pipeline
+    with a fixed start-up (0.3 CPU seconds) and 0.2 CPU seconds per half topic costs 0.2 for the
+    second half, whichever run pays the start-up; the half topic runs before the whole one."""
+    from bench_job import steady_state
+
+    runs = []
+
+    def run(topic: str) -> None:
+        runs.append(topic)
+        t = time.process_time()
+        while time.process_time() - t < 0.3 + (0.4 if topic == "whole" else 0.2):
+            pass
+
+    wall, cpu = steady_state(run, "half", "whole")
+    assert runs == ["half", "whole"]
+    assert 0.15 <= cpu <= 0.3, cpu
+    assert 0.15 <= wall <= 1.0, wall
