@@ -1,8 +1,5 @@
 package dev.driftwarden.flink;
 
-import java.lang.invoke.MethodHandles;
-import java.lang.invoke.VarHandle;
-import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 
@@ -10,11 +7,6 @@ import java.util.Arrays;
 public final class FrameWriter {
     public static final byte[] MAGIC = {'D', 'W', 'S', 'K'};
     public static final int VERSION = 1;
-
-    // little-endian stores of 2, 4 and 8 bytes at any offset of a byte[] (one store instead of a byte loop)
-    private static final VarHandle U16 = MethodHandles.byteArrayViewVarHandle(short[].class, ByteOrder.LITTLE_ENDIAN);
-    private static final VarHandle U32 = MethodHandles.byteArrayViewVarHandle(int[].class, ByteOrder.LITTLE_ENDIAN);
-    private static final VarHandle U64 = MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
 
     private byte[] buf;
     private int len;
@@ -39,19 +31,20 @@ public final class FrameWriter {
         return this;
     }
 
-    /** The low 32 bits of {@code v}. */
     public FrameWriter u32(long v) {
         ensure(4);
-        U32.set(buf, len, (int) v);
-        len += 4;
+        for (int i = 0; i < 4; i++) {
+            buf[len++] = (byte) (v >>> (8 * i));
+        }
         return this;
     }
 
     /** A u64 or an i64: the same 8 bytes. */
     public FrameWriter i64(long v) {
         ensure(8);
-        U64.set(buf, len, v);
-        len += 8;
+        for (int i = 0; i < 8; i++) {
+            buf[len++] = (byte) (v >>> (8 * i));
+        }
         return this;
     }
 
@@ -93,12 +86,10 @@ public final class FrameWriter {
         int width = (all & 0xFFFFFFFF00000000L) != 0 ? 8 : (all & 0xFFFF0000L) != 0 ? 4 : (all & 0xFF00L) != 0 ? 2 : 1;
         u8(width).u32((long) width * count);
         ensure(width * count);
-        for (int i = 0; i < count; i++, len += width) {
-            switch (width) {
-                case 1 -> buf[len] = (byte) values[i];
-                case 2 -> U16.set(buf, len, (short) values[i]);
-                case 4 -> U32.set(buf, len, (int) values[i]);
-                default -> U64.set(buf, len, values[i]);
+        for (int i = 0; i < count; i++) {
+            long v = values[i];
+            for (int b = 0; b < width; b++) {
+                buf[len++] = (byte) (v >>> (8 * b));
             }
         }
         return this;

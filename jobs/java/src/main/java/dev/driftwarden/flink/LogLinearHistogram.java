@@ -254,47 +254,6 @@ public final class LogLinearHistogram {
         return out;
     }
 
-    /**
-     * Fills {@code keys} with the used keys, ascending, and {@code counts} with their counts. Sorts
-     * each key's offset from the smallest with its slot in the low bits, one primitive sort, when the
-     * offsets leave room for the slot (almost always: a histogram's keys span few steps); else sorts
-     * the keys and looks each count up.
-     */
-    private void sortKeysAndCounts(long[] keys, long[] counts) {
-        long lowest = Long.MAX_VALUE;
-        long highest = Long.MIN_VALUE;
-        for (int i = 0; i < table.length; i += 2) {
-            if (table[i] != EMPTY) {
-                lowest = Math.min(lowest, table[i]);
-                highest = Math.max(highest, table[i]);
-            }
-        }
-        int slotBits = 64 - Long.numberOfLeadingZeros(table.length / 2);
-        long span = highest - lowest;  // negative when it overflows: then the slow way
-        if (keys.length == 0 || span < 0 || span >= (1L << (63 - slotBits))) {
-            long[] sorted = usedKeysSorted();
-            for (int i = 0; i < sorted.length; i++) {
-                keys[i] = sorted[i];
-                counts[i] = table[slotOf(sorted[i]) + 1];
-            }
-            return;
-        }
-        long[] order = new long[keys.length];
-        int j = 0;
-        for (int i = 0; i < table.length; i += 2) {
-            if (table[i] != EMPTY) {
-                order[j++] = ((table[i] - lowest) << slotBits) | (i >> 1);
-            }
-        }
-        Arrays.sort(order);
-        long slotMask = (1L << slotBits) - 1;
-        for (int i = 0; i < order.length; i++) {
-            int slot = (int) (order[i] & slotMask) << 1;
-            keys[i] = table[slot];
-            counts[i] = table[slot + 1];
-        }
-    }
-
     /** The slot (an even index into the table) of {@code key} at the current shift; -1 when it has no bucket. */
     private int slotOf(long key) {
         int mask = table.length - 2;
@@ -320,14 +279,15 @@ public final class LogLinearHistogram {
 
     /** The kind 20 frame: the keys as the first and the steps between them, and the counts, each packed. */
     public byte[] toBytes() {
-        settle();
-        int size = this.size;
-        long[] sorted = new long[size];
-        long[] sortedCounts = new long[size];
-        sortKeysAndCounts(sorted, sortedCounts);
+        long[] sorted = sortedKeys();
+        int size = sorted.length;
         long[] steps = new long[Math.max(size - 1, 0)];
-        for (int i = 1; i < size; i++) {
-            steps[i - 1] = sorted[i] - sorted[i - 1];  // wraps: the reader adds it back the same way
+        long[] sortedCounts = new long[size];
+        for (int i = 0; i < size; i++) {
+            sortedCounts[i] = count(sorted[i]);
+            if (i > 0) {
+                steps[i - 1] = sorted[i] - sorted[i - 1];  // wraps: the reader adds it back the same way
+            }
         }
         return new FrameWriter(KIND, 112 + 10 * size)
                 .u8(precision).u32(maxBuckets).u8(shift).i64(n)
