@@ -14,6 +14,8 @@ import org.apache.flink.table.catalog.DataTypeFactory;
 import org.apache.flink.table.data.GenericRowData;
 import org.apache.flink.table.data.RowData;
 import org.apache.flink.table.data.StringData;
+import org.apache.flink.table.data.binary.BinaryRowData;
+import org.apache.flink.table.data.writer.BinaryRowWriter;
 import org.apache.flink.table.functions.ScalarFunction;
 import org.apache.flink.table.types.DataType;
 import org.apache.flink.table.types.inference.TypeInference;
@@ -112,41 +114,57 @@ public class FeatureColumns extends ScalarFunction {
             return DataTypes.ROW(fields).notNull().bridgedTo(RowData.class);
         }
 
-        /** The record's row: its values when Java vouches for it, else {@code ok = false} and nulls. */
+        /**
+         * The record's row: its values when Java vouches for it, else {@code ok = false} and nulls.
+         * Written in Flink's binary row format, as the job's next steps hold rows: no value is boxed,
+         * and the row is copied on as bytes, not field by field.
+         */
         RowData row(Envelope envelope) {
             Map<String, Integer> columnOf = envelope.plain ? models.get(envelope.model) : null;
             EventFeatures features = envelope.features;
             if (columnOf == null || features.count != columnOf.size() || envelope.eventMillis() == null) {
                 return notVouched();
             }
-            GenericRowData row = new GenericRowData(numeric.length + 1);
+            BinaryRowData row = new BinaryRowData(numeric.length + 1);
+            BinaryRowWriter writer = new BinaryRowWriter(row, 16 * numeric.length);
             boolean[] seen = new boolean[numeric.length];
             for (int i = 0; i < features.count; i++) {
                 Integer column = columnOf.get(features.names[i]);
-                if (column == null || seen[column] || !fill(row, column, features, i)) {
+                if (column == null || seen[column] || !fill(writer, column, features, i)) {
                     return notVouched();
                 }
                 seen[column] = true;
             }
             Integer prediction = predictionColumn.get(envelope.model);
             if (prediction != null && envelope.prediction != null) {
-                row.setField(prediction + 1, envelope.prediction);
+                writer.writeDouble(prediction + 1, envelope.prediction);
+                seen[prediction] = true;
             }
-            row.setField(0, true);
+            for (int column = 0; column < numeric.length; column++) {
+                if (!seen[column]) {  // another model's column, or no prediction
+                    writer.setNullAt(column + 1);
+                }
+            }
+            writer.writeBoolean(0, true);
+            writer.complete();
             return row;
         }
 
-        /** Put feature {@code i}'s value into its column; false when its JSON type is not the column's kind. */
-        private boolean fill(GenericRowData row, int column, EventFeatures features, int i) {
+        /** Write feature {@code i}'s value (or null) into its column; false when its JSON type is not the column's kind. */
+        private boolean fill(BinaryRowWriter writer, int column, EventFeatures features, int i) {
             byte kind = features.kinds[i];
             if (kind == EventFeatures.NULL) {
+                writer.setNullAt(column + 1);
                 return true;
             }
             if (numeric[column] ? kind != EventFeatures.NUMBER : kind != EventFeatures.TEXT) {
                 return false;
             }
-            row.setField(column + 1, numeric[column] ? (Object) features.numbers[i]
-                    : StringData.fromString(features.texts[i]));
+            if (numeric[column]) {
+                writer.writeDouble(column + 1, features.numbers[i]);
+            } else {
+                writer.writeString(column + 1, StringData.fromString(features.texts[i]));
+            }
             return true;
         }
 
