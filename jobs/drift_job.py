@@ -78,7 +78,7 @@ SELECT *, {late_sql(size)} AS late FROM checked""")
     # of its own, one more hand-over of every row (measured: 1.4 us per event in that task alone).
     outer = ("SELECT model, " + (f"{segment_sql(segments, spec)} AS segment, " if segments else "")
              + f"MOD(`offset`, {shard_count(parallelism)}) AS shard, event_ms, `topic`, `partition`, `offset`, "
-             + f"`unknown`, {', '.join(f'`{name}`' for name in spec.names)}, et FROM")
+             + f"{names}, et FROM")
     t_env.execute_sql(f"""CREATE TEMPORARY VIEW valid_rows AS
 {outer} (
   SELECT model, et, event_ms, `topic`, `partition`, `offset`, 0 AS `unknown`, {vouched}

@@ -62,7 +62,7 @@ public final class EventSample {
         texts = Arrays.copyOf(texts, capacity * names.length);
     }
 
-    /** The slot the event with {@code key} takes (fill it with {@link #setNumber}/{@link #setText}), or -1 if not kept. */
+    /** The slot the event with {@code key} takes (fill it with {@link #setText}), or -1 if not kept. */
     public int offer(long key) {
         if (m < k) {
             if (m == keys.length) {
