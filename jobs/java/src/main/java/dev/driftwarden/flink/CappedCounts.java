@@ -15,13 +15,15 @@ public final class CappedCounts {
     public static final int KIND = 7;
     public static final long UNCAPPED = Long.MAX_VALUE;
 
-    /** A kept value's count and, once capped, its hash. */
+    /** A kept value (the instance first counted), its count and, once capped, its hash. */
     static final class Counter {
+        final String value;
         long count;
         long hash;
         boolean hashed;
 
-        Counter(long count) {
+        Counter(String value, long count) {
+            this.value = value;
             this.count = count;
         }
     }
@@ -39,26 +41,31 @@ public final class CappedCounts {
         this.cap = cap;
     }
 
-    /** Counts one value; {@code null} is counted as a null. */
-    public void update(String value) {
+    /**
+     * Counts one value; {@code null} is counted as a null. Returns the kept instance equal to
+     * {@code value} (the one first counted), or {@code value} itself when it is not kept: a caller
+     * that holds on to the value (the event sample) then holds one long-lived string per distinct
+     * value, not each event's copy, which the young collection would otherwise have to copy.
+     */
+    public String update(String value) {
         if (value == null) {
             nulls++;
-            return;
+            return null;
         }
         n++;
         Counter c = counts.get(value);
         if (c != null) {
             c.count++;
-            return;
+            return c.value;
         }
         if (threshold == UNCAPPED) {
-            counts.put(value, new Counter(1));
+            counts.put(value, new Counter(value, 1));
         } else {
             long h = Hashing.valueHash(value);
             if (h >= threshold) {
-                return;
+                return value;
             }
-            c = new Counter(1);
+            c = new Counter(value, 1);
             c.hash = h;
             c.hashed = true;
             counts.put(value, c);
@@ -66,6 +73,7 @@ public final class CappedCounts {
         if (counts.size() > cap) {
             capAgain();
         }
+        return value;
     }
 
     private static long hashOf(String value, Counter c) {
@@ -131,7 +139,7 @@ public final class CappedCounts {
             }
             Counter mine = counts.get(value);
             if (mine == null) {
-                mine = new Counter(0);
+                mine = new Counter(value, 0);
                 mine.hash = h;
                 mine.hashed = t != UNCAPPED;
                 counts.put(value, mine);
@@ -187,7 +195,7 @@ public final class CappedCounts {
             throw new IllegalArgumentException("corrupt capped counts: " + values.length + " values kept, C is " + cap);
         }
         for (int i = 0; i < values.length; i++) {
-            Counter counter = new Counter(kept[i]);
+            Counter counter = new Counter(values[i], kept[i]);
             if (c.threshold != UNCAPPED) {
                 hashOf(values[i], counter);
             }

@@ -41,8 +41,7 @@ public final class Summaries {
                     acc.histograms[f].update(((Number) v).doubleValue());
                 }
             } else {
-                String s = (String) v;
-                acc.counts[f].update(s);
+                String s = acc.counts[f].update((String) v);
                 if (slot >= 0) {
                     acc.sample.setText(slot, config.sampleColumn[f], s);
                 }
