@@ -32,7 +32,8 @@ that reference file (file mode both times) with country configured and no segmen
 ``{by: [country], top: 20, min_count: 200}``, and without again: events/s and CPU per event (start-up
 subtracted), the bytes of the summary each window's aggregate emits (kind 17 / kind 18), where the CPU per
 event goes by process and thread (client, JVM thread groups, Python workers) in both, and the ratio
-segmented / unsegmented (target >= 0.7).
+segmented / unsegmented (target >= 0.7); then both in the steady state, as above (the JIT compiler's
+warm-up, which differs between the two jobs, left out).
 """
 
 from __future__ import annotations
@@ -87,10 +88,11 @@ def fill_topic(topic: str, events: int, per_second_of_event_time: int, malformed
 
 def bench_features(events: int, segments: int = 0, seed: int = 0):
     """The bench events' feature maps: 20 numeric (normal) and 5 categorical (8 equally likely values)
-    features, and with ``segments`` > 0 one more, ``country`` (:func:`segment_values`)."""
-    rng = np.random.default_rng(seed)
-    values = rng.normal(size=(events, len(NUMERIC))).round(5)
-    cats = rng.integers(0, 8, size=(events, len(CATEGORICAL)))
+    features, and with ``segments`` > 0 one more, ``country`` (:func:`segment_values`). Each kind draws
+    from its own seeded stream, so the first k of ``events`` are the ``k`` events of a shorter call
+    (the steady state's half topic is the full topic's first half)."""
+    values = np.random.default_rng(seed).normal(size=(events, len(NUMERIC))).round(5)
+    cats = np.random.default_rng([seed, 2]).integers(0, 8, size=(events, len(CATEGORICAL)))
     countries = segment_values(np.random.default_rng([seed, 1]), events, segments) if segments else None
     for i in range(events):
         features = dict(zip(NUMERIC, values[i].tolist())) | {c: f"v{k}" for c, k in zip(CATEGORICAL, cats[i])}
@@ -549,10 +551,11 @@ def stored_segment_rows(store: Path) -> tuple[int, float, float]:
     return windows, rows / max(windows, 1), judged / max(windows, 1)
 
 
-def compare_segments(events: int, full: str, empty: str, folder: Path, run: str, segments: int,
+def compare_segments(events: int, full: str, half: str, empty: str, folder: Path, run: str, segments: int,
                      train_windows: int) -> None:
     """The job with the segment feature but no segments, and with segments by it (top ``segments``), both
-    against one reference file (built with segments): events/s, CPU per event and summary bytes per window."""
+    against one reference file (built with segments): events/s, CPU per event and summary bytes per window,
+    and both once warm (:func:`steady_state` over ``half``, the first half of ``full``)."""
     reference = folder / f"{run}-segments.dwref"
     started = time.perf_counter()
     build_segment_reference(reference, segments, train_windows)
@@ -596,6 +599,11 @@ def compare_segments(events: int, full: str, empty: str, folder: Path, run: str,
     cpu_ratio = float(np.mean(cpus[False])) / cpus[True][0]
     print(f"ratio segmented / unsegmented (mean of the two unsegmented runs around it): throughput {rate_ratio:.3f}, "
           f"CPU per event (unsegmented / segmented) {cpu_ratio:.3f}; target >= 0.7 at 20 segments")
+    steady = {flag: steady_state(lambda topic, store, flag=flag: run_driftwarden(
+                  topic, store, None, config_for(topic, segments, flag, str(reference))), half, full,
+                  folder / f"{run}-steady-{int(flag)}")
+              for flag in (False, True)}
+    print_steady_state(events - events // 2, steady[True], steady[False], ("segmented", "unsegmented"))
 
 
 def print_cpu_by_where(where: dict[bool, list[dict[str, float]]], at_least_us: float = 0.3) -> None:
@@ -621,14 +629,15 @@ def steady_state(run, half: str, full: str, store: Path | None = None) -> tuple[
     return full_wall - half_wall, full_cpu - half_cpu
 
 
-def print_steady_state(events: int, dw: tuple[float, float], plain: tuple[float, float]) -> None:
-    """Print both pipelines' steady state (:func:`steady_state`: the wall and CPU seconds that ``events``
-    more events took) and the ratios."""
+def print_steady_state(events: int, dw: tuple[float, float], plain: tuple[float, float],
+                       names: tuple[str, str] = ("driftwarden", "plain Flink")) -> None:
+    """Print two pipelines' steady state (:func:`steady_state`: the wall and CPU seconds that ``events``
+    more events took) and the ratios, the first over the second (``names``: theirs)."""
     dw_rate, plain_rate = events / max(dw[0], 1e-9), events / max(plain[0], 1e-9)
     dw_cpu, plain_cpu = (1e6 * max(cpu, 1e-9) / events for _, cpu in (dw, plain))
     print(f"steady state, the topic's second half, warm (once warm, a run over the whole topic less one over its "
-          f"first half): driftwarden "
-          f"{dw_rate:,.0f} events/s, {dw_cpu:.1f} us CPU per event; plain Flink {plain_rate:,.0f} events/s, "
+          f"first half): {names[0]} "
+          f"{dw_rate:,.0f} events/s, {dw_cpu:.1f} us CPU per event; {names[1]} {plain_rate:,.0f} events/s, "
           f"{plain_cpu:.1f} us; ratio {dw_rate / plain_rate:.2f} (wall) / {plain_cpu / dw_cpu:.2f} (CPU)")
 
 
@@ -685,7 +694,8 @@ def main() -> None:
     print(f"filling {full} with {args.events:,} events ...", flush=True)
     fill_topic(full, args.events, 1000, segments=args.segments)
     if args.segments > 0:
-        compare_segments(args.events, full, empty, folder, run, args.segments, args.train_windows)
+        fill_topic(half, args.events // 2, 1000, segments=args.segments)  # the full topic's first half
+        compare_segments(args.events, full, half, empty, folder, run, args.segments, args.train_windows)
         return
     if args.compare_reporter:
         compare_reporter(args.events, full, empty, folder, run, args.scrape_interval)

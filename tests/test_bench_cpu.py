@@ -94,3 +94,16 @@ def test_steady_state_is_the_second_half_of_a_topic_alone():
     assert runs == ["half", "whole"]
     assert 0.15 <= cpu <= 0.3, cpu
     assert 0.15 <= wall <= 1.0, wall
+
+
+def test_the_half_topic_is_the_full_topics_first_half():
+    """bench_job's steady state subtracts a run over the half topic from one over the full topic: the
+    half topic's events (every feature, the segment feature too) are the full topic's first ones."""
+    from itertools import islice
+
+    from bench_job import bench_features
+
+    for segments in (0, 20):
+        full = list(islice(bench_features(2_000, segments), 1_000))
+        assert list(bench_features(1_000, segments)) == full
+        assert len({e["c0"] for e in full}) == 8 and (segments == 0 or len({e["country"] for e in full}) > 20)
