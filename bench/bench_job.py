@@ -89,7 +89,7 @@ def fill_topic(topic: str, events: int, per_second_of_event_time: int, malformed
 def bench_features(events: int, segments: int = 0, seed: int = 0):
     """The bench events' feature maps: 20 numeric (normal) and 5 categorical (8 equally likely values)
     features, and with ``segments`` > 0 one more, ``country`` (:func:`segment_values`). Each kind draws
-    from its own seeded stream, so the first k of ``events`` are the ``k`` events of a shorter call
+    from its own seeded stream, so a call for k events gives the first k events of a longer call
     (the steady state's half topic is the full topic's first half)."""
     values = np.random.default_rng(seed).normal(size=(events, len(NUMERIC))).round(5)
     cats = np.random.default_rng([seed, 2]).integers(0, 8, size=(events, len(CATEGORICAL)))
