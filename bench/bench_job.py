@@ -629,16 +629,16 @@ def steady_state(run, half: str, full: str, store: Path | None = None) -> tuple[
     return full_wall - half_wall, full_cpu - half_cpu
 
 
-def print_steady_state(events: int, dw: tuple[float, float], plain: tuple[float, float],
+def print_steady_state(events: int, first: tuple[float, float], second: tuple[float, float],
                        names: tuple[str, str] = ("driftwarden", "plain Flink")) -> None:
     """Print two pipelines' steady state (:func:`steady_state`: the wall and CPU seconds that ``events``
     more events took) and the ratios, the first over the second (``names``: theirs)."""
-    dw_rate, plain_rate = events / max(dw[0], 1e-9), events / max(plain[0], 1e-9)
-    dw_cpu, plain_cpu = (1e6 * max(cpu, 1e-9) / events for _, cpu in (dw, plain))
+    first_rate, second_rate = events / max(first[0], 1e-9), events / max(second[0], 1e-9)
+    first_cpu, second_cpu = (1e6 * max(cpu, 1e-9) / events for _, cpu in (first, second))
     print(f"steady state, the topic's second half, warm (once warm, a run over the whole topic less one over its "
           f"first half): {names[0]} "
-          f"{dw_rate:,.0f} events/s, {dw_cpu:.1f} us CPU per event; {names[1]} {plain_rate:,.0f} events/s, "
-          f"{plain_cpu:.1f} us; ratio {dw_rate / plain_rate:.2f} (wall) / {plain_cpu / dw_cpu:.2f} (CPU)")
+          f"{first_rate:,.0f} events/s, {first_cpu:.1f} us CPU per event; {names[1]} {second_rate:,.0f} events/s, "
+          f"{second_cpu:.1f} us; ratio {first_rate / second_rate:.2f} (wall) / {second_cpu / first_cpu:.2f} (CPU)")
 
 
 def _fill_junk(topic: str, n: int) -> int:
