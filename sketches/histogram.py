@@ -117,14 +117,14 @@ class HistogramSketch:
         self._keys, self._counts = _combine(np.concatenate([self._keys, keys]), np.concatenate([self._counts, counts]))
         self.min = lo if np.isnan(self.min) else min(self.min, lo)
         self.max = hi if np.isnan(self.max) else max(self.max, hi)
-        while self._keys.size > self.max_buckets:
-            self._coarsen(1)
+        self._coarsen(steps_to_fit(self._keys, self.max_buckets))
         self._forget()
 
     def _coarsen(self, bits: int) -> None:
-        self.shift += bits
-        self._keys, self._counts = _combine(self._keys >> bits, self._counts)
-        self._forget()
+        if bits > 0:
+            self.shift += bits
+            self._keys, self._counts = _sum_runs(self._keys >> bits, self._counts)  # >> keeps sorted keys sorted
+            self._forget()
 
     # ---------------------------------------------------------------- counts
     @property
@@ -334,11 +334,43 @@ def bucket_lower(keys: np.ndarray, shift: int, precision: int) -> np.ndarray:
     return np.where(negative, -value, value)
 
 
+def steps_to_fit(keys: np.ndarray, max_buckets: int) -> int:
+    """The fewest shifts ``e`` that leave at most ``max_buckets`` distinct ``keys >> e`` (``keys`` sorted, distinct).
+
+    The same shift as stepping one bit at a time while over ``max_buckets``, found in one pass (as the
+    Java histogram does): neighbours ``a < b`` stay apart after ``>> e`` exactly when ``e <=`` the
+    highest set bit of ``a ^ b``, so ``keys >> e`` has ``1 + #{neighbours whose highest differing bit
+    >= e}`` distinct values.
+
+    >>> steps_to_fit(np.array([0, 1, 2, 3, 8]), 2), steps_to_fit(np.array([0, 1, 2, 3, 8]), 5)
+    (2, 0)
+    """
+    if keys.size <= max_buckets:
+        return 0
+    apart = highest_bit((keys[1:] ^ keys[:-1]).view(np.uint64))
+    return min(int(np.partition(apart, apart.size - max_buckets)[apart.size - max_buckets]) + 1, 63)
+
+
+def highest_bit(x: np.ndarray) -> np.ndarray:
+    """Index of the highest set bit of each (non-zero) uint64, exactly (halves of 32 bits are exact as floats).
+
+    >>> highest_bit(np.array([1, 2, 3, 2**53 - 1, 2**64 - 1], dtype=np.uint64)).tolist()
+    [0, 1, 1, 52, 63]
+    """
+    high, low = x >> np.uint64(32), x & np.uint64(0xFFFFFFFF)
+    in_half = np.frexp(np.where(high > 0, high, low).astype(np.float64))[1] - 1
+    return np.where(high > 0, in_half + 32, in_half)
+
+
 def _combine(keys: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sorted unique keys with the counts of equal keys added."""
+    order = np.argsort(keys, kind="stable")
+    return _sum_runs(keys[order], counts[order])
+
+
+def _sum_runs(keys: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted ``keys`` made unique, the counts of each run of equal keys added."""
     if keys.size == 0:
         return keys.astype(np.int64), counts.astype(np.int64)
-    order = np.argsort(keys, kind="stable")
-    keys, counts = keys[order], counts[order]
     starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
     return keys[starts], np.add.reduceat(counts, starts).astype(np.int64)

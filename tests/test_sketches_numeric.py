@@ -170,3 +170,52 @@ def test_histogram_curve_and_quantiles_follow_update_merge_and_coarsening() -> N
     before = small.quantiles(grid)
     small.update(rng.normal(size=3000) * 1e6)  # coarsens: 32 buckets cannot keep every value
     assert small.shift > 0 and not np.array_equal(small.quantiles(grid), before)
+
+
+def one_step_at_a_time(values: np.ndarray, max_buckets: int) -> tuple[int, np.ndarray, np.ndarray]:
+    """The histogram's definition (sketches/FORMAT.md): the base keys of the finite values, shifted one
+    bit at a time while more than ``max_buckets`` distinct keys remain; the shift, keys and counts."""
+    from sketches.histogram import DEFAULT_PRECISION, bucket_keys
+
+    keys, shift = bucket_keys(values[np.isfinite(values)], DEFAULT_PRECISION), 0
+    while np.unique(keys >> shift).size > max_buckets:
+        shift += 1
+    unique, counts = np.unique(keys >> shift, return_counts=True)
+    return shift, unique, counts
+
+
+TRICKY = {
+    "normal, 5 decimals": lambda rng: rng.normal(size=20_000).round(5),
+    "both signs and zeros": lambda rng: np.concatenate([rng.normal(size=5_000), [0.0, -0.0] * 50]),
+    "huge and tiny": lambda rng: rng.choice([-1.0, 1.0], 8_000) * 10.0 ** rng.uniform(-300, 300, 8_000),
+    "subnormals": lambda rng: rng.uniform(-1, 1, 3_000) * 5e-324 * 1e3,
+    "integers": lambda rng: rng.integers(-50, 50, 10_000).astype(float),
+    "one value far out": lambda rng: np.concatenate([rng.normal(size=4_000), [1e300, -1e300, np.inf, np.nan]]),
+}
+
+
+@pytest.mark.parametrize("max_buckets", [16, 100, 1024])
+@pytest.mark.parametrize("data", sorted(TRICKY))
+def test_histogram_coarsens_to_the_shift_of_stepping_one_bit_at_a_time(data: str, max_buckets: int) -> None:
+    """The shift found in one pass (``steps_to_fit``) is the definition's, through update and merge in any split."""
+    from sketches.histogram import HistogramSketch
+
+    rng = np.random.default_rng(11)
+    values = TRICKY[data](rng)
+    shift, keys, counts = one_step_at_a_time(values, max_buckets)
+    whole = HistogramSketch(max_buckets=max_buckets).update(values)
+    parts = [HistogramSketch(max_buckets=max_buckets).update(part) for part in np.array_split(rng.permutation(values), 7)]
+    merged = parts[3]
+    for part in parts[:3] + parts[4:]:
+        merged.merge(part)
+    for sketch in (whole, merged):
+        assert (sketch.shift, sketch._keys.tolist(), sketch._counts.tolist()) == (shift, keys.tolist(), counts.tolist())
+
+
+def test_highest_bit_is_exact_for_every_width() -> None:
+    """Every 2^k - 1 and 2^k (where a float rounds up) and random 64-bit words, against Python's bit_length."""
+    from sketches.histogram import highest_bit
+
+    words = [2**k - 1 for k in range(1, 65)] + [2**k for k in range(64)]
+    words += np.random.default_rng(3).integers(1, 2**63, 1_000, dtype=np.uint64).tolist()
+    assert highest_bit(np.array(words, dtype=np.uint64)).tolist() == [w.bit_length() - 1 for w in words]
