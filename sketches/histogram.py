@@ -183,7 +183,7 @@ class HistogramSketch:
         """Sorted bucket keys and exact counts at a resolution ``shift`` >= :attr:`shift` (coarser or same)."""
         if shift < self.shift:
             raise SketchError(f"cannot refine a histogram at shift {self.shift} to shift {shift}")
-        return _combine(self._keys >> (shift - self.shift), self._counts)
+        return _sum_runs(self._keys >> (shift - self.shift), self._counts)  # >> keeps sorted keys sorted
 
     # ---------------------------------------------------------------- distribution queries
     def cdf(self, xs: ArrayLike) -> np.ndarray:
