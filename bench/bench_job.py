@@ -30,8 +30,9 @@ values, Zipf volumes, seeded); a reference file is built by `reference build`'s 
 segments by country, top 20) from a training snapshot of the same generator; the job then runs with
 that reference file (file mode both times) with country configured and no segments, with segments
 ``{by: [country], top: 20, min_count: 200}``, and without again: events/s and CPU per event (start-up
-subtracted), the bytes of the summary each window's aggregate emits (kind 17 / kind 18), where the CPU per
-event goes by process and thread (client, JVM thread groups, Python workers) in both, and the ratio
+subtracted), the bytes of the summary each window's aggregate emits (kind 17 / kind 18), the sink's judging
+of such a summary in process (decode and judge, as `AnalyzeWindow` does but the store; ms per window and the
+(segment, feature) cells the gate scored), where the CPU per event goes by process and thread (client, JVM thread groups, Python workers) in both, and the ratio
 segmented / unsegmented (target >= 0.7); then both in the steady state, as above (the JIT compiler's
 warm-up, which differs between the two jobs, left out).
 """
@@ -518,12 +519,12 @@ def build_segment_reference(path: Path, segments: int, windows: int) -> None:
     build_reference_set(events, config, drift_policy(config.thresholds)).save(path)
 
 
-def summary_bytes(config, reference: Path, events: int, segments: int, windows: int = 3) -> float:
-    """Mean bytes of the summary the job judges for each of the first ``windows`` windows of the bench topic.
+def bench_summaries(config, reference: Path, events: int, segments: int, windows: int = 3) -> list[bytes]:
+    """The bytes of the summary the job judges for each of the first ``windows`` windows of the bench topic.
 
     The bytes (sketches/FORMAT.md kind 17, kind 18 with segments) that :class:`jobs.pipeline.WindowRows`
     builds from the window's events (replay's summarizer; the live job's Java builds the same bytes,
-    tests/test_segments_attribution.py): with a file reference nothing is stored in window_summaries.
+    tests/test_segments_attribution.py).
     """
     from itertools import islice
 
@@ -534,9 +535,38 @@ def summary_bytes(config, reference: Path, events: int, segments: int, windows: 
     top = ReferenceSet.load(reference).segment_keys("bench") if model.segments else None
     per_window = 1000 * WINDOW_SECONDS
     maps = list(islice(bench_features(events, segments), windows * per_window))
-    sizes = [len(summarize_window("bench", T0 + w * per_window, per_window, maps[w * per_window:(w + 1) * per_window],
-                                  model, None, top).serialize()) for w in range(windows)]
-    return float(np.mean(sizes))
+    return [summarize_window("bench", T0 + w * per_window, per_window, maps[w * per_window:(w + 1) * per_window],
+                             model, None, top).serialize() for w in range(windows)]
+
+
+def summary_bytes(summaries: list[bytes]) -> float:
+    """Mean bytes of :func:`bench_summaries` (with a file reference nothing is stored in window_summaries)."""
+    return float(np.mean([len(b) for b in summaries]))
+
+
+def sink_judging(config, reference: Path, summaries: list[bytes], repeats: int = 3) -> tuple[float, int]:
+    """The sink's work on each summary but the store, in process: decode it and judge it against the reference
+    file (``jobs.pipeline.analyze_summary``, as ``jobs.udfs.AnalyzeWindow`` calls it). Returns the fastest of
+    ``repeats`` passes in ms per window, and the (segment, feature) cells the gate scored per window."""
+    from jobs.pipeline import WindowSummary, analyze_summary, drift_policy, segment_references
+    from jobs.references import ReferenceSet
+
+    references = ReferenceSet.load(reference)
+    model, policy = config.model("bench"), drift_policy(config.thresholds, config.window.size_ms)
+
+    def judge(data: bytes):
+        summary = WindowSummary.deserialize(data)
+        segments = segment_references(summary, references.segment_reference, model)
+        return analyze_summary(summary, references.models["bench"], policy, None, *segments)
+
+    scored = sum(f.gate_ks is not None or f.gate_chi2 is not None for data in summaries for f in judge(data).features)
+    fastest = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        for data in summaries:
+            judge(data)
+        fastest = min(fastest, time.perf_counter() - started)
+    return 1000 * fastest / len(summaries), round(scored / len(summaries))
 
 
 def stored_segment_rows(store: Path) -> tuple[int, float, float]:
@@ -584,7 +614,9 @@ def compare_segments(events: int, full: str, half: str, empty: str, folder: Path
         where[flag].append({k: 1e6 * (v - started.get(k, 0.0)) / events for k, v in total_cpu.by_where().items()})
         print(f"{'segmented  ' if flag else 'unsegmented'}: {rates[flag][-1]:>10,.0f} events/s, {cpus[flag][-1]:.1f} us CPU "
               f"per event ({total:.1f} s total, {startup:.1f} s start-up)", flush=True)
-    sizes = {flag: summary_bytes(configs[flag][1], reference, events, segments) for flag in (False, True)}
+    summaries = {flag: bench_summaries(configs[flag][1], reference, events, segments) for flag in (False, True)}
+    sizes = {flag: summary_bytes(summaries[flag]) for flag in (False, True)}
+    judging = {flag: sink_judging(configs[flag][1], reference, summaries[flag]) for flag in (False, True)}
     windows, rows, judged = stored_segment_rows(stores[True])
     print(f"{events:,} events, {WINDOW_SECONDS} s windows ({1000 * WINDOW_SECONDS:,} events each), parallelism "
           f"{PARALLELISM}; segment feature {SEGMENT_FEATURE!r}: {2 * segments} values, Zipf shares "
@@ -594,6 +626,10 @@ def compare_segments(events: int, full: str, half: str, empty: str, folder: Path
     print(f"summary bytes per window (the bytes the window aggregate emits and the sink judges; with a file reference "
           f"none is stored in window_summaries): unsegmented {sizes[False] / 1024:,.1f} KiB, segmented "
           f"{sizes[True] / 1024:,.1f} KiB ({sizes[True] / sizes[False]:.1f}x)")
+    print(f"the sink's judging per window (decode and judge, the store left out; in process, the first 3 windows): "
+          f"unsegmented {judging[False][0]:.1f} ms for {judging[False][1]} cells scored by the gate, segmented "
+          f"{judging[True][0]:.1f} ms for {judging[True][1]} ({judging[True][0] / judging[False][0]:.1f}x; "
+          f"{1000 * judging[True][0] / max(judging[True][1], 1):.0f} us per scored cell, all of the judging counted)")
     print_cpu_by_where(where)
     rate_ratio = rates[True][0] / float(np.mean(rates[False]))
     cpu_ratio = float(np.mean(cpus[False])) / cpus[True][0]

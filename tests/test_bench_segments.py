@@ -37,3 +37,18 @@ def test_bench_events_carry_the_segment_feature_only_when_asked_and_are_seeded()
     assert segmented == list(BENCH.bench_features(1000, segments=5))  # seeded: the same events every run
     training = [f[BENCH.SEGMENT_FEATURE] for f in BENCH.bench_features(1000, segments=5, seed=1)]
     assert training != [f[BENCH.SEGMENT_FEATURE] for f in segmented]  # the training snapshot is other draws
+
+
+def test_the_sinks_judging_figure_judges_the_segments_as_the_sink_does(tmp_path, monkeypatch):
+    """`--segments` prints the sink's judging time per window and the cells the gate scored: the global
+    view's 26 features, and with segments each segment's too. With 2 segments of 1,000-event windows the
+    shares are 48% (k00), 24% (k01) and 28% (other): all three reach min_count 200 and are judged."""
+    monkeypatch.setattr(BENCH, "WINDOW_SECONDS", 1)
+    reference = tmp_path / "bench.dwref"
+    BENCH.build_segment_reference(reference, 2, 4)
+    features = len(BENCH.NUMERIC) + len(BENCH.CATEGORICAL) + 1  # and the segment feature
+    for segmented, judged in ((False, 1), (True, 1 + 3)):
+        config = BENCH.config_for("t", 2, segmented, str(reference))
+        summaries = BENCH.bench_summaries(config, reference, 3_000, 2)
+        ms, cells = BENCH.sink_judging(config, reference, summaries, repeats=1)
+        assert cells == features * judged and ms > 0
