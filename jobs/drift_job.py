@@ -32,7 +32,7 @@ from typing import Mapping
 from core.store import make_engine
 from jobs.dead_letters import REASON_SEPARATOR
 from jobs.feature_spec import FeatureColumnSpec
-from jobs.flink_env import make_table_env, register_window_aggregate
+from jobs.flink_env import StatementRunner, make_table_env, register_window_aggregate
 from jobs.segments import SegmentKey, other_key, segment_value
 from jobs.source import kafka_source_ddl, sql_literal
 from jobs.udfs import ENVELOPE, analyze_window_udf, validate_record_udtf
@@ -207,7 +207,7 @@ def run_drift_job(config: MonitorConfig, store_url: str, reference_path: str | N
                               resume_from=resume_from, bundle_size=bundle_size)
     segments = live_segments(config, reference_path)
     register(t_env, config, store_url, reference_path, bounded, segments, parallelism)
-    result = t_env.execute_sql(window_statement(config, segments))
+    result = StatementRunner(t_env).execute_sql(window_statement(config, segments))
     if wait:
         result.wait()
     return result

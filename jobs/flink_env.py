@@ -12,9 +12,12 @@ import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Callable, Iterator, Mapping
+from typing import IO, TYPE_CHECKING, Callable, Iterator, Mapping
 
 from core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyflink.table import TableResult
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +30,7 @@ EVENT_MODEL_UDF = "dev.driftwarden.flink.EventModel"
 FEATURE_COLUMNS_UDF = "dev.driftwarden.flink.FeatureColumns"
 WINDOW_SUMMARY_AGG = "dev.driftwarden.flink.WindowSummaryAgg"
 PREVIOUS_MARK_AGG = "dev.driftwarden.flink.PreviousMark"
+PLANNER_THREAD = "dev.driftwarden.flink.PlannerThread"
 #: Memory of the embedded MiniCluster. The window aggregate runs in two phases, and the local
 #: phase buffers records in Flink managed memory (a BytesHashMap), which the embedded cluster
 #: otherwise leaves too small ("Too small memory allocated for BytesHashMap"); the Python
@@ -299,6 +303,31 @@ def register_window_aggregate(t_env, name: str, spec_json: str, segments_json: s
     t_env._j_tenv.createTemporarySystemFunction(name, getattr(jvm, WINDOW_SUMMARY_AGG)(spec_json))
     t_env._j_tenv.createTemporarySystemFunction("dw_merge_segments", getattr(jvm, MERGE_SEGMENTS_AGG)(segments_json))
     t_env.create_java_temporary_system_function("dw_merge_summaries", MERGE_SUMMARIES_AGG)
+
+
+class StatementRunner:
+    """Runs SQL statements that the planner optimizes (an INSERT) with Calcite's metadata provider seeded
+    on the JVM thread that plans them (``PlannerThread``).
+
+    py4j serves each call on whichever of its JVM threads is free; once the Python side has made two
+    calls at a time, a statement can land on a thread the planner never set up, and planning fails
+    with ``NullPointerException: metadataHandlerProvider`` (FLINK-23020;
+    ``tests/test_planner_thread.py`` makes it happen).
+    """
+
+    def __init__(self, t_env) -> None:
+        from pyflink.java_gateway import get_gateway
+        from pyflink.util.java_utils import add_jars_to_context_class_loader
+
+        add_jars_to_context_class_loader(job_jars())  # py4j loads classes through the context class loader
+        self.t_env = t_env
+        self._runner = getattr(get_gateway().jvm, PLANNER_THREAD)()  # an object: its calls need no class lookup
+
+    def execute_sql(self, statement: str) -> "TableResult":
+        """``t_env.execute_sql(statement)``, planned with the metadata provider seeded on its thread."""
+        from pyflink.table import TableResult
+
+        return TableResult(self._runner.executeSql(self.t_env._j_tenv, statement))
 
 
 def latest_checkpoint(checkpoint_dir: str | Path) -> str | None:

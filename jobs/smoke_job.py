@@ -11,7 +11,7 @@ import argparse
 import sys
 
 from core.store import make_engine
-from jobs.flink_env import make_table_env
+from jobs.flink_env import StatementRunner, make_table_env
 from jobs.sinks import store_window_counts
 from jobs.source import kafka_source_ddl
 from schemas.config import SourceConfig
@@ -43,7 +43,7 @@ def run_smoke(topic: str, bootstrap: str, store_url: str, parallelism: int = 1) 
     make_engine(store_url).dispose()  # create the tables once, before the sink opens the store
     _, t_env = make_table_env(parallelism=parallelism, checkpoint_interval_ms=0)
     source = SourceConfig(topics=[topic], bootstrap_servers=bootstrap, group_id=f"smoke-{topic}")
-    t_env.execute_sql(build_smoke_insert(t_env, source, store_url)).wait()
+    StatementRunner(t_env).execute_sql(build_smoke_insert(t_env, source, store_url)).wait()
 
 
 def produce_smoke_events(topic: str, bootstrap: str, count: int) -> None:
