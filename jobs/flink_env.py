@@ -291,18 +291,33 @@ def _forward_lines(source: IO[bytes], sink: IO[str], prefix: str) -> None:
             continue
 
 
+def _jvm_with_job_jars():
+    """The gateway's JVM view, with the job's jars on the context class loader (py4j loads classes through it;
+    PyFlink adds each jar once)."""
+    from pyflink.java_gateway import get_gateway
+    from pyflink.util.java_utils import add_jars_to_context_class_loader
+
+    add_jars_to_context_class_loader(job_jars())
+    return get_gateway().jvm
+
+
 def register_window_aggregate(t_env, name: str, spec_json: str, segments_json: str = "{}") -> None:
     """Register the Java window aggregate (``WindowSummaryAgg``), built with its spec, as ``name``,
     the merge of partial summaries (``MergeSummaries``) as ``dw_merge_summaries`` and the merge of
     per-segment partials (``MergeSegments``, built with the segments spec) as ``dw_merge_segments``."""
-    from pyflink.java_gateway import get_gateway
-    from pyflink.util.java_utils import add_jars_to_context_class_loader
-
-    add_jars_to_context_class_loader(job_jars())  # py4j loads classes through the context class loader
-    jvm = get_gateway().jvm
+    jvm = _jvm_with_job_jars()
     t_env._j_tenv.createTemporarySystemFunction(name, getattr(jvm, WINDOW_SUMMARY_AGG)(spec_json))
     t_env._j_tenv.createTemporarySystemFunction("dw_merge_segments", getattr(jvm, MERGE_SEGMENTS_AGG)(segments_json))
     t_env.create_java_temporary_system_function("dw_merge_summaries", MERGE_SUMMARIES_AGG)
+
+
+@functools.lru_cache(maxsize=None)
+def _planner_thread():
+    """The process's one ``PlannerThread`` object. An object, so its calls need no class lookup on the serving
+    JVM thread (whose context class loader may lack the job's jar); one, because py4j caches a method by its
+    class's name, and a second instance of a class loaded afresh elsewhere is refused by that cached method
+    (``tests/test_planner_thread.py``)."""
+    return getattr(_jvm_with_job_jars(), PLANNER_THREAD)()
 
 
 class StatementRunner:
@@ -316,12 +331,8 @@ class StatementRunner:
     """
 
     def __init__(self, t_env) -> None:
-        from pyflink.java_gateway import get_gateway
-        from pyflink.util.java_utils import add_jars_to_context_class_loader
-
-        add_jars_to_context_class_loader(job_jars())  # py4j loads classes through the context class loader
         self.t_env = t_env
-        self._runner = getattr(get_gateway().jvm, PLANNER_THREAD)()  # an object: its calls need no class lookup
+        self._runner = _planner_thread()
 
     def execute_sql(self, statement: str) -> "TableResult":
         """``t_env.execute_sql(statement)``, planned with the metadata provider seeded on its thread."""

@@ -56,3 +56,15 @@ def test_the_runner_plans_on_a_new_py4j_thread(t_env):
     result = on_a_new_jvm_thread(lambda: runner.execute_sql(QUERY))
     with result.collect() as rows:
         assert sorted(row[0] for row in rows) == [4, 5, 6]
+
+
+def test_a_runner_made_on_another_py4j_thread_runs_too(t_env):
+    """A runner made where the job's jar is loaded afresh (another JVM thread: another context class
+    loader, so another PlannerThread class) still runs: py4j caches a method by its class's name, so
+    every runner of the process is one PlannerThread object."""
+    first = StatementRunner(t_env)
+    with first.execute_sql(QUERY).collect() as rows:
+        assert sorted(row[0] for row in rows) == [4, 5, 6]
+    second = on_a_new_jvm_thread(lambda: StatementRunner(t_env))
+    with second.execute_sql(QUERY).collect() as rows:
+        assert sorted(row[0] for row in rows) == [4, 5, 6]
