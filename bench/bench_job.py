@@ -5,10 +5,13 @@
 Pre-fills a real Kafka topic with events of 20 numeric + 5 categorical features, then runs, in
 one process and on the same topic, (1) the driftwarden job (bounded, embedded MiniCluster) and
 (2) a plain Flink SQL event-time TUMBLE computing COUNT and AVG of every numeric feature from the
-same JSON (Flink's own `json` format). Each run's start-up is measured on an empty topic (after
-one warm-up job: the first job of the process also starts the JVM) and subtracted. The JIT
-compiler's warm-up (about 3-4 s of CPU in the first run over data, the engine's data paths) is not
-in that start-up, so the steady state is measured too: once each pipeline has run over the topic,
+same JSON (Flink's own `json` format). The headline is each pipeline's first run over the topic
+in a process of its own (its own JVM: the engine's code that both pipelines run is compiled by the
+JIT for each alone; in one JVM the second pipeline would find it compiled by the first), its
+start-up measured on an empty topic (after one warm-up job: the first job of the process also starts
+the JVM) and subtracted. The JIT compiler's warm-up (about 3-5 s of CPU in the first run over data,
+the engine's data paths) is not in that start-up, so the steady state is measured too, in this
+process: once each pipeline has run over the topic,
 a second run over the whole topic less a run over its first half (the same events) is the second
 half's cost, warm (a long-running job's). Prints both rates and ratios, the peak resident memory of the
 Flink JVM and Python workers, and, at two input rates 4x apart (same windows, a quarter of the
@@ -42,7 +45,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import json
 import re
+import subprocess
 import sys
 import threading
 import time
@@ -639,7 +644,7 @@ def compare_segments(events: int, full: str, half: str, empty: str, folder: Path
                   topic, store, None, config_for(topic, segments, flag, str(reference))), half, full,
                   folder / f"{run}-steady-{int(flag)}")
               for flag in (False, True)}
-    print_steady_state(events - events // 2, steady[True], steady[False], ("segmented", "unsegmented"))
+    print_steady_state(events - events // 2, [steady[True]], [steady[False]], ("segmented", "unsegmented"))
 
 
 def print_cpu_by_where(where: dict[bool, list[dict[str, float]]], at_least_us: float = 0.3) -> None:
@@ -665,16 +670,32 @@ def steady_state(run, half: str, full: str, store: Path | None = None) -> tuple[
     return full_wall - half_wall, full_cpu - half_cpu
 
 
-def print_steady_state(events: int, first: tuple[float, float], second: tuple[float, float],
+def steady_rounds(runs: dict[str, tuple], half: str, full: str, rounds: int) -> dict[str, list[tuple[float, float]]]:
+    """:func:`steady_state` of each pipeline ``rounds`` times (``runs``: name -> (run, store prefix or None)),
+    the pipelines taking turns within each round, so that a round's figures were measured under the same
+    load of a shared machine; each round's drift job writes stores of its own."""
+    out: dict[str, list[tuple[float, float]]] = {name: [] for name in runs}
+    for i in range(rounds):
+        for name, (run, store) in runs.items():
+            out[name].append(steady_state(run, half, full, None if store is None else Path(f"{store}-r{i}")))
+    return out
+
+
+def print_steady_state(events: int, first: list[tuple[float, float]], second: list[tuple[float, float]],
                        names: tuple[str, str] = ("driftwarden", "plain Flink")) -> None:
     """Print two pipelines' steady state (:func:`steady_state`: the wall and CPU seconds that ``events``
-    more events took) and the ratios, the first over the second (``names``: theirs)."""
-    first_rate, second_rate = events / max(first[0], 1e-9), events / max(second[0], 1e-9)
-    first_cpu, second_cpu = (1e6 * max(cpu, 1e-9) / events for _, cpu in (first, second))
+    more events took, one pair per round) and the ratios, the first over the second (``names``: theirs):
+    the medians, and each round's ratios when there were several."""
+    rates = [[events / max(wall, 1e-9) for wall, _ in runs] for runs in (first, second)]
+    cpus = [[1e6 * max(cpu, 1e-9) / events for _, cpu in runs] for runs in (first, second)]
+    walls = [a / b for a, b in zip(*rates)]
+    cpu_ratios = [b / a for a, b in zip(*cpus)]
+    rounds = (f"; median of {len(walls)} rounds, each (wall / CPU): "
+              + ", ".join(f"{w:.2f} / {c:.2f}" for w, c in zip(walls, cpu_ratios))) if len(walls) > 1 else ""
     print(f"steady state, the topic's second half, warm (once warm, a run over the whole topic less one over its "
-          f"first half): {names[0]} "
-          f"{first_rate:,.0f} events/s, {first_cpu:.1f} us CPU per event; {names[1]} {second_rate:,.0f} events/s, "
-          f"{second_cpu:.1f} us; ratio {first_rate / second_rate:.2f} (wall) / {second_cpu / first_cpu:.2f} (CPU)")
+          f"first half): {names[0]} {np.median(rates[0]):,.0f} events/s, {np.median(cpus[0]):.1f} us CPU per event; "
+          f"{names[1]} {np.median(rates[1]):,.0f} events/s, {np.median(cpus[1]):.1f} us; ratio "
+          f"{np.median(walls):.2f} (wall) / {np.median(cpu_ratios):.2f} (CPU){rounds}")
 
 
 def _fill_junk(topic: str, n: int) -> int:
@@ -689,6 +710,66 @@ def _fill_junk(topic: str, n: int) -> int:
             producer.poll(0)
     producer.flush(60)
     return n
+
+
+#: The pipelines bench_job compares, by the name ``--first-run`` takes.
+PIPELINES = ("driftwarden", "plain")
+
+
+def first_run(pipeline: str, full: str, empty: str) -> dict:
+    """One pipeline's first run over ``full`` in this process (``--first-run``): the JVM started on
+    ``empty``, then the start-up timed on ``empty``, then ``full`` with the peak RSS sampled. Wall and
+    CPU seconds (the samplers' own CPU left out), the peak RSS in bytes, and the pids of this process and
+    of its JVM."""
+    folder, name = REPO / ".run" / "bench", uuid.uuid4().hex[:6]
+    if pipeline == "driftwarden":
+        def run(topic: str) -> float:
+            return run_driftwarden(topic, folder / f"{name}-first-{topic}.db")
+    else:
+        run = run_plain_flink
+    run(empty)  # the first job of the process also starts the JVM
+    startup, startup_cpu = timed(run, empty)
+    with PeakRss() as rss:
+        wall, cpu = timed(run, full)
+    jvms = [pid for pid in _process_tree() if _role(pid) == "JVM"]
+    return {"startup": startup, "startup_cpu": startup_cpu, "wall": wall, "cpu": cpu - rss.own_cpu,
+            "peak_rss": rss.peak, "pid": os.getpid(), "jvm_pids": jvms}
+
+
+def first_run_in_own_process(pipeline: str, full: str, empty: str) -> dict:
+    """:func:`first_run` of ``pipeline`` in a fresh process of this script (its own JVM), with this run's
+    parallelism and windows: no other pipeline has warmed the JIT compiler up for it."""
+    print(f"first run of {pipeline} over {full}, in a process of its own ...", flush=True)
+    command = [sys.executable, __file__, "--first-run", pipeline, "--topic", full, "--empty-topic", empty,
+               "--parallelism", str(PARALLELISM), "--window-seconds", str(WINDOW_SECONDS)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    marked = [line for line in done.stdout.splitlines() if line.startswith(FIRST_RUN_MARK)]
+    if done.returncode != 0 or not marked:
+        sys.stderr.write(done.stderr[-4000:])
+        raise SystemExit(f"the first run of {pipeline} failed (exit {done.returncode}): its stderr is above")
+    return json.loads(marked[-1][len(FIRST_RUN_MARK):])
+
+
+#: The line of ``--first-run``'s output that carries its figures (JSON after it).
+FIRST_RUN_MARK = "first run: "
+
+
+def print_first_runs(events: int, dw: dict[str, float], plain: dict[str, float], after_dw: dict[str, float]) -> None:
+    """Print both pipelines' first runs (:func:`first_run`, each in its own JVM), their ratios, and plain
+    Flink's first run in a JVM the drift job had warmed up (``after_dw``: what the bench measured before)."""
+    dw_rate, plain_rate = (events / max(r["wall"] - r["startup"], 1e-9) for r in (dw, plain))
+    print(f"driftwarden job : {dw_rate:>10,.0f} events/s  ({dw['wall']:.1f} s total, {dw['startup']:.1f} s start-up; "
+          f"its first run over the topic, in its own JVM)")
+    print(f"plain Flink SQL : {plain_rate:>10,.0f} events/s  ({plain['wall']:.1f} s total, {plain['startup']:.1f} s "
+          f"start-up; the same)")
+    print(f"ratio driftwarden / plain Flink: {dw_rate / plain_rate:.2f}")
+    dw_cpu, plain_cpu = (1e6 * max(r["cpu"] - r["startup_cpu"], 1e-9) / events for r in (dw, plain))
+    print(f"CPU per event (the process, the JVM, any Python workers; start-up subtracted; steadier than wall time on a "
+          f"shared machine): driftwarden {dw_cpu:.1f} us, plain Flink {plain_cpu:.1f} us, ratio plain / driftwarden "
+          f"{plain_cpu / dw_cpu:.2f}")
+    warmed = events / max(after_dw["wall"] - after_dw["startup"], 1e-9)
+    print(f"plain Flink's first run in a JVM the drift job had run in (its engine code compiled by the JIT already; "
+          f"this bench's headline before 2026-12-02): {warmed:,.0f} events/s, ratio {dw_rate / warmed:.2f}")
 
 
 def main() -> None:
@@ -719,9 +800,22 @@ def main() -> None:
     parser.add_argument("--scrape-interval", type=float, default=15.0,
                         help="seconds between scrapes with --compare-reporter (deploy/prometheus: 15; the local "
                              "test Prometheus of scripts/services.sh: 1)")
+    parser.add_argument("--steady-rounds", type=int, default=3,
+                        help="rounds of the steady-state measurement (both pipelines in turn in each); the median "
+                             "is printed, and each round's ratios")
+    parser.add_argument("--first-run", choices=PIPELINES,
+                        help="(used by the bench itself) only time this pipeline's first run over --topic, start-up "
+                             "on --empty-topic subtracted, in this process, and print the figures as JSON")
+    parser.add_argument("--topic", help="with --first-run: the topic to run over")
+    parser.add_argument("--empty-topic", help="with --first-run: a topic of one event, for the start-up")
     args = parser.parse_args()
     global PARALLELISM, WINDOW_SECONDS
     PARALLELISM, WINDOW_SECONDS = args.parallelism, args.window_seconds
+    if args.first_run:
+        if not (args.topic and args.empty_topic):
+            parser.error("--first-run needs --topic and --empty-topic")
+        print(FIRST_RUN_MARK + json.dumps(first_run(args.first_run, args.topic, args.empty_topic)), flush=True)
+        return
     run = uuid.uuid4().hex[:6]
     folder = REPO / ".run" / "bench"
     folder.mkdir(parents=True, exist_ok=True)
@@ -743,34 +837,22 @@ def main() -> None:
     fill_topic(fast, args.state_events, 1000)
     fill_topic(slow, args.state_events // 4, 250)  # same windows, a quarter of the rate
 
+    first = {pipeline: first_run_in_own_process(pipeline, full, empty) for pipeline in PIPELINES}
     run_driftwarden(empty, folder / f"{run}-warm.db")  # the first job of the process also starts the JVM
-    startup_dw, startup_dw_cpu = timed(run_driftwarden, empty, folder / f"{run}-empty.db")
-    with PeakRss() as rss_full:
-        full_dw, full_dw_cpu = timed(run_driftwarden, full, folder / f"{run}-full.db")
-    steady_dw = steady_state(run_driftwarden, half, full, folder / f"{run}-steady")
-    startup_plain, startup_plain_cpu = timed(run_plain_flink, empty)
-    full_plain, full_plain_cpu = timed(run_plain_flink, full)
-    steady_plain = steady_state(run_plain_flink, half, full)
+    run_driftwarden(full, folder / f"{run}-full.db")  # warms the drift job's paths up for its steady state
+    after_dw = {"startup": timed(run_plain_flink, empty)[0], "wall": timed(run_plain_flink, full)[0]}
+    steady = steady_rounds({"driftwarden": (run_driftwarden, folder / f"{run}-steady"), "plain": (run_plain_flink, None)},
+                           half, full, args.steady_rounds)
     fast_window, fast_checkpoint = measure_state(fast, folder, f"{run}-fast")
     slow_window, slow_checkpoint = measure_state(slow, folder, f"{run}-slow")
 
-    dw_rate = args.events / max(full_dw - startup_dw, 1e-9)
-    plain_rate = args.events / max(full_plain - startup_plain, 1e-9)
-    features = len(NUMERIC) + len(CATEGORICAL)
     print(f"{args.events:,} events, {WINDOW_SECONDS} s windows ({1000 * WINDOW_SECONDS:,} events each), "
           f"parallelism {PARALLELISM}")
-    print(f"driftwarden job : {dw_rate:>10,.0f} events/s  ({full_dw:.1f} s total, {startup_dw:.1f} s start-up)")
-    print(f"plain Flink SQL : {plain_rate:>10,.0f} events/s  ({full_plain:.1f} s total, {startup_plain:.1f} s start-up)")
-    print(f"ratio driftwarden / plain Flink: {dw_rate / plain_rate:.2f}")
-    dw_cpu, plain_cpu = (1e6 * max(full - empty, 1e-9) / args.events
-                         for full, empty in ((full_dw_cpu - rss_full.own_cpu, startup_dw_cpu),
-                                             (full_plain_cpu, startup_plain_cpu)))
-    print(f"CPU per event (this client process, the JVM, any Python workers; start-up subtracted; steadier than wall time on a shared "
-          f"machine): driftwarden {dw_cpu:.1f} us, plain Flink {plain_cpu:.1f} us, ratio plain / driftwarden "
-          f"{plain_cpu / dw_cpu:.2f}")
-    print_steady_state(args.events - args.events // 2, steady_dw, steady_plain)
+    print_first_runs(args.events, first["driftwarden"], first["plain"], after_dw)
+    features = len(NUMERIC) + len(CATEGORICAL)
+    print_steady_state(args.events - args.events // 2, steady["driftwarden"], steady["plain"])
     print(f"peak RSS of the client process (PyFlink runs the Python functions in it), the Flink JVM and any "
-          f"Python workers: {rss_full.peak / 2**20:,.0f} MiB")
+          f"Python workers, the drift job's first run: {first['driftwarden']['peak_rss'] / 2**20:,.0f} MiB")
     for label, window, checkpoint in (("1000 events/s", fast_window, fast_checkpoint),
                                       (" 250 events/s", slow_window, slow_checkpoint)):
         print(f"state at {label}: {window / 1024:,.1f} KiB per open window ({window / features / 1024:,.1f} KiB "

@@ -107,3 +107,32 @@ def test_the_half_topic_is_the_full_topics_first_half():
         full = list(islice(bench_features(2_000, segments), 1_000))
         assert list(bench_features(1_000, segments)) == full
         assert len({e["c0"] for e in full}) == 8 and (segments == 0 or len({e["country"] for e in full}) > 20)
+
+
+def test_steady_rounds_take_turns_and_give_each_drift_run_its_own_stores():
+    """bench_job.steady_rounds: in each round every pipeline runs its half then its whole topic, the
+    pipelines in turn (a round's figures share the machine's load); a pipeline with a store prefix gets
+    a prefix of its own per round, so no run finds windows an earlier one stored."""
+    from bench_job import steady_rounds
+
+    runs: list[tuple] = []
+    pipelines = {"a": (lambda topic, store: runs.append(("a", topic, store.name)), Path("/x/st")),
+                 "b": (lambda topic: runs.append(("b", topic)), None)}
+    out = steady_rounds(pipelines, "half", "whole", 2)
+    assert runs == [("a", "half", "st-r0-half.db"), ("a", "whole", "st-r0-whole.db"), ("b", "half"), ("b", "whole"),
+                    ("a", "half", "st-r1-half.db"), ("a", "whole", "st-r1-whole.db"), ("b", "half"), ("b", "whole")]
+    assert [len(v) for v in out.values()] == [2, 2]
+
+
+def test_the_steady_state_ratio_is_the_median_of_the_rounds(capsys):
+    """bench_job.print_steady_state: the ratio printed is the median of the rounds' ratios (a noisy
+    round does not move it), each round's printed too."""
+    from bench_job import print_steady_state
+
+    # 1,000 events; the first pipeline takes 1, 1 and 10 s, the second 2 s each time: ratios 2, 2, 0.2
+    print_steady_state(1000, [(1.0, 0.001), (1.0, 0.001), (10.0, 0.01)], [(2.0, 0.002)] * 3)
+    out = capsys.readouterr().out
+    assert "ratio 2.00 (wall) / 2.00 (CPU); median of 3 rounds, each (wall / CPU): 2.00 / 2.00, 2.00 / 2.00, " \
+           "0.20 / 0.20" in out, out
+    print_steady_state(1000, [(1.0, 0.001)], [(2.0, 0.002)])
+    assert "ratio 2.00 (wall) / 2.00 (CPU)\n" in capsys.readouterr().out
