@@ -1,9 +1,10 @@
 """End-to-end throughput of the streaming drift job vs a plain Flink SQL window over the same topic.
 
-    .venv/bin/python bench/bench_job.py [--events 1000000] [--compare-reporter | --malformed-share 0.01 | --segments 20]
+    .venv/bin/python bench/bench_job.py [--events 1000000] [--steady-rounds 3]
+                                        [--compare-reporter | --malformed-share 0.01 | --segments 20]
 
-Pre-fills a real Kafka topic with events of 20 numeric + 5 categorical features, then runs, in
-one process and on the same topic, (1) the driftwarden job (bounded, embedded MiniCluster) and
+Pre-fills a real Kafka topic with events of 20 numeric + 5 categorical features, then runs, on
+the same topic, (1) the driftwarden job (bounded, embedded MiniCluster) and
 (2) a plain Flink SQL event-time TUMBLE computing COUNT and AVG of every numeric feature from the
 same JSON (Flink's own `json` format). The headline is each pipeline's first run over the topic
 in a process of its own (its own JVM: the engine's code that both pipelines run is compiled by the
@@ -44,8 +45,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import json
+import os
 import re
 import subprocess
 import sys
@@ -754,7 +755,7 @@ def first_run_in_own_process(pipeline: str, full: str, empty: str) -> dict:
 FIRST_RUN_MARK = "first run: "
 
 
-def print_first_runs(events: int, dw: dict[str, float], plain: dict[str, float], after_dw: dict[str, float]) -> None:
+def print_first_runs(events: int, dw: dict, plain: dict, after_dw: dict[str, float]) -> None:
     """Print both pipelines' first runs (:func:`first_run`, each in its own JVM), their ratios, and plain
     Flink's first run in a JVM the drift job had warmed up (``after_dw``: what the bench measured before)."""
     dw_rate, plain_rate = (events / max(r["wall"] - r["startup"], 1e-9) for r in (dw, plain))
