@@ -35,14 +35,13 @@ import math
 from dataclasses import dataclass
 from typing import Mapping
 
-from core.errors import SketchError
 from sketches.calibration import thresholds_for_count
 from sketches.categorical import CategoricalSketch
 from sketches.deep import DeepResult, deep_test, missing_rate_pvalue, profile_test
 from sketches.fdr import hierarchical_adjusted
 from sketches.feature import FeatureSketch, is_numeric
 from sketches.histogram import HistogramSketch
-from sketches.gate import GateScores, gate_alarm, gate_scores
+from sketches.gate import GateCell, GateScores, gate_alarm, gate_scores_many
 from sketches.policy import DriftPolicy, verdict
 from sketches.reference import FeatureReference, Reference, baseline_unseen_share, unseen_null
 from sketches.reservoir import ReservoirSample
@@ -113,17 +112,18 @@ def analyze_segments(window: dict[str, tuple[FeatureSketch, ReservoirSample]],
     ``segment_windows``, that segment's verdicts.
     """
     names = list(reference.features) + [n for n in window if n not in reference.features]
-    staged = {None: [_stage(name, window.get(name), reference.features.get(name), policy) for name in names]}
+    cells = {None: [(name, window.get(name), reference.features.get(name)) for name in names]}
     refs: dict[tuple[str, ...] | None, Reference | None] = {None: reference}
     windows = {None: window, **segment_windows}
     for key, seg in segment_windows.items():
         ref = segment_references.get(key)
         refs[key] = ref if ref is not None and segment_events(seg) >= min_count else None
         if refs[key] is None:
-            staged[key] = [_stage(name, pair, None, policy) for name, pair in seg.items()]
+            cells[key] = [(name, pair, None) for name, pair in seg.items()]
         else:
             seg_names = list(ref.features) + [n for n in seg if n not in ref.features]
-            staged[key] = [_stage(name, seg.get(name), ref.features.get(name), policy) for name in seg_names]
+            cells[key] = [(name, seg.get(name), ref.features.get(name)) for name in seg_names]
+    staged = _stage_all(cells, policy)
     families: dict[str, list[tuple[tuple[str, ...] | None, int]]] = {}
     for key, rows in staged.items():
         for i, (fv, _) in enumerate(rows):
@@ -171,17 +171,29 @@ def _sequential(fv: FeatureVerdict, pair: tuple[FeatureSketch, ReservoirSample] 
     return fv
 
 
+#: (feature name, the window's (sketch, sample) or None, the reference or None) of one feature to stage.
+_Cell = tuple[str, tuple[FeatureSketch, ReservoirSample] | None, FeatureReference | None]
+
+
+def _stage_all(cells: dict[tuple[str, ...] | None, list[_Cell]],
+               policy: DriftPolicy) -> dict[tuple[str, ...] | None, list[tuple[FeatureVerdict, DeepResult | None]]]:
+    """:func:`_stage` of every (name, window pair, reference) of the global view (key None) and each
+    segment, with the gate scores of all of them computed in one call (``gate_scores_many``)."""
+    judged = [GateCell(ref.sketch, pair[0], ref.profile, name)
+              for rows in cells.values() for name, pair, ref in rows if pair is not None and ref is not None]
+    scores = iter(gate_scores_many(judged, policy.bins))
+    return {key: [_stage(name, pair, ref, policy, next(scores) if pair is not None and ref is not None else None)
+                  for name, pair, ref in rows] for key, rows in cells.items()}
+
+
 def _stage(name: str, pair: tuple[FeatureSketch, ReservoirSample] | None, ref: FeatureReference | None,
-           policy: DriftPolicy) -> tuple[FeatureVerdict, DeepResult | None]:
+           policy: DriftPolicy, scores: GateScores | None) -> tuple[FeatureVerdict, DeepResult | None]:
+    """A feature's verdict before the FDR step (``scores``: its gate scores when both sides exist), and its deep test if the gate fired."""
     kind = ref.kind if ref else _kind_of(pair[0])
-    if pair is None or ref is None:
+    if pair is None or ref is None or scores is None:
         count, missing = (pair[0].count, pair[0].missing) if pair else (0, 0)
         return FeatureVerdict(name, kind, count, missing, GateScores(), False, None, None, False, "none"), None
     sketch, sample = pair
-    try:
-        scores = gate_scores(ref.sketch, sketch, policy.bins, ref.profile)
-    except SketchError as exc:
-        raise SketchError(f"feature {name!r}: {exc}") from exc
     if sketch.n < policy.min_count:
         scores = GateScores(missing_delta=scores.missing_delta)
     thresholds = thresholds_for_count(ref.thresholds, len(ref.null_scores), ref.sketch.count, sketch.count)

@@ -35,7 +35,7 @@ from scipy import stats
 
 from sketches.feature import FeatureSketch, copy_sketch, is_numeric
 from sketches.profile import CategoricalProfile
-from sketches.gate import SCORE_NAMES, GateThresholds, bin_edges, gate_scores, score_names
+from sketches.gate import SCORE_NAMES, GateCell, GateThresholds, bin_edges, gate_scores_many, score_names
 
 #: Scores that are the same test to second order share one slice of the rate: JS ~ chi2 / (8 ln 2).
 SCORE_FAMILY = {"js": "chi2"}
@@ -53,7 +53,8 @@ def leave_one_out_scores(windows: list[FeatureSketch], bins: int = 10,
     """
     others = leave_one_out(windows, _merged)
     other_profiles = leave_one_out(profiles, merged_profile_or_none) if profiles else [None] * len(windows)
-    rows = [gate_scores(o, w, bins, p).as_array() for o, w, p in zip(others, windows, other_profiles)]
+    cells = [GateCell(o, w, p) for o, w, p in zip(others, windows, other_profiles)]
+    rows = [scores.as_array() for scores in gate_scores_many(cells, bins)]
     return np.array(rows).reshape(len(windows), len(SCORE_NAMES))
 
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -39,6 +40,8 @@ from core.errors import SketchError
 from sketches import distances
 from sketches.categorical import CategoricalSketch
 from sketches.feature import FeatureSketch, is_numeric
+from sketches.histogram import HistogramSketch
+from sketches.histogram_stack import StackedHistograms, stack
 from sketches.numeric import NumericSketch
 from sketches.profile import CategoricalProfile
 
@@ -101,6 +104,16 @@ class GateThresholds:
         return np.array([getattr(self, n) for n in SCORE_NAMES], dtype=np.float64)
 
 
+@dataclass(frozen=True)
+class GateCell:
+    """One (reference, window) pair to score (:func:`gate_scores_many`); ``name`` only names it in errors."""
+
+    reference: FeatureSketch
+    window: FeatureSketch
+    profile: CategoricalProfile | None = None
+    name: str | None = None
+
+
 def gate_scores(reference: FeatureSketch, window: FeatureSketch, bins: int = 10,
                 profile: CategoricalProfile | None = None) -> GateScores:
     """Score ``window`` against ``reference`` from the two sketches alone (and the reference's profile).
@@ -108,6 +121,42 @@ def gate_scores(reference: FeatureSketch, window: FeatureSketch, bins: int = 10,
     With a categorical ``profile`` (a high-cardinality reference), chi2 and JS compare the head
     (``profile.head_probs``) and ``new_share`` is the profile's unseen share.
     """
+    return gate_scores_many([GateCell(reference, window, profile)], bins)[0]
+
+
+def gate_scores_many(cells: Sequence[GateCell], bins: int = 10) -> list[GateScores]:
+    """:func:`gate_scores` of every cell, in order (a window's features, or its features x segments).
+
+    The cells of two histograms with values are scored together (:func:`histogram_scores`): the same
+    scores as one at a time, in a fraction of the time when there are many.
+    """
+    scores: list[GateScores | None] = [None] * len(cells)
+    stacked = []
+    for i, cell in enumerate(cells):
+        try:
+            if _both_histograms(cell.reference, cell.window):
+                stacked.append(i)
+            else:
+                scores[i] = _cell_scores(cell, bins)
+        except SketchError as exc:
+            if cell.name is None:
+                raise
+            raise SketchError(f"feature {cell.name!r}: {exc}") from exc
+    together = histogram_scores([(cells[i].reference, cells[i].window) for i in stacked], bins) if stacked else []
+    for i, (ks, bound, psi, emd) in zip(stacked, together):
+        scores[i] = GateScores(ks=ks, ks_bound=bound, psi=psi, emd=emd,
+                               missing_delta=_missing_delta(cells[i].reference, cells[i].window))
+    return scores
+
+
+def _both_histograms(reference: FeatureSketch, window: FeatureSketch) -> bool:
+    return isinstance(reference, HistogramSketch) and isinstance(window, HistogramSketch) \
+        and reference.n > 0 and window.n > 0
+
+
+def _cell_scores(cell: GateCell, bins: int) -> GateScores:
+    """One cell's scores, by the definitions (:func:`ks_estimate`, :func:`psi_estimate`, ...)."""
+    reference, window, profile = cell.reference, cell.window, cell.profile
     missing = _missing_delta(reference, window)
     if is_numeric(reference) and is_numeric(window):
         if reference.n == 0 or window.n == 0:
@@ -185,6 +234,62 @@ def _reference_quantiles(reference: NumericSketch) -> tuple[float, np.ndarray]:
     scale = distances.spread(q25, q75, reference.std)
     with np.errstate(over="ignore", invalid="ignore"):
         return scale, reference.quantiles(_EMD_RANKS) / scale
+
+
+def histogram_scores(pairs: Sequence[tuple[HistogramSketch, HistogramSketch]],
+                     bins: int = 10) -> list[tuple[float, float, float, float]]:
+    """(ks, ks_bound, psi, emd) of each (reference, window) pair of histograms with values: what
+    :func:`ks_estimate`, :func:`psi_estimate` and :func:`emd_estimate` give, bit for bit, with every
+    window's curve and quantiles computed at once (``sketches.histogram_stack``) and only the
+    interpolations on one window's own curve made one pair at a time. Pairs are stacked
+    ``STACK_SIZE`` at a time."""
+    return [scores for start in range(0, len(pairs), STACK_SIZE)
+            for scores in _stacked_scores(pairs[start:start + STACK_SIZE], bins)]
+
+
+#: Pairs scored in one stack: on a segmented window of 572 cells (tests/bench), 40-80 at a time took
+#: 71-73 ms, all at once 94 (the stacked arrays outgrow the CPU caches), one at a time 123.
+STACK_SIZE = 64
+
+
+def _stacked_scores(pairs: Sequence[tuple[HistogramSketch, HistogramSketch]],
+                    bins: int) -> list[tuple[float, float, float, float]]:
+    references = [r for r, _ in pairs]
+    windows = stack([w for _, w in pairs])
+    ks = _stacked_ks(references, windows)
+    bound = np.array([r.rank_error for r in references]) + windows.rank_errors()
+    psi = [_stacked_psi(r, windows, i, bins) for i, r in enumerate(references)]
+    emd = _stacked_emd(references, windows)
+    return list(zip(ks.tolist(), bound.tolist(), psi, emd.tolist()))
+
+
+def _stacked_ks(references: list[HistogramSketch], windows: StackedHistograms) -> np.ndarray:
+    """:func:`ks_estimate` of each reference against its stacked window: the largest CDF gap at either's support."""
+    ref_at_ref, win_at_ref, ref_at_win = [], [], []
+    for i, reference in enumerate(references):
+        points = reference.support()
+        ref_at_ref.append(reference.cdf(points))
+        win_at_ref.append(np.interp(points, *windows.curve(i), left=0.0, right=1.0))
+        ref_at_win.append(reference.cdf(windows.support(i)))
+    starts = np.cumsum([0] + [points.size for points in ref_at_ref[:-1]])
+    on_ref = np.maximum.reduceat(np.abs(np.concatenate(ref_at_ref) - np.concatenate(win_at_ref)), starts)
+    on_win = np.maximum.reduceat(np.abs(np.concatenate(ref_at_win) - windows.support_ranks), windows.support_rows[:-1])
+    return np.maximum(on_ref, on_win)
+
+
+def _stacked_psi(reference: HistogramSketch, windows: StackedHistograms, i: int, bins: int) -> float:
+    """:func:`psi_estimate` of ``reference`` against stacked window ``i``."""
+    edges, ref_probs = reference.remember(("psi_bins", bins), lambda: _reference_bins(reference, bins))
+    at_edges = np.interp(edges, *windows.curve(i), left=0.0, right=1.0)
+    return distances.psi_smoothed(ref_probs, distances.smooth(distances.probs_from_cdf(at_edges)))
+
+
+def _stacked_emd(references: list[HistogramSketch], windows: StackedHistograms) -> np.ndarray:
+    """:func:`emd_estimate` of each reference against its stacked window."""
+    sides = [r.remember("emd", lambda r=r: _reference_quantiles(r)) for r in references]
+    scale, ref_scaled = np.array([s for s, _ in sides]), np.stack([q for _, q in sides])
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.mean(np.abs(ref_scaled - windows.quantiles(_EMD_RANKS) / scale[:, np.newaxis]), axis=1)
 
 
 def category_probs(reference: CategoricalSketch, window: CategoricalSketch) -> tuple[np.ndarray, np.ndarray]:

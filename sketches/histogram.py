@@ -179,6 +179,12 @@ class HistogramSketch:
         n = self.n
         return float(self._counts.max() / n) if n else 0.0
 
+    def bucket_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """The occupied buckets' sorted keys (at :attr:`shift`) and their counts, read-only."""
+        keys, counts = self._keys.view(), self._counts.view()
+        keys.flags.writeable = counts.flags.writeable = False
+        return keys, counts
+
     def counts_at(self, shift: int) -> tuple[np.ndarray, np.ndarray]:
         """Sorted bucket keys and exact counts at a resolution ``shift`` >= :attr:`shift` (coarser or same)."""
         if shift < self.shift:
@@ -323,14 +329,19 @@ def bucket_keys(x: np.ndarray, precision: int) -> np.ndarray:
     return np.where(x < 0, ~magnitude, magnitude)
 
 
-def bucket_lower(keys: np.ndarray, shift: int, precision: int) -> np.ndarray:
-    """Lowest value of each bucket ``keys`` at ``shift`` (the next key's lower is a bucket's upper edge)."""
+def bucket_lower(keys: np.ndarray, shift: int | np.ndarray, precision: int | np.ndarray) -> np.ndarray:
+    """Lowest value of each bucket ``keys`` at ``shift`` (the next key's lower is a bucket's upper edge).
+
+    ``shift`` and ``precision`` are one histogram's, or arrays of one per key (the buckets of several
+    histograms side by side, as the gate judges many windows at once).
+    """
     k = keys.astype(np.int64, copy=False)
     negative = k < 0
+    drop = (52 - np.asarray(precision, dtype=np.int64)).astype(np.uint64)  # mantissa bits below the kept ones
     # bucket k >= 0 starts at base key k << shift; bucket ~p (< 0) covers -x for x up to base key p + 1
-    magnitude = np.where(negative, -k, k).astype(np.uint64) << np.uint64(shift)
-    magnitude = np.minimum(magnitude, np.uint64(_INF_BITS >> (52 - precision)))
-    value = (magnitude << np.uint64(52 - precision)).view(np.float64)
+    magnitude = np.where(negative, -k, k).astype(np.uint64) << np.asarray(shift, dtype=np.uint64)
+    magnitude = np.minimum(magnitude, np.uint64(_INF_BITS) >> drop)
+    value = (magnitude << drop).view(np.float64)
     return np.where(negative, -value, value)
 
 

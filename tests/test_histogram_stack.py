@@ -1,0 +1,81 @@
+"""Histograms stacked side by side (sketches/histogram_stack.py) and the gate that scores many cells at once
+(``gate.gate_scores_many``) give what each sketch and each cell give alone, bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from core.errors import SketchError
+from sketches import CategoricalSketch, NumericSketch
+from sketches.gate import STACK_SIZE, GateCell, _cell_scores, gate_scores_many
+from sketches.histogram import HistogramSketch
+from sketches.histogram_stack import stack
+from tests.test_sketches_numeric import TRICKY
+
+RNG = np.random.default_rng(7)
+RANKS = np.concatenate([[0.0, 1.0, 0.5], (np.arange(512) + 0.5) / 512, RNG.uniform(size=50)])
+
+
+def tricky_histograms() -> list[HistogramSketch]:
+    """Each kind of tricky data at several bucket limits and precisions, a constant, a single value, and
+    neighbours where one's largest value is the next one's smallest (a knot repeated across histograms)."""
+    out = [HistogramSketch(precision=p, max_buckets=b).update(make(RNG))
+           for make in TRICKY.values() for b in (16, 100, 1024) for p in (52, 7)]
+    return out + [HistogramSketch().update([3.25] * 40), HistogramSketch().update([-1e-300]),
+                  HistogramSketch(max_buckets=16).update([0.0, -0.0, 5.0]), HistogramSketch().update([5.0, 6.0]),
+                  HistogramSketch().update([1.0, 2.0]), HistogramSketch().update([2.0, 3.0])]
+
+
+def test_the_stack_gives_each_histograms_curve_support_quantiles_and_rank_error() -> None:
+    sketches = tricky_histograms()
+    stacked = stack(sketches)
+    assert len(stacked) == len(sketches)
+    for i, sketch in enumerate(sketches):
+        knots, ranks, support, at_support = sketch._cdf_curve()
+        assert np.array_equal(stacked.curve(i)[0], knots) and np.array_equal(stacked.curve(i)[1], ranks), i
+        assert np.array_equal(stacked.support(i), support), i
+        assert np.array_equal(stacked.support_ranks[stacked.support_rows[i]:stacked.support_rows[i + 1]], at_support)
+    assert np.array_equal(stacked.quantiles(RANKS), np.stack([sk.quantiles(RANKS) for sk in sketches]))
+    assert stacked.rank_errors().tolist() == [sk.rank_error for sk in sketches]
+
+
+def test_a_histogram_without_values_cannot_be_stacked() -> None:
+    with pytest.raises(SketchError, match="without finite values"):
+        stack([HistogramSketch().update([1.0]), HistogramSketch().update([np.nan, None])])
+    with pytest.raises(SketchError, match="at least one"):
+        stack([])
+
+
+def mixed_cells(count: int) -> list[GateCell]:
+    """Histogram pairs of every tricky kind against each other, with categorical, KLL and empty cells among them."""
+    histograms = tricky_histograms()
+    cells = []
+    for i in range(count):
+        if i % 11 == 5:
+            cells.append(GateCell(CategoricalSketch().update(list("aabbc")), CategoricalSketch().update(list("abccd"))))
+        elif i % 11 == 7:
+            cells.append(GateCell(NumericSketch().update(RNG.normal(size=500)), NumericSketch().update(RNG.normal(size=300))))
+        elif i % 11 == 9:
+            cells.append(GateCell(histograms[i % len(histograms)], HistogramSketch().update([np.nan, None])))
+        else:
+            reference = histograms[i % len(histograms)]
+            window = HistogramSketch(reference.precision, reference.max_buckets).update(
+                RNG.normal(reference.quantiles([0.5])[0], 1.0 + i % 3, size=200 + 37 * i))
+            cells.append(GateCell(reference, window if i % 2 else histograms[(3 * i + 1) % len(histograms)]))
+    return cells
+
+
+@pytest.mark.parametrize("count", [1, 12, STACK_SIZE + 30])
+def test_many_cells_score_as_each_alone(count: int) -> None:
+    cells = mixed_cells(count)
+    alone = [_cell_scores(cell, 10) for cell in cells]
+    together = gate_scores_many(cells, 10)
+    assert together == alone
+    assert sum(s.ks is not None for s in together) > count // 2  # histogram pairs were stacked and scored
+
+
+def test_a_cell_of_two_kinds_is_named_in_the_error() -> None:
+    cells = mixed_cells(4) + [GateCell(HistogramSketch().update([1.0]), CategoricalSketch().update(["a"]), name="age")]
+    with pytest.raises(SketchError, match="feature 'age': cannot compare a CategoricalSketch window"):
+        gate_scores_many(cells)
