@@ -14,10 +14,14 @@ import numpy as np
 PSI_EPSILON = 1e-4
 
 
-def smooth(probs: np.ndarray) -> np.ndarray:
-    """Apply the documented additive ``PSI_EPSILON`` smoothing to bin probabilities."""
+def smooth(probs: np.ndarray, bins: int | np.ndarray | None = None) -> np.ndarray:
+    """Apply the documented additive ``PSI_EPSILON`` smoothing to bin probabilities.
+
+    ``bins``: the bin count of the distribution, ``probs.size`` by default; for the bins of several
+    distributions end to end, each bin's own distribution's count.
+    """
     probs = np.asarray(probs, dtype=np.float64)
-    return (probs + PSI_EPSILON) / (1.0 + probs.size * PSI_EPSILON)
+    return (probs + PSI_EPSILON) / (1.0 + (probs.size if bins is None else bins) * PSI_EPSILON)
 
 
 def psi(ref_probs: np.ndarray, win_probs: np.ndarray) -> float:
@@ -31,7 +35,12 @@ def psi(ref_probs: np.ndarray, win_probs: np.ndarray) -> float:
 
 def psi_smoothed(ref_smoothed: np.ndarray, win_smoothed: np.ndarray) -> float:
     """:func:`psi` of probabilities already smoothed (:func:`smooth`): a reference's, smoothed once."""
-    return float(np.sum((win_smoothed - ref_smoothed) * np.log(win_smoothed / ref_smoothed)))
+    return float(np.sum(psi_terms(ref_smoothed, win_smoothed)))
+
+
+def psi_terms(ref_smoothed: np.ndarray, win_smoothed: np.ndarray) -> np.ndarray:
+    """Each bin's term of :func:`psi_smoothed`, ``(w - r) * ln(w / r)``."""
+    return (win_smoothed - ref_smoothed) * np.log(win_smoothed / ref_smoothed)
 
 
 def js_divergence(ref_probs: np.ndarray, win_probs: np.ndarray) -> float:
@@ -56,6 +65,22 @@ def chi2_per_value(ref_probs: np.ndarray, win_probs: np.ndarray) -> float:
 def probs_from_cdf(cdf_at_edges: np.ndarray) -> np.ndarray:
     """Bin probabilities of bins (-inf, e1], (e1, e2], ..., (e_last, inf) from the CDF at the edges."""
     return np.diff(np.concatenate([[0.0], np.clip(cdf_at_edges, 0.0, 1.0), [1.0]]))
+
+
+def probs_from_cdfs(cdfs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`probs_from_cdf` of several CDFs (each at one or more edges) in one pass: their bin
+    probabilities end to end, and where each one's bins start.
+
+    >>> probs, starts = probs_from_cdfs([np.array([0.25, 0.5]), np.array([1.0])])
+    >>> probs.tolist(), starts.tolist()
+    ([0.25, 0.25, 0.5, 1.0, 0.0], [0, 3])
+    """
+    sizes = np.array([c.size for c in cdfs])
+    firsts = np.cumsum(sizes) - sizes
+    at = np.clip(np.concatenate(cdfs), 0.0, 1.0)
+    steps = np.diff(at, prepend=0.0)
+    steps[firsts] = at[firsts] - 0.0  # a CDF's first bin starts from 0, not from the CDF before it
+    return np.insert(steps, firsts + sizes, 1.0 - at[firsts + sizes - 1]), firsts + np.arange(sizes.size)
 
 
 def exact_bin_probs(values: np.ndarray, edges: np.ndarray) -> np.ndarray:

@@ -243,6 +243,8 @@ def histogram_scores(pairs: Sequence[tuple[HistogramSketch, HistogramSketch]],
     window's curve and quantiles computed at once (``sketches.histogram_stack``) and only the
     interpolations on one window's own curve made one pair at a time. Pairs are stacked
     ``STACK_SIZE`` at a time."""
+    if bins < 2:
+        raise ValueError(f"bins must be >= 2, got {bins}")
     return [scores for start in range(0, len(pairs), STACK_SIZE)
             for scores in _stacked_scores(pairs[start:start + STACK_SIZE], bins)]
 
@@ -258,7 +260,7 @@ def _stacked_scores(pairs: Sequence[tuple[HistogramSketch, HistogramSketch]],
     windows = stack([w for _, w in pairs])
     ks = _stacked_ks(references, windows)
     bound = np.array([r.rank_error for r in references]) + windows.rank_errors()
-    psi = [_stacked_psi(r, windows, i, bins) for i, r in enumerate(references)]
+    psi = _stacked_psi(references, windows, bins)
     emd = _stacked_emd(references, windows)
     return list(zip(ks.tolist(), bound.tolist(), psi, emd.tolist()))
 
@@ -277,11 +279,17 @@ def _stacked_ks(references: list[HistogramSketch], windows: StackedHistograms) -
     return np.maximum(on_ref, on_win)
 
 
-def _stacked_psi(reference: HistogramSketch, windows: StackedHistograms, i: int, bins: int) -> float:
-    """:func:`psi_estimate` of ``reference`` against stacked window ``i``."""
-    edges, ref_probs = reference.remember(("psi_bins", bins), lambda: _reference_bins(reference, bins))
-    at_edges = np.interp(edges, *windows.curve(i), left=0.0, right=1.0)
-    return distances.psi_smoothed(ref_probs, distances.smooth(distances.probs_from_cdf(at_edges)))
+def _stacked_psi(references: list[HistogramSketch], windows: StackedHistograms, bins: int) -> list[float]:
+    """:func:`psi_estimate` of each reference against its stacked window: the bins of all of them end to end."""
+    at_edges, ref_probs = [], []
+    for i, reference in enumerate(references):
+        edges, probs = reference.remember(("psi_bins", bins), lambda r=reference: _reference_bins(r, bins))
+        at_edges.append(np.interp(edges, *windows.curve(i), left=0.0, right=1.0))
+        ref_probs.append(probs)
+    win_probs, starts = distances.probs_from_cdfs(at_edges)
+    sizes = np.array([probs.size for probs in ref_probs])
+    terms = distances.psi_terms(np.concatenate(ref_probs), distances.smooth(win_probs, np.repeat(sizes, sizes)))
+    return [float(np.sum(terms[start:start + size])) for start, size in zip(starts.tolist(), sizes.tolist())]
 
 
 def _stacked_emd(references: list[HistogramSketch], windows: StackedHistograms) -> np.ndarray:

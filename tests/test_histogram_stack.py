@@ -75,6 +75,11 @@ def test_many_cells_score_as_each_alone(count: int) -> None:
     assert sum(s.ks is not None for s in together) > count // 2  # histogram pairs were stacked and scored
 
 
+def test_fewer_than_two_psi_bins_is_refused() -> None:
+    with pytest.raises(ValueError, match="bins must be >= 2, got 1"):
+        gate_scores_many(mixed_cells(3), bins=1)
+
+
 def test_a_cell_of_two_kinds_is_named_in_the_error() -> None:
     cells = mixed_cells(4) + [GateCell(HistogramSketch().update([1.0]), CategoricalSketch().update(["a"]), name="age")]
     with pytest.raises(SketchError, match="feature 'age': cannot compare a CategoricalSketch window"):
