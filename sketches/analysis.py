@@ -188,7 +188,8 @@ def _stage_all(cells: dict[tuple[str, ...] | None, list[_Cell]],
 
 def _stage(name: str, pair: tuple[FeatureSketch, ReservoirSample] | None, ref: FeatureReference | None,
            policy: DriftPolicy, scores: GateScores | None) -> tuple[FeatureVerdict, DeepResult | None]:
-    """A feature's verdict before the FDR step (``scores``: its gate scores when both sides exist), and its deep test if the gate fired."""
+    """A feature's verdict before the FDR step, and its deep test if the gate fired (``scores``: its gate
+    scores, None when the window or the reference lacks the feature)."""
     kind = ref.kind if ref else _kind_of(pair[0])
     if pair is None or ref is None or scores is None:
         count, missing = (pair[0].count, pair[0].missing) if pair else (0, 0)

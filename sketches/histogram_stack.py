@@ -69,7 +69,8 @@ class StackedHistograms:
         q = np.clip(np.asarray(qs, dtype=np.float64).ravel(), 0.0, 1.0)
         rank = q[np.newaxis, :] * self.n[:, np.newaxis]
         last = self.rows[1:] - 1
-        j = np.stack([np.searchsorted(self.cum[a:b], r, side="left") for a, b, r in zip(self.rows[:-1], self.rows[1:], rank)])
+        j = np.stack([np.searchsorted(self.cum[a:b], r, side="left")
+                      for a, b, r in zip(self.rows[:-1], self.rows[1:], rank)])
         j = np.minimum(j + self.rows[:-1, np.newaxis], last[:, np.newaxis])
         before = self.cum[j] - self.counts[j]
         fraction = np.clip((rank - before) / self.counts[j], 0.0, 1.0)

@@ -55,7 +55,8 @@ def mixed_cells(count: int) -> list[GateCell]:
         if i % 11 == 5:
             cells.append(GateCell(CategoricalSketch().update(list("aabbc")), CategoricalSketch().update(list("abccd"))))
         elif i % 11 == 7:
-            cells.append(GateCell(NumericSketch().update(RNG.normal(size=500)), NumericSketch().update(RNG.normal(size=300))))
+            cells.append(GateCell(NumericSketch().update(RNG.normal(size=500)),
+                                  NumericSketch().update(RNG.normal(size=300))))
         elif i % 11 == 9:
             cells.append(GateCell(histograms[i % len(histograms)], HistogramSketch().update([np.nan, None])))
         else:
