@@ -214,11 +214,7 @@ class HistogramSketch:
         if not self._keys.size:
             return np.full(q.shape, np.nan)
         lower, upper, cum = self._bucket_edges()
-        rank = q * cum[-1]
-        j = np.minimum(np.searchsorted(cum, rank, side="left"), cum.size - 1)
-        before = cum[j] - self._counts[j]
-        fraction = np.clip((rank - before) / self._counts[j], 0.0, 1.0)
-        return lower[j] + fraction * (upper[j] - lower[j])
+        return quantiles_at(q, lower, upper, self._counts, cum, np.array([0, cum.size]))[0]
 
     def support(self) -> np.ndarray:
         """Sorted points where the CDF's slope can change: every bucket's edges."""
@@ -227,23 +223,13 @@ class HistogramSketch:
         return self._cdf_curve()[2]
 
     def _cdf_curve(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The CDF as a piecewise-linear curve through (knot, rank) points, the distinct knots and the
-        CDF at each (the rank after the last of its repeats, what ``np.interp`` gives there).
-
-        Each bucket adds two points: its lower edge at the fraction of values before it, its upper
-        edge at the fraction up to it; between buckets the CDF is flat, and a bucket of no width is
-        a jump (its repeated knot: ``np.interp`` takes the value after the jump, as x <= value counts
-        it). Computed once per sketch state: a reference's curve serves every window it judges.
+        """The CDF as a piecewise-linear curve through (knot, rank) points (:func:`cdf_curves`), the
+        distinct knots and the CDF at each (the rank after the last of its repeats, what ``np.interp``
+        gives there). Computed once per sketch state: a reference's curve serves every window it judges.
         """
         if self._curve is None:
             lower, upper, cum = self._bucket_edges()
-            knots, ranks = np.empty(2 * lower.size), np.empty(2 * lower.size)
-            knots[0::2], knots[1::2] = lower, upper
-            ranks[0::2], ranks[1::2] = cum - self._counts, cum
-            ranks /= cum[-1]
-            last = np.empty(knots.size, dtype=bool)  # knots are sorted: the last of each run
-            np.not_equal(knots[1:], knots[:-1], out=last[:-1])
-            last[-1] = True
+            knots, ranks, last = cdf_curves(lower, upper, self._counts, cum, np.array([0, cum.size]))
             self._curve = (knots, ranks, knots[last], ranks[last])
             for part in self._curve:
                 part.flags.writeable = False
@@ -252,10 +238,8 @@ class HistogramSketch:
     def _bucket_edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each bucket's value range (clipped to [min, max]) and cumulative counts."""
         if self._edges is None:
-            n = self._keys.size  # both edges in one pass: each bucket's upper edge is the next key's lower
-            edges = np.clip(bucket_lower(np.concatenate([self._keys, self._keys + 1]), self.shift, self.precision),
-                            self.min, self.max)
-            self._edges = (edges[:n], edges[n:], np.cumsum(self._counts))
+            self._edges = (*bucket_edges(self._keys, self.shift, self.precision, self.min, self.max),
+                           np.cumsum(self._counts))
             for part in self._edges:
                 part.flags.writeable = False
         return self._edges
@@ -343,6 +327,46 @@ def bucket_lower(keys: np.ndarray, shift: int | np.ndarray, precision: int | np.
     magnitude = np.minimum(magnitude, np.uint64(_INF_BITS) >> drop)
     value = (magnitude << drop).view(np.float64)
     return np.where(negative, -value, value)
+
+
+def bucket_edges(keys: np.ndarray, shift: int | np.ndarray, precision: int | np.ndarray,
+                 low: float | np.ndarray, high: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each bucket's value range, clipped to its histogram's [min, max] (``shift``, ``precision``,
+    ``low``, ``high``: one histogram's, or one per key for the buckets of several end to end)."""
+    return (np.clip(bucket_lower(keys, shift, precision), low, high),
+            np.clip(bucket_lower(keys + 1, shift, precision), low, high))  # the upper edge: the next key's lower
+
+
+def cdf_curves(lower: np.ndarray, upper: np.ndarray, counts: np.ndarray, cum: np.ndarray,
+               rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The CDF of each histogram whose buckets lie end to end (histogram i: bucket rows ``rows[i]:rows[i + 1]``,
+    ``cum`` the counts accumulated within each) as a piecewise-linear curve: (knots, ranks) and a mask of
+    the last knot of each run of equal knots within a histogram (where ``np.interp`` gives the curve's value).
+
+    Each bucket adds two points: its lower edge at the fraction of values before it, its upper edge at
+    the fraction up to it; between buckets the CDF is flat, and a bucket of no width is a jump (its
+    repeated knot: ``np.interp`` takes the value after the jump, as x <= value counts it).
+    """
+    knots, ranks = np.empty(2 * lower.size), np.empty(2 * lower.size)
+    knots[0::2], knots[1::2] = lower, upper
+    ranks[0::2], ranks[1::2] = cum - counts, cum
+    ranks /= np.repeat(cum[rows[1:] - 1], 2 * np.diff(rows))
+    last = np.empty(knots.size, dtype=bool)  # knots are sorted within a histogram: the last of each run
+    np.not_equal(knots[1:], knots[:-1], out=last[:-1])
+    last[2 * rows[1:] - 1] = True
+    return knots, ranks, last
+
+
+def quantiles_at(q: np.ndarray, lower: np.ndarray, upper: np.ndarray, counts: np.ndarray, cum: np.ndarray,
+                 rows: np.ndarray) -> np.ndarray:
+    """A (histograms, len(q)) array of each histogram's values at normalised ranks ``q`` (clipped to [0, 1]),
+    linear inside a bucket; the buckets laid out as for :func:`cdf_curves`."""
+    rank = q[np.newaxis, :] * cum[rows[1:] - 1, np.newaxis]
+    j = np.stack([np.searchsorted(cum[a:b], r, side="left") for a, b, r in zip(rows[:-1], rows[1:], rank)])
+    j = np.minimum(j + rows[:-1, np.newaxis], (rows[1:] - 1)[:, np.newaxis])
+    before = cum[j] - counts[j]
+    fraction = np.clip((rank - before) / counts[j], 0.0, 1.0)
+    return lower[j] + fraction * (upper[j] - lower[j])
 
 
 def steps_to_fit(keys: np.ndarray, max_buckets: int) -> int:

@@ -4,8 +4,10 @@ A segmented window asks the gate for up to (segments + 1) x features (reference,
 and each cell's scores are a few small array operations: one cell at a time, the cost is numpy's
 call overhead, not arithmetic. :func:`stack` lays the buckets of many :class:`HistogramSketch`
 end to end and derives what the gate reads of each (bucket edges, the CDF curve of
-:meth:`HistogramSketch.cdf`, quantiles) with one array operation for all of them. The values are
-those each sketch's own methods give, bit for bit (tests/test_histogram_stack.py).
+:meth:`HistogramSketch.cdf`, quantiles) with one array operation for all of them, by the rules a single
+sketch uses (``sketches.histogram``: :func:`bucket_edges`, :func:`cdf_curves`, :func:`quantiles_at`, which
+take buckets of several histograms end to end): the values each sketch's own methods give, bit for bit
+(tests/test_histogram_stack.py).
 
 Example:
     >>> a, b = HistogramSketch().update([1.0, 2.0, 3.0]), HistogramSketch().update([10.0])
@@ -26,7 +28,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from core.errors import SketchError
-from sketches.histogram import HistogramSketch, bucket_lower
+from sketches.histogram import HistogramSketch, bucket_edges, cdf_curves, quantiles_at
 
 
 @dataclass(frozen=True)
@@ -67,14 +69,7 @@ class StackedHistograms:
     def quantiles(self, qs: ArrayLike) -> np.ndarray:
         """A (K, len(qs)) array: row i is histogram i's :meth:`HistogramSketch.quantiles` at ``qs``."""
         q = np.clip(np.asarray(qs, dtype=np.float64).ravel(), 0.0, 1.0)
-        rank = q[np.newaxis, :] * self.n[:, np.newaxis]
-        last = self.rows[1:] - 1
-        j = np.stack([np.searchsorted(self.cum[a:b], r, side="left")
-                      for a, b, r in zip(self.rows[:-1], self.rows[1:], rank)])
-        j = np.minimum(j + self.rows[:-1, np.newaxis], last[:, np.newaxis])
-        before = self.cum[j] - self.counts[j]
-        fraction = np.clip((rank - before) / self.counts[j], 0.0, 1.0)
-        return self.lower[j] + fraction * (self.upper[j] - self.lower[j])
+        return quantiles_at(q, self.lower, self.upper, self.counts, self.cum, self.rows)
 
 
 def stack(sketches: Sequence[HistogramSketch]) -> StackedHistograms:
@@ -93,24 +88,11 @@ def stack(sketches: Sequence[HistogramSketch]) -> StackedHistograms:
 
     shift, precision = per_bucket([sk.shift for sk in sketches]), per_bucket([sk.precision for sk in sketches])
     low, high = per_bucket([sk.min for sk in sketches]), per_bucket([sk.max for sk in sketches])
-    lower = np.clip(bucket_lower(keys, shift, precision), low, high)
-    upper = np.clip(bucket_lower(keys + 1, shift, precision), low, high)
+    lower, upper = bucket_edges(keys, shift, precision, low, high)
     total = np.cumsum(counts)
     before = np.concatenate([[0], total[rows[1:-1] - 1]])
     cum = total - np.repeat(before, sizes)
-    n = cum[rows[1:] - 1]
-    return _with_curves(rows, counts, cum, n, lower, upper)
-
-
-def _with_curves(rows: np.ndarray, counts: np.ndarray, cum: np.ndarray, n: np.ndarray, lower: np.ndarray,
-                 upper: np.ndarray) -> StackedHistograms:
-    """The stack with each histogram's CDF curve and distinct knots (``HistogramSketch._cdf_curve``'s rule)."""
-    knots, ranks = np.empty(2 * lower.size), np.empty(2 * lower.size)
-    knots[0::2], knots[1::2] = lower, upper
-    ranks[0::2], ranks[1::2] = cum - counts, cum
-    ranks /= np.repeat(n, 2 * np.diff(rows))
-    last = np.empty(knots.size, dtype=bool)  # the last knot of each run of equal knots, within a histogram
-    np.not_equal(knots[1:], knots[:-1], out=last[:-1])
-    last[2 * rows[1:] - 1] = True
+    knots, ranks, last = cdf_curves(lower, upper, counts, cum, rows)
     support_rows = np.concatenate([[0], np.cumsum(np.add.reduceat(last, 2 * rows[:-1]))])
-    return StackedHistograms(rows, counts, cum, n, lower, upper, knots, ranks, support_rows, knots[last], ranks[last])
+    return StackedHistograms(rows, counts, cum, cum[rows[1:] - 1], lower, upper, knots, ranks, support_rows,
+                             knots[last], ranks[last])
