@@ -32,7 +32,7 @@ from typing import Mapping
 from core.store import make_engine
 from jobs.dead_letters import REASON_SEPARATOR
 from jobs.feature_spec import FeatureColumnSpec
-from jobs.flink_env import StatementRunner, make_table_env, register_window_aggregate
+from jobs.flink_env import StatementRunner, make_table_env, register_segment_function, register_window_aggregate
 from jobs.segments import SegmentKey, other_key, segment_value
 from jobs.source import kafka_source_ddl, sql_literal
 from jobs.udfs import ENVELOPE, analyze_window_udf, validate_record_udtf
@@ -53,6 +53,8 @@ def register(t_env, config: MonitorConfig, store_url: str, reference_path: str |
     t_env.execute_sql("CREATE TEMPORARY TABLE done (n INT) WITH ('connector' = 'blackhole')")
     spec = FeatureColumnSpec.from_config(config)
     register_window_aggregate(t_env, "dw_window_summary", spec.aggregate_spec(config), segments_json(segments or {}))
+    if segments:
+        register_segment_function(t_env, "dw_segment", segment_spec_json(segments, spec))
     t_env.create_temporary_function("dw_validate", validate_record_udtf(config, store_url))
     t_env.create_temporary_function("dw_analyze", analyze_window_udf(config, store_url, reference_path))
     size = config.window.size_ms
@@ -170,24 +172,29 @@ def live_segments(config: MonitorConfig, reference_path: str | None) -> dict[str
 
 def segment_sql(segments: Mapping[str, tuple[tuple[str, ...], tuple[SegmentKey, ...]]],
                 spec: FeatureColumnSpec) -> str:
-    """SQL of an event's segment: the index of its key among its model's keys (the last: other), -1
-    for a model without segments. The rule of jobs/segments.py: a null value is ``(missing)``, a value
-    named like a reserved segment is escaped (the comparison is with the value it stands for)."""
-    by_model = []
-    for model, (by, keys) in segments.items():
-        cases = " ".join(
-            "WHEN " + " AND ".join(_is_segment_value(f"`{spec.names[spec.columns_of[model][name]]}`", value)
-                                   for name, value in zip(by, key)) + f" THEN {index}"
-            for index, key in enumerate(keys[:-1]))
-        by_model.append(f"WHEN model = {sql_literal(model)} THEN CASE {cases} ELSE {len(keys) - 1} END"
-                        if cases else f"WHEN model = {sql_literal(model)} THEN 0")
-    return f"CASE {' '.join(by_model)} ELSE -1 END"
+    """SQL of an event's segment: ``dw_segment`` (Java ``EventSegment``, built with :func:`segment_spec_json`)
+    over the model and the columns of every segmented model's ``by`` features: the index of the event's
+    key among its model's keys (the last: other), -1 for a model without segments."""
+    columns = "".join(f", `{spec.names[column]}`" for column in _segment_columns(segments, spec))
+    return f"dw_segment(model{columns})"
 
 
-def _is_segment_value(column: str, name: str) -> str:
-    """SQL: the column's value is the one the segment ``name`` stands for (jobs/segments.py)."""
-    value = segment_value(name)
-    return f"{column} IS NULL" if value is None else f"{column} = {sql_literal(value)}"
+def segment_spec_json(segments: Mapping[str, tuple[tuple[str, ...], tuple[SegmentKey, ...]]],
+                      spec: FeatureColumnSpec) -> str:
+    """The spec of Java ``EventSegment``: per segmented model, which of its arguments after the model hold
+    its ``by`` features, and its top keys (all but the other, last) as the values they stand for: the rule
+    of jobs/segments.py (a null value is ``(missing)``; a value named like a reserved segment is escaped,
+    and compared as the value it stands for)."""
+    columns = _segment_columns(segments, spec)
+    return json.dumps({model: {"args": [columns.index(spec.columns_of[model][name]) for name in by],
+                               "keys": [[segment_value(name) for name in key] for key in keys[:-1]]}
+                       for model, (by, keys) in segments.items()})
+
+
+def _segment_columns(segments: Mapping[str, tuple[tuple[str, ...], tuple[SegmentKey, ...]]],
+                     spec: FeatureColumnSpec) -> list[int]:
+    """The feature columns that hold some segmented model's ``by`` features, ascending."""
+    return sorted({spec.columns_of[model][name] for model, (by, _) in segments.items() for name in by})
 
 
 def segments_json(segments: Mapping[str, tuple[tuple[str, ...], tuple[SegmentKey, ...]]]) -> str:

@@ -65,6 +65,7 @@ BEAM_BOOT = "pyflink.fn_execution.beam.beam_boot"
 ONE_PHASE_WINDOWS = {"table.optimizer.agg-phase-strategy": "ONE_PHASE", "table.exec.mini-batch.enabled": "false"}
 MERGE_SUMMARIES_AGG = "dev.driftwarden.flink.MergeSummaries"
 MERGE_SEGMENTS_AGG = "dev.driftwarden.flink.MergeSegments"
+EVENT_SEGMENT_UDF = "dev.driftwarden.flink.EventSegment"
 #: Engine options of the drift job, measured with Java Flight Recorder on bench/bench_job.py.
 #: Object reuse: chained operators hand records over without a defensive copy (Flink's SQL operators
 #: and the job's Java functions never keep or change an input row after the call); the copies were
@@ -309,6 +310,11 @@ def register_window_aggregate(t_env, name: str, spec_json: str, segments_json: s
     t_env._j_tenv.createTemporarySystemFunction(name, getattr(jvm, WINDOW_SUMMARY_AGG)(spec_json))
     t_env._j_tenv.createTemporarySystemFunction("dw_merge_segments", getattr(jvm, MERGE_SEGMENTS_AGG)(segments_json))
     t_env.create_java_temporary_system_function("dw_merge_summaries", MERGE_SUMMARIES_AGG)
+
+
+def register_segment_function(t_env, name: str, spec_json: str) -> None:
+    """Register the Java segment assignment (``EventSegment``), built with its spec, as ``name``."""
+    t_env._j_tenv.createTemporarySystemFunction(name, getattr(_jvm_with_job_jars(), EVENT_SEGMENT_UDF)(spec_json))
 
 
 @functools.lru_cache(maxsize=None)
