@@ -136,18 +136,35 @@ public final class EventSample {
         }
     }
 
-    /** The kept slots in ascending key order. */
+    /** The kept slots in ascending key order (equal keys in slot order, as a stable sort leaves them). */
     private int[] slotsByKey() {
-        Integer[] order = new Integer[m];
-        for (int i = 0; i < m; i++) {
-            order[i] = i;
-        }
-        Arrays.sort(order, (a, b) -> Long.compare(keys[a], keys[b]));
+        long[] sorted = Arrays.copyOf(keys, m);
+        Arrays.sort(sorted);
         int[] out = new int[m];
-        for (int i = 0; i < m; i++) {
-            out[i] = order[i];
+        Arrays.fill(out, -1);
+        for (int slot = 0; slot < m; slot++) {
+            int rank = firstAtLeast(sorted, keys[slot]);
+            while (out[rank] >= 0) {
+                rank++;  // an equal key took this rank already
+            }
+            out[rank] = slot;
         }
         return out;
+    }
+
+    /** The first index of {@code sorted} (ascending) whose value is at least {@code key}. */
+    private static int firstAtLeast(long[] sorted, long key) {
+        int low = 0;
+        int high = sorted.length;
+        while (low < high) {
+            int mid = (low + high) >>> 1;
+            if (sorted[mid] < key) {
+                low = mid + 1;
+            } else {
+                high = mid;
+            }
+        }
+        return low;
     }
 
     /** The kind 8 frame. */
