@@ -12,6 +12,11 @@ import java.util.Arrays;
  * #toBytes}, {@link #merge}, {@link #sortedKeys}, {@link #count}, {@link #shift}) first settles it
  * to at most M. The settled state is the same as collapsing after every update (the finest shift
  * that fits only grows as keys come), at a fraction of the collapses.
+ *
+ * <p>A new histogram's first values (as many as that lazy limit) are only appended to an array of
+ * their base keys; the first reader, or the value after them, sorts it once and moves it into the
+ * map at the finest shift that fits (the same rule). A window of a small segment then costs one sort
+ * instead of a hash insert per value, the map's growing and a collapse.
  */
 public final class LogLinearHistogram {
     /** The packed frame this class writes (sketches/FORMAT.md, kind 20). */
@@ -34,6 +39,8 @@ public final class LogLinearHistogram {
     private final int collapseAt;  // keys that fill the table M keys need: collapse before it would grow
     private long[] table;  // interleaved: key at 2i, its count at 2i + 1 (one cache line per probe)
     private int size;
+    private long[] firstKeys = new long[32];  // the base keys of the first values, unsorted; null once moved
+    private int firstCount;
 
     public LogLinearHistogram(int precision, int maxBuckets) {
         if (precision < 0 || precision > 52) {
@@ -45,7 +52,6 @@ public final class LogLinearHistogram {
         this.precision = precision;
         this.maxBuckets = maxBuckets;
         this.collapseAt = slotsFor(maxBuckets) / 4 * 3;
-        allocate(32);
     }
 
     /** The fewest slots (a power of two, at least 32) that hold {@code keys} within the load factor. */
@@ -102,10 +108,52 @@ public final class LogLinearHistogram {
                 max = x;
             }
             n++;
-            add(baseKey(x, precision) >> shift, 1);
+            long key = baseKey(x, precision);
+            if (firstKeys != null && firstCount < collapseAt) {
+                appendFirst(key);
+                return;
+            }
+            if (firstKeys != null) {
+                moveFirstKeys();
+            }
+            add(key >> shift, 1);
             if (size >= collapseAt) {
                 collapse(0);
             }
+        }
+    }
+
+    private void appendFirst(long key) {
+        if (firstCount == firstKeys.length) {
+            firstKeys = Arrays.copyOf(firstKeys, Math.min(2 * firstKeys.length, collapseAt));
+        }
+        firstKeys[firstCount++] = key;
+    }
+
+    /** Moves the first values' keys into the map, at the finest shift at which their distinct keys fit M. */
+    private void moveFirstKeys() {
+        long[] keys = firstKeys;
+        int count = firstCount;
+        firstKeys = null;
+        firstCount = 0;
+        Arrays.sort(keys, 0, count);
+        long[] distinct = new long[count];
+        int d = 0;
+        for (int i = 0; i < count; i++) {
+            if (d == 0 || keys[i] != distinct[d - 1]) {
+                distinct[d++] = keys[i];
+            }
+        }
+        shift = fitShift(Arrays.copyOf(distinct, d), 0, maxBuckets);
+        allocate(count == collapseAt ? slotsFor(maxBuckets) : slotsFor(Math.min(d, maxBuckets)));  // full: more come
+        for (int i = 0; i < count; ) {  // runs of equal keys at the new shift: one add each
+            long key = keys[i] >> shift;
+            int j = i + 1;
+            while (j < count && keys[j] >> shift == key) {
+                j++;
+            }
+            add(key, j - i);
+            i = j;
         }
     }
 
@@ -161,9 +209,7 @@ public final class LogLinearHistogram {
     /**
      * The smallest {@code e >= atLeast} with at most M distinct keys {@code >> e}. One step is
      * counted in place (keys {@code 2j} and {@code 2j + 1} become one), which is usually enough
-     * once the histogram is full. Else, from sorted keys: keys {@code a < b} stay apart after
-     * {@code >> e} exactly when {@code e <=} the highest set bit of {@code a ^ b}, so the count at
-     * every {@code e} follows from one pass over neighbours.
+     * once the histogram is full; else {@link #fitShift} on the sorted keys.
      */
     private int stepsToFit(int atLeast) {
         if (size <= maxBuckets && atLeast == 0) {
@@ -172,7 +218,16 @@ public final class LogLinearHistogram {
         if (atLeast <= 1 && size - pairsJoinedByOneStep() <= maxBuckets) {
             return 1;
         }
-        long[] keys = usedKeysSorted();
+        return fitShift(usedKeysSorted(), atLeast, maxBuckets);
+    }
+
+    /**
+     * The smallest {@code e >= atLeast} with at most {@code maxBuckets} distinct keys {@code >> e},
+     * from distinct keys in ascending order: keys {@code a < b} stay apart after {@code >> e} exactly
+     * when {@code e <=} the highest set bit of {@code a ^ b}, so the count at every {@code e} follows
+     * from one pass over neighbours.
+     */
+    private static int fitShift(long[] keys, int atLeast, int maxBuckets) {
         int[] apartUpTo = new int[64];  // apartUpTo[h]: neighbours whose highest differing bit is h
         for (int i = 1; i < keys.length; i++) {
             apartUpTo[63 - Long.numberOfLeadingZeros(keys[i - 1] ^ keys[i])]++;
@@ -199,8 +254,11 @@ public final class LogLinearHistogram {
         return pairs;
     }
 
-    /** Coarsens to at most M keys (what every reader sees). */
+    /** Moves the first values into the map and coarsens it to at most M keys (what every reader sees). */
     private void settle() {
+        if (firstKeys != null) {
+            moveFirstKeys();
+        }
         if (size > maxBuckets) {
             collapse(0);
         }
@@ -305,6 +363,7 @@ public final class LogLinearHistogram {
             throw new IllegalArgumentException("histogram max_buckets too large: " + maxBuckets);
         }
         LogLinearHistogram h = new LogLinearHistogram(precision, (int) maxBuckets);
+        h.firstKeys = null;
         h.shift = in.u8();
         h.n = in.i64();
         h.nulls = in.i64();
