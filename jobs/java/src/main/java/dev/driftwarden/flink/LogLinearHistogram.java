@@ -17,6 +17,9 @@ import java.util.Arrays;
  * their base keys; the first reader, or the value after them, sorts it once and moves it into the
  * map at the finest shift that fits (the same rule). A window of a small segment then costs one sort
  * instead of a hash insert per value, the map's growing and a collapse.
+ *
+ * <p>A histogram read from bytes keeps its sorted buckets as read until it is updated: merged into
+ * another one, or written again, it needs no map (the merge of a window's segments reads dozens).
  */
 public final class LogLinearHistogram {
     /** The packed frame this class writes (sketches/FORMAT.md, kind 20). */
@@ -41,6 +44,8 @@ public final class LogLinearHistogram {
     private int size;
     private long[] firstKeys = new long[32];  // the base keys of the first values, unsorted; null once moved
     private int firstCount;
+    private long[] readKeys;  // the buckets as read from bytes (ascending keys, their counts); null once in the map
+    private long[] readCounts;
 
     public LogLinearHistogram(int precision, int maxBuckets) {
         if (precision < 0 || precision > 52) {
@@ -113,9 +118,7 @@ public final class LogLinearHistogram {
                 appendFirst(key);
                 return;
             }
-            if (firstKeys != null) {
-                moveFirstKeys();
-            }
+            ensureTable();
             add(key >> shift, 1);
             if (size >= collapseAt) {
                 collapse(0);
@@ -128,6 +131,22 @@ public final class LogLinearHistogram {
             firstKeys = Arrays.copyOf(firstKeys, Math.min(2 * firstKeys.length, collapseAt));
         }
         firstKeys[firstCount++] = key;
+    }
+
+    /** Builds the map from the first values' keys or the buckets read from bytes, whichever it still holds. */
+    private void ensureTable() {
+        if (firstKeys != null) {
+            moveFirstKeys();
+        } else if (readKeys != null) {
+            long[] keys = readKeys;
+            long[] counts = readCounts;
+            readKeys = null;
+            readCounts = null;
+            allocate(slotsFor(keys.length));  // the final size at once: no growing rehashes
+            for (int i = 0; i < keys.length; i++) {
+                add(keys[i], counts[i]);
+            }
+        }
     }
 
     /** Moves the first values' keys into the map, at the finest shift at which their distinct keys fit M. */
@@ -256,9 +275,7 @@ public final class LogLinearHistogram {
 
     /** Moves the first values into the map and coarsens it to at most M keys (what every reader sees). */
     private void settle() {
-        if (firstKeys != null) {
-            moveFirstKeys();
-        }
+        ensureTable();
         if (size > maxBuckets) {
             collapse(0);
         }
@@ -271,15 +288,23 @@ public final class LogLinearHistogram {
                     + " and " + other.precision + "/" + other.maxBuckets);
         }
         settle();
-        other.settle();
+        if (other.readKeys == null) {
+            other.settle();
+        }
         int target = Math.max(shift, other.shift);
         if (target > shift) {
             collapse(target - shift);
         }
         int by = target - other.shift;
-        for (int i = 0; i < other.table.length; i += 2) {
-            if (other.table[i] != EMPTY) {
-                add(other.table[i] >> by, other.table[i + 1]);
+        if (other.readKeys != null) {  // at most M buckets, as read
+            for (int i = 0; i < other.readKeys.length; i++) {
+                add(other.readKeys[i] >> by, other.readCounts[i]);
+            }
+        } else {
+            for (int i = 0; i < other.table.length; i += 2) {
+                if (other.table[i] != EMPTY) {
+                    add(other.table[i] >> by, other.table[i + 1]);
+                }
             }
         }
         if (other.n > 0) {
@@ -296,6 +321,9 @@ public final class LogLinearHistogram {
 
     /** The used keys, ascending. */
     public long[] sortedKeys() {
+        if (readKeys != null) {
+            return readKeys.clone();
+        }
         settle();
         return usedKeysSorted();
     }
@@ -331,18 +359,22 @@ public final class LogLinearHistogram {
     }
 
     public int shift() {
-        settle();
+        if (readKeys == null) {
+            settle();
+        }
         return shift;
     }
 
     /** The kind 20 frame: the keys as the first and the steps between them, and the counts, each packed. */
     public byte[] toBytes() {
-        long[] sorted = sortedKeys();
+        long[] sorted = readKeys != null ? readKeys : sortedKeys();
         int size = sorted.length;
         long[] steps = new long[Math.max(size - 1, 0)];
-        long[] sortedCounts = new long[size];
+        long[] sortedCounts = readCounts != null ? readCounts : new long[size];
         for (int i = 0; i < size; i++) {
-            sortedCounts[i] = count(sorted[i]);
+            if (readCounts == null) {
+                sortedCounts[i] = count(sorted[i]);
+            }
             if (i > 0) {
                 steps[i - 1] = sorted[i] - sorted[i - 1];  // wraps: the reader adds it back the same way
             }
@@ -388,7 +420,6 @@ public final class LogLinearHistogram {
         if (keys.length > h.maxBuckets) {
             throw new IllegalArgumentException("corrupt histogram: " + keys.length + " buckets, at most " + maxBuckets);
         }
-        h.allocate(slotsFor(keys.length));  // the final size at once: no growing rehashes
         long total = 0;
         for (int i = 0; i < keys.length; i++) {
             if (i > 0 && keys[i] <= keys[i - 1]) {
@@ -397,12 +428,13 @@ public final class LogLinearHistogram {
             if (counts[i] <= 0) {
                 throw new IllegalArgumentException("corrupt histogram: a count of " + counts[i]);
             }
-            h.add(keys[i], counts[i]);
             total += counts[i];
         }
         if (total != h.n) {
             throw new IllegalArgumentException("corrupt histogram: counts add up to " + total + ", n is " + h.n);
         }
+        h.readKeys = keys;
+        h.readCounts = counts;
         return h;
     }
 

@@ -120,8 +120,13 @@ public class MergeSegments extends AggregateFunction<byte[], Map<Integer, byte[]
         }
         List<Integer> present = new ArrayList<>(acc.keySet());
         present.sort((a, b) -> compareKeys(spec.keyTexts.get(a), spec.keyTexts.get(b)));
-        FrameWriter out = new FrameWriter(KIND_SEGMENTED, 4096 * (present.size() + 1));
-        out.blob(whole.toBytes()).texts(spec.by, spec.by.length).u32(present.size());
+        byte[] wholeBytes = whole.toBytes();
+        long capacity = wholeBytes.length + 4096L * (present.size() + 1);  // the frames, with room for keys and lengths
+        for (byte[] part : acc.values()) {
+            capacity += part.length;
+        }
+        FrameWriter out = new FrameWriter(KIND_SEGMENTED, (int) Math.min(capacity, Integer.MAX_VALUE - 16));
+        out.blob(wholeBytes).texts(spec.by, spec.by.length).u32(present.size());
         for (int segment : present) {
             byte[][] key = spec.keys.get(segment);
             out.texts(key, key.length).blob(acc.get(segment));

@@ -2,6 +2,7 @@ package dev.driftwarden.flink;
 
 import java.io.BufferedReader;
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.lang.management.ManagementFactory;
@@ -108,7 +109,11 @@ public final class SummaryDump {
         return v;
     }
 
-    /** One window's records, spread over {@code partials} accumulators, through state and back, merged. */
+    /**
+     * One window's records, spread over {@code partials} accumulators, merged. Each accumulator goes
+     * through state and back halfway (as after a restore, the rest of its events update it as read) and
+     * at the end.
+     */
     private static byte[] summarize(WindowSummaryAgg agg, SummarySpec spec, List<JsonNode> records, int partials)
             throws IOException {
         List<WindowSummary> accs = new ArrayList<>();
@@ -116,6 +121,9 @@ public final class SummaryDump {
             accs.add(agg.createAccumulator());
         }
         for (int i = 0; i < records.size(); i++) {
+            if (i == records.size() / 2) {
+                accs.replaceAll(SummaryDump::throughStateUnchecked);
+            }
             JsonNode r = records.get(i);
             int line = i + 1;
             agg.accumulate(accs.get(i % partials), field(r, "model", line).asText(), field(r, "event_ms", line).asLong(),
@@ -150,6 +158,14 @@ public final class SummaryDump {
             out[c] = spec.numericColumns[c] ? (Object) v.asDouble() : v.asText();
         }
         return out;
+    }
+
+    private static WindowSummary throughStateUnchecked(WindowSummary acc) {
+        try {
+            return throughState(acc);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
     }
 
     /** The accumulator after a trip through its Flink state serializer. */
