@@ -14,12 +14,13 @@ import java.util.Arrays;
  * that fits only grows as keys come), at a fraction of the collapses.
  *
  * <p>A new histogram's first values (as many as that lazy limit) are only appended to an array of
- * their base keys; the first reader, or the value after them, sorts it once and moves it into the
- * map at the finest shift that fits (the same rule). A window of a small segment then costs one sort
- * instead of a hash insert per value, the map's growing and a collapse.
+ * their base keys; the first reader, or the value after them, sorts it once into buckets at the finest
+ * shift that fits (the same rule). A window of a small segment then costs one sort instead of a hash
+ * insert per value, the map's growing and a collapse.
  *
- * <p>A histogram read from bytes keeps its sorted buckets as read until it is updated: merged into
- * another one, or written again, it needs no map (the merge of a window's segments reads dozens).
+ * <p>Sorted buckets (those, or the ones read from bytes) stay as they are until the histogram is
+ * updated or merged into: written, or merged into another one, it needs no map (the merge of a
+ * window's segments reads dozens).
  */
 public final class LogLinearHistogram {
     /** The packed frame this class writes (sketches/FORMAT.md, kind 20). */
@@ -44,8 +45,8 @@ public final class LogLinearHistogram {
     private int size;
     private long[] firstKeys = new long[32];  // the base keys of the first values, unsorted; null once moved
     private int firstCount;
-    private long[] readKeys;  // the buckets as read from bytes (ascending keys, their counts); null once in the map
-    private long[] readCounts;
+    private long[] sortedBucketKeys;  // ascending keys and their counts, from bytes or the first values; null in the map
+    private long[] sortedBucketCounts;
 
     public LogLinearHistogram(int precision, int maxBuckets) {
         if (precision < 0 || precision > 52) {
@@ -133,24 +134,26 @@ public final class LogLinearHistogram {
         firstKeys[firstCount++] = key;
     }
 
-    /** Builds the map from the first values' keys or the buckets read from bytes, whichever it still holds. */
+    /** Builds the map from the first values' keys or the sorted buckets, whichever it still holds. */
     private void ensureTable() {
+        boolean full = firstKeys != null && firstCount == collapseAt;  // more values come: the map M keys need
         if (firstKeys != null) {
-            moveFirstKeys();
-        } else if (readKeys != null) {
-            long[] keys = readKeys;
-            long[] counts = readCounts;
-            readKeys = null;
-            readCounts = null;
-            allocate(slotsFor(keys.length));  // the final size at once: no growing rehashes
+            sortFirstKeys();
+        }
+        if (sortedBucketKeys != null) {
+            long[] keys = sortedBucketKeys;
+            long[] counts = sortedBucketCounts;
+            sortedBucketKeys = null;
+            sortedBucketCounts = null;
+            allocate(full ? slotsFor(maxBuckets) : slotsFor(keys.length));  // no growing rehashes
             for (int i = 0; i < keys.length; i++) {
                 add(keys[i], counts[i]);
             }
         }
     }
 
-    /** Moves the first values' keys into the map, at the finest shift at which their distinct keys fit M. */
-    private void moveFirstKeys() {
+    /** Turns the first values' keys into sorted buckets at the finest shift at which their distinct keys fit M. */
+    private void sortFirstKeys() {
         long[] keys = firstKeys;
         int count = firstCount;
         firstKeys = null;
@@ -164,16 +167,20 @@ public final class LogLinearHistogram {
             }
         }
         shift = fitShift(Arrays.copyOf(distinct, d), 0, maxBuckets);
-        allocate(count == collapseAt ? slotsFor(maxBuckets) : slotsFor(Math.min(d, maxBuckets)));  // full: more come
-        for (int i = 0; i < count; ) {  // runs of equal keys at the new shift: one add each
+        long[] counts = new long[d];
+        int b = 0;
+        for (int i = 0; i < count; ) {  // runs of equal keys at the new shift: one bucket each
             long key = keys[i] >> shift;
             int j = i + 1;
             while (j < count && keys[j] >> shift == key) {
                 j++;
             }
-            add(key, j - i);
+            distinct[b] = key;  // b never passes the distinct keys read
+            counts[b++] = j - i;
             i = j;
         }
+        sortedBucketKeys = Arrays.copyOf(distinct, b);
+        sortedBucketCounts = Arrays.copyOf(counts, b);
     }
 
     /** The first slot (an even index into the table) to probe for {@code key}. */
@@ -273,10 +280,12 @@ public final class LogLinearHistogram {
         return pairs;
     }
 
-    /** Moves the first values into the map and coarsens it to at most M keys (what every reader sees). */
+    /** Sorts the first values into buckets, or coarsens the map to at most M keys: what every reader sees. */
     private void settle() {
-        ensureTable();
-        if (size > maxBuckets) {
+        if (firstKeys != null) {
+            sortFirstKeys();
+        }
+        if (sortedBucketKeys == null && size > maxBuckets) {
             collapse(0);
         }
     }
@@ -287,18 +296,19 @@ public final class LogLinearHistogram {
             throw new IllegalArgumentException("cannot merge histograms with P/M " + precision + "/" + maxBuckets
                     + " and " + other.precision + "/" + other.maxBuckets);
         }
-        settle();
-        if (other.readKeys == null) {
-            other.settle();
+        ensureTable();
+        if (size > maxBuckets) {
+            collapse(0);
         }
+        other.settle();
         int target = Math.max(shift, other.shift);
         if (target > shift) {
             collapse(target - shift);
         }
         int by = target - other.shift;
-        if (other.readKeys != null) {  // at most M buckets, as read
-            for (int i = 0; i < other.readKeys.length; i++) {
-                add(other.readKeys[i] >> by, other.readCounts[i]);
+        if (other.sortedBucketKeys != null) {  // at most M buckets
+            for (int i = 0; i < other.sortedBucketKeys.length; i++) {
+                add(other.sortedBucketKeys[i] >> by, other.sortedBucketCounts[i]);
             }
         } else {
             for (int i = 0; i < other.table.length; i += 2) {
@@ -321,11 +331,8 @@ public final class LogLinearHistogram {
 
     /** The used keys, ascending. */
     public long[] sortedKeys() {
-        if (readKeys != null) {
-            return readKeys.clone();
-        }
         settle();
-        return usedKeysSorted();
+        return sortedBucketKeys != null ? sortedBucketKeys.clone() : usedKeysSorted();
     }
 
     private long[] usedKeysSorted() {
@@ -354,25 +361,28 @@ public final class LogLinearHistogram {
     /** The count of {@code key} (at the current shift). */
     public long count(long key) {
         settle();
+        if (sortedBucketKeys != null) {
+            int i = Arrays.binarySearch(sortedBucketKeys, key);
+            return i < 0 ? 0 : sortedBucketCounts[i];
+        }
         int slot = slotOf(key);
         return slot < 0 ? 0 : table[slot + 1];
     }
 
     public int shift() {
-        if (readKeys == null) {
-            settle();
-        }
+        settle();
         return shift;
     }
 
     /** The kind 20 frame: the keys as the first and the steps between them, and the counts, each packed. */
     public byte[] toBytes() {
-        long[] sorted = readKeys != null ? readKeys : sortedKeys();
+        settle();
+        long[] sorted = sortedBucketKeys != null ? sortedBucketKeys : sortedKeys();
         int size = sorted.length;
         long[] steps = new long[Math.max(size - 1, 0)];
-        long[] sortedCounts = readCounts != null ? readCounts : new long[size];
+        long[] sortedCounts = sortedBucketCounts != null ? sortedBucketCounts : new long[size];
         for (int i = 0; i < size; i++) {
-            if (readCounts == null) {
+            if (sortedBucketCounts == null) {
                 sortedCounts[i] = count(sorted[i]);
             }
             if (i > 0) {
@@ -433,8 +443,8 @@ public final class LogLinearHistogram {
         if (total != h.n) {
             throw new IllegalArgumentException("corrupt histogram: counts add up to " + total + ", n is " + h.n);
         }
-        h.readKeys = keys;
-        h.readCounts = counts;
+        h.sortedBucketKeys = keys;
+        h.sortedBucketCounts = counts;
         return h;
     }
 
