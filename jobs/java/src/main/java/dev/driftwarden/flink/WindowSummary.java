@@ -144,12 +144,19 @@ public final class WindowSummary {
         if (isEmpty()) {
             throw new IllegalStateException("an empty window summary has no bytes");
         }
-        FrameWriter out = new FrameWriter(KIND, 4096);
+        byte[][] sketches = new byte[names.length][];
+        byte[] sampleBytes = sample.toBytes();
+        long size = 64L + 4L * model.length() + sampleBytes.length;  // a UTF-16 unit is at most 3 UTF-8 bytes
+        for (int i = 0; i < names.length; i++) {
+            sketches[i] = histograms[i] != null ? histograms[i].toBytes() : counts[i].toBytes();
+            size += 8L + 3L * names[i].length() + sketches[i].length;
+        }
+        FrameWriter out = new FrameWriter(KIND, (int) Math.min(size, Integer.MAX_VALUE - 16));  // no growing copies
         out.text(model).i64(start).i64(end).i64(events).i64(unknownFeatures).u32(names.length);
         for (int i = 0; i < names.length; i++) {
-            out.text(names[i]).blob(histograms[i] != null ? histograms[i].toBytes() : counts[i].toBytes());
+            out.text(names[i]).blob(sketches[i]);
         }
-        return out.blob(sample.toBytes()).toBytes();
+        return out.blob(sampleBytes).toBytes();
     }
 
     /** Reads a kind 17 frame back (unbound: the next accumulate binds it to the spec). */
