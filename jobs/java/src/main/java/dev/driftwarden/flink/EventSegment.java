@@ -1,14 +1,11 @@
 package dev.driftwarden.flink;
 
-import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
-import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.flink.table.functions.ScalarFunction;
 
 /**
@@ -59,14 +56,7 @@ public class EventSegment extends ScalarFunction {
     }
 
     private static Map<String, Model> parse(String json) {
-        try {
-            Map<String, Model> out = new HashMap<>();
-            JsonNode root = new ObjectMapper().readTree(json);
-            root.fields().forEachRemaining(e -> out.put(e.getKey(), new Model(e.getValue())));
-            return out;
-        } catch (IOException e) {
-            throw new UncheckedIOException("segment spec: " + e.getMessage(), e);
-        }
+        return PerModelJson.parse(json, Model::new, "segment spec");
     }
 
     /** The segment index of an event of {@code model} whose segment arguments are {@code values}. */

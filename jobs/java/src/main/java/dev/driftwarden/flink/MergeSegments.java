@@ -1,7 +1,5 @@
 package dev.driftwarden.flink;
 
-import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -9,7 +7,6 @@ import java.util.List;
 import java.util.Map;
 
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
-import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.flink.table.api.DataTypes;
 import org.apache.flink.table.catalog.DataTypeFactory;
 import org.apache.flink.table.functions.AggregateFunction;
@@ -68,14 +65,7 @@ public class MergeSegments extends AggregateFunction<byte[], Map<Integer, byte[]
     }
 
     private static Map<String, Segments> parse(String json) {
-        try {
-            Map<String, Segments> out = new HashMap<>();
-            JsonNode root = new ObjectMapper().readTree(json);
-            root.fields().forEachRemaining(e -> out.put(e.getKey(), new Segments(e.getValue())));
-            return out;
-        } catch (IOException e) {
-            throw new UncheckedIOException("segments spec: " + e.getMessage(), e);
-        }
+        return PerModelJson.parse(json, Segments::new, "segments spec");
     }
 
     private Map<String, Segments> segments() {
