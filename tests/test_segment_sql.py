@@ -1,7 +1,7 @@
 """The live job's segment of an event (SQL ``dw_segment``, Java ``EventSegment``) is the segment replay gives it.
 
 Replay cuts a window's events into segments with ``jobs.segments`` (``segment_keys`` folded to the top keys);
-the live job calls ``dw_segment`` in its SQL. Both are run here on the same rows, in a real (batch) Flink job:
+the live job calls ``dw_segment`` in its SQL. Both are run here on the same rows, in a real Flink job (bounded):
 several segmented models with different ``by`` features (two of them sharing a column), nulls (the missing
 segment), values named like the reserved segments, values outside the top keys (other), a model without
 segments (-1) and an unknown model.

@@ -297,9 +297,7 @@ public final class LogLinearHistogram {
                     + " and " + other.precision + "/" + other.maxBuckets);
         }
         ensureTable();
-        if (size > maxBuckets) {
-            collapse(0);
-        }
+        settle();
         other.settle();
         int target = Math.max(shift, other.shift);
         if (target > shift) {
@@ -377,13 +375,13 @@ public final class LogLinearHistogram {
     /** The kind 20 frame: the keys as the first and the steps between them, and the counts, each packed. */
     public byte[] toBytes() {
         settle();
-        long[] sorted = sortedBucketKeys != null ? sortedBucketKeys : sortedKeys();
+        long[] sorted = sortedBucketKeys != null ? sortedBucketKeys : usedKeysSorted();
         int size = sorted.length;
         long[] steps = new long[Math.max(size - 1, 0)];
         long[] sortedCounts = sortedBucketCounts != null ? sortedBucketCounts : new long[size];
         for (int i = 0; i < size; i++) {
             if (sortedBucketCounts == null) {
-                sortedCounts[i] = count(sorted[i]);
+                sortedCounts[i] = table[slotOf(sorted[i]) + 1];  // a used key: it has a slot
             }
             if (i > 0) {
                 steps[i - 1] = sorted[i] - sorted[i - 1];  // wraps: the reader adds it back the same way
