@@ -247,3 +247,42 @@ def test_the_prediction_takes_its_column_alike_in_java_the_live_validator_and_re
     finally:
         live.close()
     assert min(checked.values()) > 500, checked
+
+
+#: event_time values for DW_EVENT_MILLIS: integers of every length up to beyond 64 bits (one whose low 64
+#: bits are an in-range time), decimals, exponents, signs, RFC 3339 texts, and things that are no time.
+EVENT_TIMES = [str(T), str(T + 999), "-" + str(T), "0", "-0", str(T) + "1", "946684800000", "946684799999",
+               "4102444799999", "4102444800000", "999999999999999999", "9223372036854775807",
+               "9223372036854775808", str(2**64 + T), str(-(2**64) + T), str(2**65 + T), str(T) + ".9",
+               str(T) + ".5", "1.7672256e12", "1.7672256E+12", "17672256000000e-1", "1e400", '"2026-01-01T00:00:01Z"',
+               '"2026-01-01T00:00:01.999+01:00"', '"2026-01-01"', '"' + str(T) + '"', "null", "true", '"x"']
+
+
+def test_java_event_time_is_pythons_for_every_event_it_keeps():
+    """DW_EVENT_MILLIS (Java's event time, which places every record's window and moves its partition's
+    watermark) gives Python's ``parse_event_time`` value for each valid one, and nothing where Python
+    rejects the event time: a huge integer is not read as its low 64 bits (2**64 + T is not T)."""
+    from pyflink.table import DataTypes
+
+    from jobs.flink_env import make_table_env
+    from schemas.events import parse_event_time
+
+    payloads = [f'{{"event_time": {t}, "model": "m", "features": {{}}}}'.encode() for t in EVENT_TIMES]
+    _, t_env = make_table_env(checkpoint_interval_ms=0, streaming=False)
+    table = t_env.from_elements(list(enumerate(payloads)), DataTypes.ROW([DataTypes.FIELD("i", DataTypes.INT()),
+                                                                         DataTypes.FIELD("v", DataTypes.BYTES())]),
+                                verify_schema=False)
+    t_env.create_temporary_view("times", table)
+    with t_env.execute_sql("SELECT i, DW_EVENT_MILLIS(v) FROM times").collect() as results:
+        java = {row[0]: row[1] for row in results}
+    for i, payload in enumerate(payloads):
+        try:
+            python = parse_event_time(orjson.loads(payload)["event_time"])
+        except InvalidEventError:
+            python = None
+        except orjson.JSONDecodeError:
+            python = None
+        if python is not None:
+            assert java[i] == python, payload
+        else:
+            assert java[i] is None, (payload, java[i])

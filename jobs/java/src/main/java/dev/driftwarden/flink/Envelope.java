@@ -11,7 +11,7 @@ import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.StreamReadFea
 
 /**
  * The top-level fields the job needs in Java, read with one streaming pass over the raw bytes (no
- * tree, no JSON path): {@code event_time} as text, {@code model} and the {@code features}
+ * tree, no JSON path): {@code event_time} as text with its JSON type, {@code model} and the {@code features}
  * object's scalars. Like the Python validation (orjson), a repeated key keeps its last value;
  * malformed JSON gives null fields.
  *
@@ -43,6 +43,7 @@ final class Envelope {
 
     private final byte[] source;  // a private copy of the bytes read, to recognise the same record
     final String eventTime;
+    final JsonToken eventTimeToken;  // what event_time was in the JSON: a string, an integer, another number
     final String model;
     final EventFeatures features;  // null when absent or not an object
     final Double prediction;  // the prediction of a plain record: null when absent or null
@@ -52,10 +53,11 @@ final class Envelope {
     Object cachedFor;  // the FeatureColumns spec whose row is cached
     Object cachedRow;
 
-    private Envelope(byte[] source, String eventTime, String model, EventFeatures features, Double prediction,
-                     boolean plain) {
+    private Envelope(byte[] source, String eventTime, JsonToken eventTimeToken, String model, EventFeatures features,
+                     Double prediction, boolean plain) {
         this.source = source;
         this.eventTime = eventTime;
+        this.eventTimeToken = eventTimeToken;
         this.model = model;
         this.features = features;
         this.prediction = prediction;
@@ -79,7 +81,7 @@ final class Envelope {
     /** Epoch milliseconds of {@code event_time}, computed once per envelope (see {@link EventTimeMillis}). */
     Long eventMillis() {
         if (!eventMillisKnown) {
-            eventMillis = EventTimeMillis.fromText(eventTime);
+            eventMillis = EventTimeMillis.of(eventTime, eventTimeToken);
             eventMillisKnown = true;
         }
         return eventMillis;
@@ -87,6 +89,7 @@ final class Envelope {
 
     private static Envelope read(byte[] value) {
         String eventTime = null;
+        JsonToken eventTimeToken = null;
         String model = null;
         EventFeatures features = null;
         Double prediction = null;
@@ -104,6 +107,7 @@ final class Envelope {
                 seen |= bit;
                 if (bit == EVENT_TIME) {
                     eventTime = scalarText(parser, token);
+                    eventTimeToken = token;
                     plain &= plainEventTime(parser, token, eventTime);
                 } else if (bit == MODEL) {
                     model = token == JsonToken.VALUE_STRING ? parser.getText() : null;
@@ -125,11 +129,11 @@ final class Envelope {
         } catch (IOException e) {
             return broken(value);
         }
-        return new Envelope(value, eventTime, model, features, prediction, plain && features != null);
+        return new Envelope(value, eventTime, eventTimeToken, model, features, prediction, plain && features != null);
     }
 
     private static Envelope broken(byte[] value) {
-        return new Envelope(value, null, null, null, null, false);
+        return new Envelope(value, null, null, null, null, null, false);
     }
 
     private static int fieldBit(String field) {
