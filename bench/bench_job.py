@@ -1,6 +1,6 @@
 """End-to-end throughput of the streaming drift job vs a plain Flink SQL window over the same topic.
 
-    .venv/bin/python bench/bench_job.py [--events 1000000] [--steady-rounds 3]
+    .venv/bin/python bench/bench_job.py [--events 1000000] [--first-rounds 3] [--steady-rounds 3]
                                         [--compare-reporter | --malformed-share 0.01 | --segments 20]
 
 Pre-fills a real Kafka topic with events of 20 numeric + 5 categorical features, then runs, on
@@ -10,7 +10,9 @@ same JSON (Flink's own `json` format). The headline is each pipeline's first run
 in a process of its own (its own JVM: the engine's code that both pipelines run is compiled by the
 JIT for each alone; in one JVM the second pipeline would find it compiled by the first), its
 start-up measured on an empty topic (after one warm-up job: the first job of the process also starts
-the JVM) and subtracted. The JIT compiler's warm-up (about 3-5 s of CPU in the first run over data,
+the JVM) and subtracted; the pipelines take turns for ``--first-rounds`` rounds and the medians are
+printed with each round's ratios (one run each is one draw of a shared machine's load: single first runs
+have read from 0.49 to 0.62 on this machine). The JIT compiler's warm-up (about 3-5 s of CPU in the first run over data,
 the engine's data paths) is not in that start-up, so the steady state is measured too, in this
 process: once each pipeline has run over the topic,
 a second run over the whole topic less a run over its first half (the same events) is the second
@@ -737,6 +739,16 @@ def first_run(pipeline: str, full: str, empty: str) -> dict:
             "peak_rss": rss.peak, "pid": os.getpid(), "jvm_pids": jvms}
 
 
+def first_run_rounds(full: str, empty: str, rounds: int) -> dict[str, list[dict]]:
+    """:func:`first_run_in_own_process` of each pipeline ``rounds`` times, the pipelines taking turns within
+    each round (as :func:`steady_rounds`): one run each is one draw of a shared machine's load."""
+    out: dict[str, list[dict]] = {pipeline: [] for pipeline in PIPELINES}
+    for _ in range(rounds):
+        for pipeline in PIPELINES:
+            out[pipeline].append(first_run_in_own_process(pipeline, full, empty))
+    return out
+
+
 def first_run_in_own_process(pipeline: str, full: str, empty: str) -> dict:
     """:func:`first_run` of ``pipeline`` in a fresh process of this script (its own JVM), with this run's
     parallelism and windows: no other pipeline has warmed the JIT compiler up for it."""
@@ -755,19 +767,25 @@ def first_run_in_own_process(pipeline: str, full: str, empty: str) -> dict:
 FIRST_RUN_MARK = "first run: "
 
 
-def print_first_runs(events: int, dw: dict, plain: dict, after_dw: dict[str, float]) -> None:
-    """Print both pipelines' first runs (:func:`first_run`, each in its own JVM), their ratios, and plain
+def print_first_runs(events: int, dw: list[dict], plain: list[dict], after_dw: dict[str, float]) -> None:
+    """Print both pipelines' first runs (:func:`first_run_rounds`: each in its own JVM, one pair per round),
+    the median rates, CPU per event and ratios (each round's ratios when there were several), and plain
     Flink's first run in a JVM the drift job had warmed up (``after_dw``: what the bench measured before)."""
-    dw_rate, plain_rate = (events / max(r["wall"] - r["startup"], 1e-9) for r in (dw, plain))
-    print(f"driftwarden job : {dw_rate:>10,.0f} events/s  ({dw['wall']:.1f} s total, {dw['startup']:.1f} s start-up; "
-          f"its first run over the topic, in its own JVM)")
-    print(f"plain Flink SQL : {plain_rate:>10,.0f} events/s  ({plain['wall']:.1f} s total, {plain['startup']:.1f} s "
-          f"start-up; the same)")
-    print(f"ratio driftwarden / plain Flink: {dw_rate / plain_rate:.2f}")
-    dw_cpu, plain_cpu = (1e6 * max(r["cpu"] - r["startup_cpu"], 1e-9) / events for r in (dw, plain))
+    rates = [[events / max(r["wall"] - r["startup"], 1e-9) for r in runs] for runs in (dw, plain)]
+    cpus = [[1e6 * max(r["cpu"] - r["startup_cpu"], 1e-9) / events for r in runs] for runs in (dw, plain)]
+    walls = [a / b for a, b in zip(*rates)]
+    cpu_ratios = [b / a for a, b in zip(*cpus)]
+    dw_rate, plain_rate = (float(np.median(r)) for r in rates)
+    median = f"the median of {len(walls)} rounds, " if len(walls) > 1 else ""
+    print(f"driftwarden job : {dw_rate:>10,.0f} events/s  ({median}its first run over the topic in its own JVM, "
+          f"start-up subtracted: {np.median([r['startup'] for r in dw]):.1f} s)")
+    print(f"plain Flink SQL : {plain_rate:>10,.0f} events/s  ({median}the same: "
+          f"{np.median([r['startup'] for r in plain]):.1f} s)")
+    rounds = (f"; each round (the pipelines in turn; wall / CPU): "
+              + ", ".join(f"{w:.2f} / {c:.2f}" for w, c in zip(walls, cpu_ratios))) if len(walls) > 1 else ""
+    print(f"ratio driftwarden / plain Flink: {np.median(walls):.2f} (wall) / {np.median(cpu_ratios):.2f} (CPU){rounds}")
     print(f"CPU per event (the process, the JVM, any Python workers; start-up subtracted; steadier than wall time on a "
-          f"shared machine): driftwarden {dw_cpu:.1f} us, plain Flink {plain_cpu:.1f} us, ratio plain / driftwarden "
-          f"{plain_cpu / dw_cpu:.2f}")
+          f"shared machine): driftwarden {np.median(cpus[0]):.1f} us, plain Flink {np.median(cpus[1]):.1f} us")
     warmed = events / max(after_dw["wall"] - after_dw["startup"], 1e-9)
     print(f"plain Flink's first run in a JVM the drift job had run in (its engine code compiled by the JIT already; "
           f"this bench's headline before 2026-12-02): {warmed:,.0f} events/s, ratio {dw_rate / warmed:.2f}")
@@ -801,6 +819,9 @@ def main() -> None:
     parser.add_argument("--scrape-interval", type=float, default=15.0,
                         help="seconds between scrapes with --compare-reporter (deploy/prometheus: 15; the local "
                              "test Prometheus of scripts/services.sh: 1)")
+    parser.add_argument("--first-rounds", type=int, default=3,
+                        help="rounds of the first runs (the headline: both pipelines in turn in each, each run in a "
+                             "JVM of its own); the median and each round's ratios are printed")
     parser.add_argument("--steady-rounds", type=int, default=3,
                         help="rounds of the steady-state measurement (both pipelines in turn in each); the median "
                              "is printed, and each round's ratios")
@@ -838,7 +859,7 @@ def main() -> None:
     fill_topic(fast, args.state_events, 1000)
     fill_topic(slow, args.state_events // 4, 250)  # same windows, a quarter of the rate
 
-    first = {pipeline: first_run_in_own_process(pipeline, full, empty) for pipeline in PIPELINES}
+    first = first_run_rounds(full, empty, args.first_rounds)
     run_driftwarden(empty, folder / f"{run}-warm.db")  # the first job of the process also starts the JVM
     run_driftwarden(full, folder / f"{run}-full.db")  # warms the drift job's paths up for its steady state
     after_dw = {"startup": timed(run_plain_flink, empty)[0], "wall": timed(run_plain_flink, full)[0]}
@@ -853,7 +874,8 @@ def main() -> None:
     features = len(NUMERIC) + len(CATEGORICAL)
     print_steady_state(args.events - args.events // 2, steady["driftwarden"], steady["plain"])
     print(f"peak RSS of the client process (PyFlink runs the Python functions in it), the Flink JVM and any "
-          f"Python workers, the drift job's first run: {first['driftwarden']['peak_rss'] / 2**20:,.0f} MiB")
+          f"Python workers, the drift job's first runs (the largest): "
+          f"{max(r['peak_rss'] for r in first['driftwarden']) / 2**20:,.0f} MiB")
     for label, window, checkpoint in (("1000 events/s", fast_window, fast_checkpoint),
                                       (" 250 events/s", slow_window, slow_checkpoint)):
         print(f"state at {label}: {window / 1024:,.1f} KiB per open window ({window / features / 1024:,.1f} KiB "

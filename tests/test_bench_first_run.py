@@ -37,3 +37,25 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_first_runs_take_turns_and_the_headline_is_the_median_round(monkeypatch, capsys) -> None:
+    """The pipelines' first runs alternate round by round, and the printed ratios are the medians of the
+    rounds' ratios, each round's listed (stand-in runs: the bench's process handling is tested above)."""
+    bench = load_bench("bench_job")
+    order, walls = [], {"driftwarden": iter([20.0, 10.0, 40.0]), "plain": iter([10.0, 10.0, 10.0])}
+
+    def fake_run(pipeline: str, full: str, empty: str) -> dict:
+        order.append(pipeline)
+        wall = next(walls[pipeline])
+        return {"startup": 0.0, "startup_cpu": 0.0, "wall": wall, "cpu": 2 * wall, "peak_rss": 2**30}
+
+    monkeypatch.setattr(bench, "first_run_in_own_process", fake_run)
+    first = bench.first_run_rounds("full", "empty", 3)
+    assert order == ["driftwarden", "plain"] * 3
+    bench.print_first_runs(1_000_000, first["driftwarden"], first["plain"], {"startup": 0.0, "wall": 10.0})
+    out = capsys.readouterr().out
+    # round ratios 0.50, 1.00, 0.25: the median is the first round's, not the mean (0.58) nor a pooled rate
+    assert "ratio driftwarden / plain Flink: 0.50 (wall) / 0.50 (CPU)" in out
+    assert "0.50 / 0.50, 1.00 / 1.00, 0.25 / 0.25" in out
+    assert "driftwarden job :     50,000 events/s" in out
