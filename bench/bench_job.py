@@ -34,12 +34,13 @@ only: good events/s and CPU per good event, dirty / clean, and malformed records
 ``--segments 20``: instead, the topic's events carry one more categorical feature, ``country`` (40
 values, Zipf volumes, seeded); a reference file is built by `reference build`'s function (with
 segments by country, top 20) from a training snapshot of the same generator; the job then runs with
-that reference file (file mode both times) with country configured and no segments, with segments
-``{by: [country], top: 20, min_count: 200}``, and without again: events/s and CPU per event (start-up
-subtracted), the bytes of the summary each window's aggregate emits (kind 17 / kind 18), the sink's judging
+that reference file (file mode both times) with country configured and no segments, and with segments
+``{by: [country], top: 20, min_count: 200}``, in turns (``--segment-rounds`` segmented runs, each between
+two unsegmented ones): events/s and CPU per event (start-up subtracted), the bytes of the summary each window's aggregate emits (kind 17 / kind 18), the sink's judging
 of such a summary in process (decode and judge, as `AnalyzeWindow` does but the store; ms per window and the
 (segment, feature) cells the gate scored), where the CPU per event goes by process and thread (client, JVM thread groups, Python workers) in both, and the ratio
-segmented / unsegmented (target >= 0.7); then both in the steady state, as above (the JIT compiler's
+segmented / unsegmented (target >= 0.7; each segmented run against the mean wall time and CPU per event of
+the two unsegmented runs around it, the median of the runs); then both in the steady state, as above (the JIT compiler's
 warm-up, which differs between the two jobs, left out).
 """
 
@@ -590,10 +591,11 @@ def stored_segment_rows(store: Path) -> tuple[int, float, float]:
 
 
 def compare_segments(events: int, full: str, half: str, empty: str, folder: Path, run: str, segments: int,
-                     train_windows: int) -> None:
+                     train_windows: int, rounds: int = 2) -> None:
     """The job with the segment feature but no segments, and with segments by it (top ``segments``), both
     against one reference file (built with segments): events/s, CPU per event and summary bytes per window,
-    and both once warm (:func:`steady_state` over ``half``, the first half of ``full``)."""
+    and both once warm (:func:`steady_state` over ``half``, the first half of ``full``). ``rounds``
+    segmented runs, each between two unsegmented ones (:func:`segment_ratios`)."""
     reference = folder / f"{run}-segments.dwref"
     started = time.perf_counter()
     build_segment_reference(reference, segments, train_windows)
@@ -609,7 +611,7 @@ def compare_segments(events: int, full: str, half: str, empty: str, folder: Path
     cpus: dict[bool, list[float]] = {False: [], True: []}
     where: dict[bool, list[dict[str, float]]] = {False: [], True: []}
     stores = {}
-    for i, flag in enumerate((False, True, False)):  # off, on, off: a drift of the machine's load cancels out
+    for i, flag in enumerate([False] + [True, False] * rounds):  # off, on, off, ...: a drift of the load cancels out
         stores[flag] = folder / f"{run}-full-{i}.db"
         total, total_cpu = timed_by_thread(run_driftwarden, full, stores[flag], None, configs[flag][1])
         startup, startup_cpu = startups[flag]
@@ -639,15 +641,32 @@ def compare_segments(events: int, full: str, half: str, empty: str, folder: Path
           f"{judging[True][0]:.1f} ms for {judging[True][1]} ({judging[True][0] / judging[False][0]:.1f}x; "
           f"{1000 * judging[True][0] / max(judging[True][1], 1):.0f} us per scored cell, all of the judging counted)")
     print_cpu_by_where(where)
-    rate_ratio = rates[True][0] / float(np.mean(rates[False]))
-    cpu_ratio = float(np.mean(cpus[False])) / cpus[True][0]
-    print(f"ratio segmented / unsegmented (mean of the two unsegmented runs around it): throughput {rate_ratio:.3f}, "
-          f"CPU per event (unsegmented / segmented) {cpu_ratio:.3f}; target >= 0.7 at 20 segments")
+    walls = segment_ratios([1e6 / r for r in rates[False]], [1e6 / r for r in rates[True]])
+    cpu_ratios = segment_ratios(cpus[False], cpus[True])
+    each = (f"; each segmented run (throughput / CPU): "
+            + ", ".join(f"{w:.3f} / {c:.3f}" for w, c in zip(walls, cpu_ratios))) if rounds > 1 else ""
+    print(f"ratio segmented / unsegmented (each segmented run against the two unsegmented runs around it, their "
+          f"wall time and CPU per event averaged{', the median of the runs' if rounds > 1 else ''}): throughput "
+          f"{np.median(walls):.3f}, CPU per event (unsegmented / segmented) {np.median(cpu_ratios):.3f}{each}; "
+          f"target >= 0.7 at 20 segments")
     steady = {flag: steady_state(lambda topic, store, flag=flag: run_driftwarden(
                   topic, store, None, config_for(topic, segments, flag, str(reference))), half, full,
                   folder / f"{run}-steady-{int(flag)}")
               for flag in (False, True)}
     print_steady_state(events - events // 2, [steady[True]], [steady[False]], ("segmented", "unsegmented"))
+
+
+def segment_ratios(unsegmented: list[float], segmented: list[float]) -> list[float]:
+    """Per segmented run ``j`` (run between unsegmented runs ``j`` and ``j + 1``): the unsegmented cost per event,
+    the mean of those two, over its own; costs are wall or CPU time per event, so a throughput ratio averages the
+    neighbours' times (the rate over their events together), as the CPU ratio does.
+
+    >>> segment_ratios([10.0, 30.0, 20.0], [25.0, 20.0])
+    [0.8, 1.25]
+    """
+    if len(unsegmented) != len(segmented) + 1:
+        raise ValueError(f"{len(segmented)} segmented runs need {len(segmented) + 1} unsegmented around them")
+    return [(unsegmented[j] + unsegmented[j + 1]) / 2 / cost for j, cost in enumerate(segmented)]
 
 
 def print_cpu_by_where(where: dict[bool, list[dict[str, float]]], at_least_us: float = 0.3) -> None:
@@ -812,6 +831,9 @@ def main() -> None:
                              "(country, 2N values of Zipf volumes) and the drift job runs with it unsegmented and "
                              "segmented by it (top N, min_count 200), both against one reference file built with "
                              "segments: events/s, CPU per event, summary bytes per window, the ratio")
+    parser.add_argument("--segment-rounds", type=int, default=2,
+                        help="with --segments: segmented runs, each between two unsegmented ones (the median ratio "
+                             "and each run's are printed)")
     parser.add_argument("--train-windows", type=int, default=12,
                         help="windows of the training snapshot the --segments reference file is built from")
     parser.add_argument("--compare-reporter", action="store_true",
@@ -847,7 +869,8 @@ def main() -> None:
     fill_topic(full, args.events, 1000, segments=args.segments)
     if args.segments > 0:
         fill_topic(half, args.events // 2, 1000, segments=args.segments)  # the full topic's first half
-        compare_segments(args.events, full, half, empty, folder, run, args.segments, args.train_windows)
+        compare_segments(args.events, full, half, empty, folder, run, args.segments, args.train_windows,
+                         args.segment_rounds)
         return
     if args.compare_reporter:
         compare_reporter(args.events, full, empty, folder, run, args.scrape_interval)

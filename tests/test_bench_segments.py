@@ -7,6 +7,7 @@ from collections import Counter
 from itertools import islice
 
 import numpy as np
+import pytest
 from scipy import stats
 
 from tests.conftest import load_bench
@@ -52,3 +53,11 @@ def test_the_sinks_judging_figure_judges_the_segments_as_the_sink_does(tmp_path,
         summaries = BENCH.bench_summaries(config, reference, 3_000, 2)
         ms, cells = BENCH.sink_judging(config, reference, summaries, repeats=1)
         assert cells == features * judged and ms > 0
+
+
+def test_each_segmented_run_is_judged_against_the_mean_cost_of_its_two_neighbours():
+    """A segmented run's ratio averages its unsegmented neighbours' time per event (10 and 30 us: 20 us, the rate
+    over their events together), not their rates (which would make it 15 us), for wall time as for CPU."""
+    assert BENCH.segment_ratios([10.0, 30.0, 20.0], [25.0, 20.0]) == pytest.approx([0.8, 1.25])
+    with pytest.raises(ValueError, match="need 3 unsegmented"):
+        BENCH.segment_ratios([10.0, 30.0], [25.0, 20.0])
