@@ -12,7 +12,7 @@ JIT for each alone; in one JVM the second pipeline would find it compiled by the
 start-up measured on an empty topic (after one warm-up job: the first job of the process also starts
 the JVM) and subtracted; the pipelines take turns for ``--first-rounds`` rounds and the medians are
 printed with each round's ratios (one run each is one draw of a shared machine's load: single first runs
-have read from 0.49 to 0.62 on this machine). The JIT compiler's warm-up (about 3-5 s of CPU in the first run over data,
+read from 0.49 to 0.83 on this machine in one day). The JIT compiler's warm-up (about 3-5 s of CPU in the first run over data,
 the engine's data paths) is not in that start-up, so the steady state is measured too, in this
 process: once each pipeline has run over the topic,
 a second run over the whole topic less a run over its first half (the same events) is the second
