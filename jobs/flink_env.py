@@ -135,6 +135,9 @@ def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, i
         env.enable_checkpointing(checkpoint_interval_ms, CheckpointingMode.EXACTLY_ONCE)
     settings = EnvironmentSettings.in_streaming_mode() if streaming else EnvironmentSettings.in_batch_mode()
     t_env = StreamTableEnvironment.create(env, environment_settings=settings)
+    # PyFlink loads these through the context class loader of the gateway thread that serves the call, and
+    # put the job's jars on one thread's only: make sure of the thread serving these (a CI run once missed them)
+    _jvm_with_job_jars()
     t_env.create_java_temporary_system_function("DW_EVENT_MILLIS", EVENT_MILLIS_UDF)
     t_env.create_java_temporary_system_function("DW_MODEL", EVENT_MODEL_UDF)
     t_env.create_java_temporary_system_function("DW_FEATURES", FEATURE_COLUMNS_UDF)
