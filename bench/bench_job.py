@@ -703,17 +703,30 @@ def steady_rounds(runs: dict[str, tuple], half: str, full: str, rounds: int) -> 
     return out
 
 
+def round_ratios(events: int, first: list[tuple[float, float]], second: list[tuple[float, float]],
+                 ) -> tuple[list[list[float]], list[list[float]], list[float], list[float]]:
+    """From two pipelines' (wall, CPU) seconds for ``events`` events, one pair per round: each one's rates and
+    CPU us per event, and each round's ratios, the first over the second (wall: rates; CPU: the second's CPU
+    per event over the first's)."""
+    rates = [[events / max(wall, 1e-9) for wall, _ in runs] for runs in (first, second)]
+    cpus = [[1e6 * max(cpu, 1e-9) / events for _, cpu in runs] for runs in (first, second)]
+    return rates, cpus, [a / b for a, b in zip(*rates)], [b / a for a, b in zip(*cpus)]
+
+
+def each_round(walls: list[float], cpu_ratios: list[float], prefix: str) -> str:
+    """``prefix`` and each round's "wall / CPU" ratios, when there were several rounds; else nothing."""
+    if len(walls) < 2:
+        return ""
+    return prefix + ", ".join(f"{w:.2f} / {c:.2f}" for w, c in zip(walls, cpu_ratios))
+
+
 def print_steady_state(events: int, first: list[tuple[float, float]], second: list[tuple[float, float]],
                        names: tuple[str, str] = ("driftwarden", "plain Flink")) -> None:
     """Print two pipelines' steady state (:func:`steady_state`: the wall and CPU seconds that ``events``
     more events took, one pair per round) and the ratios, the first over the second (``names``: theirs):
     the medians, and each round's ratios when there were several."""
-    rates = [[events / max(wall, 1e-9) for wall, _ in runs] for runs in (first, second)]
-    cpus = [[1e6 * max(cpu, 1e-9) / events for _, cpu in runs] for runs in (first, second)]
-    walls = [a / b for a, b in zip(*rates)]
-    cpu_ratios = [b / a for a, b in zip(*cpus)]
-    rounds = (f"; median of {len(walls)} rounds, each (wall / CPU): "
-              + ", ".join(f"{w:.2f} / {c:.2f}" for w, c in zip(walls, cpu_ratios))) if len(walls) > 1 else ""
+    rates, cpus, walls, cpu_ratios = round_ratios(events, first, second)
+    rounds = each_round(walls, cpu_ratios, f"; median of {len(walls)} rounds, each (wall / CPU): ")
     print(f"steady state, the topic's second half, warm (once warm, a run over the whole topic less one over its "
           f"first half): {names[0]} {np.median(rates[0]):,.0f} events/s, {np.median(cpus[0]):.1f} us CPU per event; "
           f"{names[1]} {np.median(rates[1]):,.0f} events/s, {np.median(cpus[1]):.1f} us; ratio "
@@ -790,18 +803,15 @@ def print_first_runs(events: int, dw: list[dict], plain: list[dict], after_dw: d
     """Print both pipelines' first runs (:func:`first_run_rounds`: each in its own JVM, one pair per round),
     the median rates, CPU per event and ratios (each round's ratios when there were several), and plain
     Flink's first run in a JVM the drift job had warmed up (``after_dw``: what the bench measured before)."""
-    rates = [[events / max(r["wall"] - r["startup"], 1e-9) for r in runs] for runs in (dw, plain)]
-    cpus = [[1e6 * max(r["cpu"] - r["startup_cpu"], 1e-9) / events for r in runs] for runs in (dw, plain)]
-    walls = [a / b for a, b in zip(*rates)]
-    cpu_ratios = [b / a for a, b in zip(*cpus)]
+    rates, cpus, walls, cpu_ratios = round_ratios(
+        events, *([(r["wall"] - r["startup"], r["cpu"] - r["startup_cpu"]) for r in runs] for runs in (dw, plain)))
     dw_rate, plain_rate = (float(np.median(r)) for r in rates)
     median = f"the median of {len(walls)} rounds, " if len(walls) > 1 else ""
     print(f"driftwarden job : {dw_rate:>10,.0f} events/s  ({median}its first run over the topic in its own JVM, "
           f"start-up subtracted: {np.median([r['startup'] for r in dw]):.1f} s)")
     print(f"plain Flink SQL : {plain_rate:>10,.0f} events/s  ({median}the same: "
           f"{np.median([r['startup'] for r in plain]):.1f} s)")
-    rounds = (f"; each round (the pipelines in turn; wall / CPU): "
-              + ", ".join(f"{w:.2f} / {c:.2f}" for w, c in zip(walls, cpu_ratios))) if len(walls) > 1 else ""
+    rounds = each_round(walls, cpu_ratios, "; each round (the pipelines in turn; wall / CPU): ")
     print(f"ratio driftwarden / plain Flink: {np.median(walls):.2f} (wall) / {np.median(cpu_ratios):.2f} (CPU){rounds}")
     print(f"CPU per event (the process, the JVM, any Python workers; start-up subtracted; steadier than wall time on a "
           f"shared machine): driftwarden {np.median(cpus[0]):.1f} us, plain Flink {np.median(cpus[1]):.1f} us")
