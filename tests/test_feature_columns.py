@@ -278,9 +278,7 @@ def test_java_event_time_is_pythons_for_every_event_it_keeps():
     for i, payload in enumerate(payloads):
         try:
             python = parse_event_time(orjson.loads(payload)["event_time"])
-        except InvalidEventError:
-            python = None
-        except orjson.JSONDecodeError:
+        except (InvalidEventError, orjson.JSONDecodeError):
             python = None
         if python is not None:
             assert java[i] == python, payload

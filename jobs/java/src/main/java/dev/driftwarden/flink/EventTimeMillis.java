@@ -18,7 +18,7 @@ import org.apache.flink.table.functions.ScalarFunction;
 public class EventTimeMillis extends ScalarFunction {
     static final long MIN_EVENT_MS = 946_684_800_000L;
     static final long MAX_EVENT_MS = 4_102_444_800_000L;
-    private static final int LONG_DIGITS = 18;  // any integer of this many characters fits a long
+    private static final int LONG_DIGITS = 18;  // any integer of at most this many characters fits a long
 
     public Long eval(byte[] value) {
         return Envelope.parse(value).eventMillis();
