@@ -27,6 +27,7 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {
     "alerting": (["bench_alerting.py"], ["--windows", "200", "--groups", "50", "--scrape-rows", "10000"]),
     "replay": (["bench_replay.py"], ["--events", "100000"]),
     "job": (["bench_job.py"], ["--events", "100000"]),
+    "ceiling": (["fused_ceiling.py"], ["--events", "100000", "--rounds", "1"]),
     "scrape": (["scrape_cost.py"], ["--scrapes", "30"]),
     "latency": (["bench_latency.py", "cpu"], ["--min-duration", "0.2"]),
 }
