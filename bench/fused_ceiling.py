@@ -10,7 +10,9 @@ source (bench/java/.../FusedCeiling.java: the job's own Envelope, FeatureColumns
 Summaries.accumulate; no exchange, no row of 31 columns), and plain Flink SQL's TUMBLE COUNT + AVG
 (bench_job.py's baseline), and the drift job itself (bench_job.py's first run of it), each pipeline's
 first run in a JVM of its own, the pipelines in turns, over bench_job.py's topic. It also runs
-``parse``: the fused operator stopped after the features (the floor: reading alone).
+``parse``: the fused operator stopped after the features (the floor: reading alone), and ``function``: the
+same work as a process table function partitioned by Kafka partition (the SQL-native way to fuse it: one
+exchange of each raw record, the mark in the function's state; its open summaries outside the state).
 
 The fused operator leaves out what a real job needs besides (checkpointed state, the Python path of
 records Java does not vouch for and the dead letters, the merge of partial summaries, the analysis
@@ -42,9 +44,9 @@ from bench_job import BOOTSTRAP, each_round, fill_topic, round_ratios  # noqa: E
 
 JAVA_SOURCE = Path(__file__).resolve().parent / "java" / "dev" / "driftwarden" / "flink" / "FusedCeiling.java"
 MAIN_CLASS = "dev.driftwarden.flink.FusedCeiling"
-#: The pipelines, in the order each round runs them: FusedCeiling's two, then the drift job and plain Flink
+#: The pipelines, in the order each round runs them: FusedCeiling's three, then the drift job and plain Flink
 #: SQL as bench_job.py runs them (its first runs, each in a process of its own): the job beside its ceiling.
-PIPELINES = ("fused", "parse", "driftwarden", "plain")
+PIPELINES = ("fused", "parse", "function", "driftwarden", "plain")
 #: The line of FusedCeiling's output that carries its figures (JSON after it).
 FIGURES_MARK = "figures: "
 
@@ -197,7 +199,7 @@ def print_rounds(events: int, runs: dict[str, list[dict]], per_window_events: in
         rates, cpus, _, _ = round_ratios(events, per_run[name], per_run[name])
         print(f"{name:>11}: {np.median(rates[0]):>10,.0f} events/s, {np.median(cpus[0]):5.1f} us CPU per event "
               f"(median of {len(rates[0])} first runs, start-up subtracted)")
-    for name in ("fused", "parse", "driftwarden"):
+    for name in ("fused", "parse", "function", "driftwarden"):
         _, _, walls, cpu_ratios = round_ratios(events, per_run[name], per_run["plain"])
         print(f"{name} / plain Flink SQL: {np.median(walls):.2f} (wall) / {np.median(cpu_ratios):.2f} (CPU)"
               + each_round(walls, cpu_ratios, "; each round (wall / CPU): "))
