@@ -74,15 +74,17 @@ CATEGORICAL = [f"c{i}" for i in range(5)]
 
 
 def fill_topic(topic: str, events: int, per_second_of_event_time: int, malformed_share: float = 0.0,
-               segments: int = 0) -> int:
-    """Create a 2-partition topic holding ``events`` JSON events (:func:`bench_features`, with
+               segments: int = 0, partitions: int = 2) -> int:
+    """Create a topic of ``partitions`` partitions holding ``events`` JSON events (:func:`bench_features`, with
     ``segments``) and, among them, malformed records (tests/hostile_corpus.py: each rejected by
-    validation) making ``malformed_share`` of all records; returns how many malformed records it holds."""
+    validation) making ``malformed_share`` of all records; returns how many malformed records it holds.
+    The producer is idempotent: a partition holds its records in the order they were produced."""
     admin = AdminClient({"bootstrap.servers": BOOTSTRAP})
-    for future in admin.create_topics([NewTopic(topic, 2, 1)]).values():
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
         future.result(30)
     producer = Producer({"bootstrap.servers": BOOTSTRAP, "linger.ms": 50, "batch.size": 1_000_000,
-                         "compression.type": "lz4", "queue.buffering.max.messages": 1_000_000})
+                         "compression.type": "lz4", "queue.buffering.max.messages": 1_000_000,
+                         "enable.idempotence": True})
     step = 1000 / per_second_of_event_time
     bad = _malformed_by_position(events, step, malformed_share)
     for i, features in enumerate(bench_features(events, segments)):

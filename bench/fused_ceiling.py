@@ -113,8 +113,10 @@ def check_summaries(classes: Path, folder: Path) -> int:
     topic, empty = (f"fused-check-{kind}-{uuid.uuid4().hex[:6]}" for kind in ("full", "empty"))
     config = bench_job.config_for(topic)
     per_window = config.window.size_ms
-    maps = fill_one_partition(topic, 3 * per_window + per_window // 2)
-    fill_one_partition(empty, 1)
+    events = 3 * per_window + per_window // 2
+    fill_topic(topic, events, 1000, partitions=1)  # one event per millisecond; offset i holds event i
+    fill_topic(empty, 1, 1000, partitions=1)
+    maps = list(bench_job.bench_features(events))
     dump = folder / "summaries.hex"
     run_pipeline("fused", classes, write_specs(config, folder), topic, empty, config.window.out_of_orderness_ms, dump)
     java = [bytes.fromhex(line) for line in dump.read_text().split()]
@@ -128,25 +130,8 @@ def check_summaries(classes: Path, folder: Path) -> int:
     return len(java)
 
 
-def fill_one_partition(topic: str, events: int) -> list[dict]:
-    """A one-partition topic of ``events`` bench events (offset i: event i, 1,000 per second of event time)."""
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
-    import orjson
-
-    admin = AdminClient({"bootstrap.servers": BOOTSTRAP})  # kept: its futures fail once it is collected
-    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
-        future.result(30)
-    producer = Producer({"bootstrap.servers": BOOTSTRAP, "linger.ms": 50, "enable.idempotence": True})
-    maps = list(bench_job.bench_features(events))
-    for i, features in enumerate(maps):
-        producer.produce(topic, orjson.dumps({"event_time": bench_job.T0 + i, "model": "bench", "features": features}))
-    producer.flush(60)
-    return maps
-
-
 def python_summaries(topic: str, maps: list[dict], config, per_window: int) -> list[bytes]:
-    """Python's summary bytes of each window of a :func:`fill_one_partition` topic (the last one too: the
+    """Python's summary bytes of each window of :func:`check_summaries`' one-partition topic (the last one too: the
     bounded job fires it at the end of its input). One event per millisecond: a window of ``per_window`` ms
     holds ``per_window`` events."""
     from jobs.pipeline import WindowRows

@@ -87,7 +87,6 @@ public final class FusedCeiling {
         private final boolean parseOnly;
         private final boolean keep;
         private transient EventStep step;
-        private transient SummarySpec spec;
         private transient Map<Integer, Long> marks;
         private transient Map<Long, WindowSummary> open;
         private transient Counts counts;
@@ -104,7 +103,6 @@ public final class FusedCeiling {
         public void open() throws Exception {
             super.open();
             step = new EventStep(columnsSpec, aggregateSpec, outOfOrdernessMs, parseOnly);
-            spec = step.spec;
             marks = new HashMap<>();
             open = new HashMap<>();
             counts = new Counts();
@@ -124,7 +122,7 @@ public final class FusedCeiling {
         public void processWatermark(Watermark watermark) throws Exception {
             for (Iterator<Map.Entry<Long, WindowSummary>> it = open.entrySet().iterator(); it.hasNext(); ) {
                 Map.Entry<Long, WindowSummary> window = it.next();
-                if (window.getKey() + spec.windowMs - 1 <= watermark.getTimestamp()) {
+                if (window.getKey() + step.spec.windowMs - 1 <= watermark.getTimestamp()) {
                     byte[] bytes = window.getValue().toBytes();
                     if (keep) {
                         counts.summaries.put(window.getKey(), bytes);
@@ -213,6 +211,7 @@ public final class FusedCeiling {
         private final String aggregateSpec;
         private final long outOfOrdernessMs;
         private transient EventStep step;
+        private transient Map<Integer, Long> marks;  // the current partition's mark, from and back to the state
         private transient Map<Integer, Map<Long, WindowSummary>> open;
 
         public FusedFunction(String columnsSpec, String aggregateSpec, long outOfOrdernessMs) {
@@ -225,11 +224,13 @@ public final class FusedCeiling {
                          @ArgumentHint(name = "input", value = {ArgumentTrait.SET_SEMANTIC_TABLE, ArgumentTrait.REQUIRE_ON_TIME}) Row input) {
             if (step == null) {
                 step = new EventStep(columnsSpec, aggregateSpec, outOfOrdernessMs, false);
+                marks = new HashMap<>();
                 open = new HashMap<>();
             }
             int partition = input.<Integer>getFieldAs("partition");
-            Map<Integer, Long> marks = new HashMap<>(1);
-            if (state.mark != null) {
+            if (state.mark == null) {
+                marks.remove(partition);
+            } else {
                 marks.put(partition, state.mark);
             }
             Map<Long, WindowSummary> windows = open.computeIfAbsent(partition, p -> new HashMap<>());
