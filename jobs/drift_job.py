@@ -1,19 +1,27 @@
 """The streaming drift job: Kafka in, summaries per (model, window), gate, deep check, results out.
 
-Job graph (one Flink job; the per-event path stays in the JVM)::
+Job graph (one Flink job; the per-event path stays in the JVM, in the Kafka source's task)::
 
-    Kafka (raw JSON, per-partition watermarks on event time; event time and model read in Java)
-      ├─ turned away in the JVM, each kept by ValidateRecord (Python) in the dead letters
-      │  (store + <topic>.dlq) with its reason:
-      │    no readable event time or model (Python names the exact reason);
-      │    event time too far ahead of the record's Kafka timestamp: "future" (it never moved
-      │    the watermark: see jobs/source.py); late (its window already fired): "late"
-      └─ on time: features read in Java where Java can vouch for the record (DW_FEATURES), else
-         validated in Python (ValidateRecord again; rejects ─► dead letters)
-           └─► TUMBLE(model, shard) ─► WindowSummaryAgg (Java: histogram / capped counts /
-               bottom-k sample, per event; shards spread one model over every subtask)
-                 └─► TUMBLE(model) ─► MergeSummaries (Java: the partials, merged exactly)
+    Kafka source (raw JSON, per-partition watermarks on event time, read in Java)
+      └─ SourceSummaries (Java, chained to the source: no exchange, no row per event):
+         envelope, the partition's lateness mark, the features where Java can vouch for the record,
+         and the (model[, segment], window)'s partial summary (histogram / capped counts / bottom-k
+         sample), updated per event; partials leave when the watermark passes the window
+           ├─ partials ─────────────────────────────────────────────┐
+           └─ everything else, to ValidateRecord (Python):           │
+                turned away, kept in the dead letters (store +       │
+                <topic>.dlq) with its reason: no readable event time │
+                or model (Python names the exact reason); event time │
+                too far ahead of its Kafka timestamp: "future"; late │
+                (its window already fired in its partition): "late";│
+                not vouched for: validated (rejects ─► dead letters) │
+                  └─► TUMBLE(model, shard) ─► WindowSummaryAgg ──────┤ (partials)
+                                                                     └─► TUMBLE(model) ─► MergeSummaries
+                                                                         (the partials, merged exactly)
                        └─► analyze + store results and alerts (Python, once per window)
+
+One hot model is spread over the subtasks as the topic's partitions are: each source subtask keeps
+partials of the partitions it reads, and the partials merge.
 
 Invariant (tested): read = valid + rejected, and valid = windowed + late. A late record is kept
 as "late" without its features being validated.
@@ -32,86 +40,59 @@ from typing import Mapping
 from core.store import make_engine
 from jobs.dead_letters import REASON_SEPARATOR
 from jobs.feature_spec import FeatureColumnSpec
-from jobs.flink_env import StatementRunner, make_table_env, register_segment_function, register_window_aggregate
+from jobs.flink_env import (StatementRunner, make_table_env, register_segment_function, register_summary_source,
+                            register_window_aggregate)
 from jobs.segments import SegmentKey, other_key, segment_value
-from jobs.source import kafka_source_ddl, sql_literal
-from jobs.udfs import ENVELOPE, analyze_window_udf, validate_record_udtf
+from jobs.source import STARTUP_MODES
+from jobs.udfs import ENVELOPE, LATE, analyze_window_udf, validate_record_udtf
+from schemas.events import parse_event_time
 from schemas.config import MonitorConfig, load_config
 
 log = logging.getLogger(__name__)
 
-EVENT_MS = "COALESCE(DW_EVENT_MILLIS(`value`), 0)"
-ON_TIME = "NOT envelope_bad AND NOT `future` AND NOT late"
-
-
 def register(t_env, config: MonitorConfig, store_url: str, reference_path: str | None, bounded: bool,
              segments: Mapping[str, tuple] | None = None, parallelism: int = 1) -> None:
-    """Create the source, the sink table, the UDFs and the views of the job (``segments``: :func:`live_segments`;
-    ``parallelism``: the job's, which sets its shards: :func:`shard_count`)."""
-    t_env.execute_sql(kafka_source_ddl("events", config.source, config.window.out_of_orderness_ms, bounded,
-                                       config.window.watermark_emit, config.window.max_future_skew_ms))
-    t_env.execute_sql("CREATE TEMPORARY TABLE done (n INT) WITH ('connector' = 'blackhole')")
+    """Create the source task, the sink table, the UDFs and the views of the job (``segments``: :func:`live_segments`;
+    ``parallelism``: the job's, which sets the Python path's shards: :func:`shard_count`)."""
     spec = FeatureColumnSpec.from_config(config)
+    register_summary_source(t_env, source_settings(config, spec, bounded, segments or {}))
+    t_env.execute_sql("CREATE TEMPORARY TABLE done (n INT) WITH ('connector' = 'blackhole')")
     register_window_aggregate(t_env, "dw_window_summary", spec.aggregate_spec(config), segments_json(segments or {}))
     if segments:
         register_segment_function(t_env, "dw_segment", segment_spec_json(segments, spec))
     t_env.create_temporary_function("dw_validate", validate_record_udtf(config, store_url))
     t_env.create_temporary_function("dw_analyze", analyze_window_udf(config, store_url, reference_path))
-    size = config.window.size_ms
-    # envelope check in Java: no event time or no model -> dead letters (the sink names the exact
-    # reason); the features of records Java vouches for arrive as typed columns (jobs/feature_spec.py)
-    features_spec = sql_literal(spec.to_json())
-    t_env.execute_sql(f"""CREATE TEMPORARY VIEW checked AS
-SELECT `value`, `topic`, `partition`, `offset`, et, `future`, {EVENT_MS} AS event_ms, DW_MODEL(`value`) AS model,
-       DW_EVENT_MILLIS(`value`) IS NULL OR COALESCE(DW_MODEL(`value`), '') = '' AS envelope_bad,
-       DW_FEATURES(`value`, {features_spec}) AS f,
-       DW_PREVIOUS_MARK(CASE WHEN `future` THEN 0 ELSE {EVENT_MS} END - {config.window.out_of_orderness_ms})
-         OVER (PARTITION BY `topic`, `partition` ORDER BY pt ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
-         AS partition_mark
-FROM events""")
-    t_env.execute_sql(f"""CREATE TEMPORARY VIEW classified AS
-SELECT *, {late_sql(size)} AS late FROM checked""")
-    vouched = ", ".join(f"f.`{name}` AS `{name}`" for name in spec.names)
+    # what the source task did not summarize goes to Python once: turned away (dead letters) or validated
+    # (a row if valid), then into the window aggregate, in shards (and segments) as the source task's partials
     names = ", ".join(f"`{name}`" for name in ["unknown", *spec.names])
     validated = ", ".join(f"v.`{name}`" for name in ["unknown", *spec.names])
-    # everything else goes to Python once: turned away (dead letters) or validated (a row if valid).
-    # Each branch gives its rows' shard (and segment), in the column order of the window aggregate's
-    # input, so that the union feeds its exchange directly: any step after the union would be a task
-    # of its own, one more hand-over of every row (measured: 1.4 us per event in that task alone).
-    outer = ("SELECT model, " + (f"{segment_sql(segments, spec)} AS segment, " if segments else "")
-             + f"MOD(`offset`, {shard_count(parallelism)}) AS shard, event_ms, `topic`, `partition`, `offset`, "
-             + f"{names}, et FROM")
     t_env.execute_sql(f"""CREATE TEMPORARY VIEW valid_rows AS
-{outer} (
-  SELECT model, et, event_ms, `topic`, `partition`, `offset`, 0 AS `unknown`, {vouched}
-  FROM classified WHERE {ON_TIME} AND f.`ok`)
-UNION ALL
-{outer} (
+SELECT model, {f"{segment_sql(segments, spec)} AS segment, " if segments else ""}MOD(`offset`, {shard_count(parallelism)}) AS shard,
+       event_ms, `topic`, `partition`, `offset`, {names}, et FROM (
   SELECT model, et, event_ms, `topic`, `partition`, `offset`, {validated}
-  FROM classified, LATERAL TABLE(dw_validate(`topic`, `partition`, `offset`, {turned_away_sql(config)}, model,
-                                             event_ms, `value`)) AS v({names})
-  WHERE NOT ({ON_TIME} AND f.`ok`))""")
+  FROM source_to_python, LATERAL TABLE(dw_validate(`topic`, `partition`, `offset`, turned_away, model, event_ms,
+                                                   `value`)) AS v({names}))""")
+    t_env.execute_sql(partials_sql(config, spec, bool(segments)))
 
 
-def late_sql(size_ms: int) -> str:
-    """SQL of the late rule: the event's window ends at or below its partition's watermark so far.
-
-    The partition's own watermark (``partition_mark``, Java ``PreviousMark``: kept in keyed state,
-    restored with the offsets) makes lateness a function of the partition's order alone: the same
-    on every run, after a resume and in replay (``replay/windowing.py``). The job-wide watermark is
-    never ahead of it, except when ``window.idleness`` lets it pass an idle partition: an event
-    of a window that already fired that way is late too (Flink would drop it unseen).
-    """
-    last_ms = f"event_ms - MOD(event_ms, {size_ms}) + {size_ms} - 1"
-    return (f"(COALESCE({last_ms} <= partition_mark, FALSE) OR "
-            f"COALESCE(TO_TIMESTAMP_LTZ({last_ms}, 3) <= CURRENT_WATERMARK(et), FALSE))")
-
-
-def turned_away_sql(config: MonitorConfig) -> str:
-    """SQL of the JVM's verdict on a record (see :class:`jobs.udfs.ValidateRecord`): NULL when it is on time."""
-    future = f"future{REASON_SEPARATOR}event time more than {config.window.max_future_skew} ahead of its Kafka record's timestamp"
-    return (f"CASE WHEN envelope_bad THEN '{ENVELOPE}' WHEN `future` THEN '{future.replace(chr(39), chr(39) * 2)}' "
-            "WHEN late THEN 'late' ELSE CAST(NULL AS STRING) END")
+def source_settings(config: MonitorConfig, spec: FeatureColumnSpec, bounded: bool,
+                    segments: Mapping[str, tuple[tuple[str, ...], tuple[SegmentKey, ...]]]) -> str:
+    """The settings of the job's source task (Java ``SourceSettings``): where to read, the event-time
+    rules (out-of-orderness, idleness, how far ahead of its Kafka timestamp an event may be), the
+    feature columns and summary specs, the segments, and the reasons a record is turned away with."""
+    source, window = config.source, config.window
+    start = source.start if source.start in STARTUP_MODES else str(parse_event_time(source.start))
+    future = f"future{REASON_SEPARATOR}event time more than {window.max_future_skew} ahead of its Kafka record's timestamp"
+    return json.dumps({
+        "bootstrap_servers": source.bootstrap_servers, "group_id": source.group_id, "topics": source.topics,
+        "topic_pattern": source.topic_pattern, "start": start, "bounded": bounded,
+        "out_of_orderness_ms": window.out_of_orderness_ms, "idleness_ms": window.idleness_ms,
+        "watermark_emit": window.watermark_emit, "max_future_skew_ms": window.max_future_skew_ms,
+        "columns": spec.to_json(), "aggregate": spec.aggregate_spec(config),
+        "segments": segment_spec_json(segments, spec) if segments else None,
+        "segment_columns": _segment_columns(segments, spec) if segments else [],
+        "reasons": {"envelope": ENVELOPE, "future": future, "late": LATE},
+    })
 
 
 #: Partial summaries per subtask: a window's events are summarized in this many shards per subtask
@@ -127,24 +108,33 @@ def shard_count(parallelism: int) -> int:
 
 def window_statement(config: MonitorConfig,
                      segments: Mapping[str, tuple[tuple[str, ...], tuple[SegmentKey, ...]]] | None = None) -> str:
-    """The job's one INSERT: window summaries, merged, analyzed (dead letters are kept on the way).
+    """The job's one INSERT: the partial summaries (view ``partials``, see :func:`register`) merged per
+    (model, window) and analyzed (dead letters are kept on the way).
 
     ``segments`` (:func:`live_segments`): per segmented model, its ``by`` features and its segment
     keys (the other segment's last); their partials are kept per segment, then merged per window
     into one segmented summary (Java ``MergeSegments``, sketches/FORMAT.md kind 18).
     """
-    seconds = config.window.size_ms / 1000
-    columns = "".join(f", `{name}`" for name in FeatureColumnSpec.from_config(config).names)
-    merge, segment = ("dw_merge_summaries(part)", "") if not segments else ("dw_merge_segments(part, segment)", "segment, ")
-    # partial summaries per (model[, segment], shard, window), then merged per (model, window): a
-    # cascaded window aggregation (the inner window's window_time is the outer one's time attribute)
+    merge = "dw_merge_summaries(part)" if not segments else "dw_merge_segments(part, segment)"
     return f"""INSERT INTO done SELECT dw_analyze(summary) FROM (
-              SELECT {merge} AS summary FROM (
-                SELECT model, {segment}window_start, window_end, window_time,
-                       dw_window_summary(model, event_ms, `topic`, `partition`, `offset`, `unknown`{columns}) AS part
-                FROM TABLE(TUMBLE(TABLE valid_rows, DESCRIPTOR(et), INTERVAL '{seconds:g}' SECOND))
-                GROUP BY model, {segment}shard, window_start, window_end, window_time)
+              SELECT {merge} AS summary
+              FROM TABLE(TUMBLE(TABLE partials, DESCRIPTOR(et), INTERVAL '{config.window.size_ms / 1000:g}' SECOND))
               GROUP BY model, window_start, window_end)"""
+
+
+def partials_sql(config: MonitorConfig, spec: FeatureColumnSpec, segmented: bool) -> str:
+    """The view of every partial summary: the source task's, and the window aggregate's of the rows Python
+    validated, per (model[, segment], shard, window); each timed at its window's last millisecond."""
+    segment = "segment, " if segmented else ""
+    columns = "".join(f", `{name}`" for name in spec.names)
+    return f"""CREATE TEMPORARY VIEW partials AS
+SELECT model, {segment}part, et FROM source_partials
+UNION ALL
+SELECT model, {segment}part, window_time AS et FROM (
+  SELECT model, {segment}window_time,
+         dw_window_summary(model, event_ms, `topic`, `partition`, `offset`, `unknown`{columns}) AS part
+  FROM TABLE(TUMBLE(TABLE valid_rows, DESCRIPTOR(et), INTERVAL '{config.window.size_ms / 1000:g}' SECOND))
+  GROUP BY model, {segment}shard, window_start, window_end, window_time)"""
 
 
 def live_segments(config: MonitorConfig, reference_path: str | None) -> dict[str, tuple[tuple[str, ...], tuple]]:

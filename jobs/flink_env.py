@@ -29,7 +29,6 @@ EVENT_MILLIS_UDF = "dev.driftwarden.flink.EventTimeMillis"
 EVENT_MODEL_UDF = "dev.driftwarden.flink.EventModel"
 FEATURE_COLUMNS_UDF = "dev.driftwarden.flink.FeatureColumns"
 WINDOW_SUMMARY_AGG = "dev.driftwarden.flink.WindowSummaryAgg"
-PREVIOUS_MARK_AGG = "dev.driftwarden.flink.PreviousMark"
 PLANNER_THREAD = "dev.driftwarden.flink.PlannerThread"
 #: Memory of the embedded MiniCluster. The window aggregate runs in two phases, and the local
 #: phase buffers records in Flink managed memory (a BytesHashMap), which the embedded cluster
@@ -66,6 +65,7 @@ ONE_PHASE_WINDOWS = {"table.optimizer.agg-phase-strategy": "ONE_PHASE", "table.e
 MERGE_SUMMARIES_AGG = "dev.driftwarden.flink.MergeSummaries"
 MERGE_SEGMENTS_AGG = "dev.driftwarden.flink.MergeSegments"
 EVENT_SEGMENT_UDF = "dev.driftwarden.flink.EventSegment"
+SUMMARY_SOURCE = "dev.driftwarden.flink.SummarySource"
 #: Engine options of the drift job, measured with Java Flight Recorder on bench/bench_job.py.
 #: Object reuse: chained operators hand records over without a defensive copy (Flink's SQL operators
 #: and the job's Java functions never keep or change an input row after the call); the copies were
@@ -141,7 +141,6 @@ def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, i
     t_env.create_java_temporary_system_function("DW_EVENT_MILLIS", EVENT_MILLIS_UDF)
     t_env.create_java_temporary_system_function("DW_MODEL", EVENT_MODEL_UDF)
     t_env.create_java_temporary_system_function("DW_FEATURES", FEATURE_COLUMNS_UDF)
-    t_env.create_java_temporary_system_function("DW_PREVIOUS_MARK", PREVIOUS_MARK_AGG)
     return env, t_env
 
 
@@ -318,6 +317,14 @@ def register_window_aggregate(t_env, name: str, spec_json: str, segments_json: s
 def register_segment_function(t_env, name: str, spec_json: str) -> None:
     """Register the Java segment assignment (``EventSegment``), built with its spec, as ``name``."""
     t_env._j_tenv.createTemporarySystemFunction(name, getattr(_jvm_with_job_jars(), EVENT_SEGMENT_UDF)(spec_json))
+
+
+def register_summary_source(t_env, settings_json: str) -> None:
+    """Build the drift job's source task (Java ``SummarySource``: the Kafka source, its per-partition
+    watermarks and the per-event work chained to it) from ``settings_json`` and register its two views,
+    ``source_partials`` and ``source_to_python`` (jobs/drift_job.py)."""
+    j_tenv = t_env._j_tenv
+    getattr(_jvm_with_job_jars(), SUMMARY_SOURCE).register(j_tenv.execEnv(), j_tenv, settings_json)
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,4 +1,7 @@
-"""The Kafka source table: raw JSON values, their Kafka coordinates, event time and watermark.
+"""The Kafka source as a SQL table (the smoke job's): raw JSON values, their Kafka coordinates, event time and watermark.
+
+The drift job reads Kafka in Java instead (``SummarySource``: the per-event work chained to the source, by the
+same event-time rules); :data:`STARTUP_MODES` and :func:`sql_literal` serve both.
 
 Event time is computed in Java (``DW_EVENT_MILLIS``, one streaming pass over the bytes) so that Flink pushes
 the watermark into the Kafka source and keeps one watermark per partition; a Python UDF here

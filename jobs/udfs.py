@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 
 #: The JVM's verdict for a record whose event time or model it could not read: Python finds the exact reason.
 ENVELOPE = "envelope"
-#: The reason of a record whose window had already fired (jobs/drift_job.py: late_sql).
+#: The reason of a record whose window had already fired (Java SourceSummaries: the late rule).
 LATE = "late"
 
 

@@ -5,7 +5,7 @@ out-of-orderness; the job's watermark is the smallest over the partitions still 
 partition stops holding it back, as a finished Kafka split does in Flink). A window fires once
 its last millisecond is at or below the watermark. An event is late when its window's last
 millisecond is at or below its own partition's watermark before it (the live job's rule,
-``jobs/drift_job.py: late_sql``): counted, kept by the caller, never silently dropped. Lateness
+Java ``SourceSummaries``, the live job's source task): counted, kept by the caller, never silently dropped. Lateness
 thus depends on each partition's order alone, not on how partitions interleave, and a window
 the job's watermark has fired can get no on-time event (the job's watermark is never ahead of a
 partition's).

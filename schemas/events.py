@@ -231,7 +231,7 @@ def is_future(event_ms: int, record_timestamp_ms: int | None, max_skew_ms: int) 
     The record's timestamp (set by the producer or, on a LogAppendTime topic, by the broker) is the
     partition's progress as the log itself states it: the rule needs no state, so it gives the same
     answer live, after any restart and in replay. A record without a timestamp (None, 0 or negative)
-    is never future. The live job's SQL twin is ``jobs.source.future_sql``.
+    is never future. The live job's twin is Java ``SourceSummaries.isFuture`` (and the smoke job's SQL ``jobs.source.future_sql``).
 
     >>> is_future(4_102_000_000_000, 1_767_225_600_000, 900_000), is_future(1_767_226_500_000, 1_767_225_600_000, 900_000)
     (True, False)

@@ -20,7 +20,9 @@ FEATURES = {"f0": "numeric", "f1": "numeric", "f2": "numeric", "c0": "categorica
 
 def stream(n_windows: int, per_window: int, shift_from: int | None = None, seed: int = 1,
            start_ms: int = T0, model: str = "m") -> list[dict]:
-    """Events in event-time order; from window ``shift_from`` on, f0's mean moves by 1.5 sd."""
+    """Events in event-time order; from window ``shift_from`` on, f0's mean moves by 1.5 sd. Every fifth
+    event carries a feature the config does not know (``extra``): the job's source task leaves it to
+    Python's validation, so both ways into a window run (jobs/drift_job.py)."""
     rng = np.random.default_rng(seed)
     events = []
     step = WINDOW_MS / per_window
@@ -32,7 +34,7 @@ def stream(n_windows: int, per_window: int, shift_from: int | None = None, seed:
                 "event_time": rfc3339(t) if i % 2 else t, "model": model, "request_id": f"{w}-{i}",
                 "features": {"f0": float(rng.normal(shift, 1)), "f1": float(rng.gamma(2.0, 1.0)),
                              "f2": None if i % 50 == 0 else float(rng.uniform()), "c0": str(rng.choice(list("abcd"))),
-                             "extra": 1},
+                             **({"extra": 1} if i % 5 == 0 else {})},
             })
     return events
 

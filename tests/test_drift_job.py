@@ -102,11 +102,11 @@ def _assert_dead_letter_topic(bootstrap: str, dlq: str, expected: int) -> None:
 
 @pytest.fixture(scope="module")
 def drift_topic(kafka_bootstrap) -> tuple[str, list[dict]]:
-    """Two partitions, in event-time order, f0 shifted from window SHIFT_FROM on."""
+    """Two partitions, in event-time order, each every other event, f0 shifted from window SHIFT_FROM on."""
     topic = f"drift-{Path(__file__).stem}-{__import__('uuid').uuid4().hex[:8]}"
     create_topic(kafka_bootstrap, topic, partitions=2)
     events = stream(N_WINDOWS, PER_WINDOW, shift_from=SHIFT_FROM)
-    produce(kafka_bootstrap, topic, events)
+    produce(kafka_bootstrap, topic, events, [i % 2 for i in range(len(events))])
     return topic, events
 
 
@@ -155,32 +155,43 @@ def test_standalone_cluster_gives_the_same_results(drift_topic, embedded_run, ka
 
 def test_one_model_is_aggregated_on_both_subtasks_at_parallelism_2(drift_topic, embedded_run, kafka_bootstrap,
                                                                      flink_rest, reference_file, tmp_path):
-    """One hot model is not pinned to one subtask: its events are summarized in shards on both
-    subtasks and the partial summaries merge into the same stored results as the embedded
-    parallelism-1 run, every column equal."""
-    topic, _ = drift_topic
+    """One hot model is not pinned to one subtask: each source subtask summarizes the events of the
+    partition it reads (the topic has two) and sends its partial summaries on, the records Python
+    validated are summarized in shards on both subtasks, and all partials merge into the same stored
+    results as the embedded parallelism-1 run, every column equal."""
+    topic, events = drift_topic
     url = f"sqlite:///{tmp_path}/p2.db"
     _config(tmp_path, topic, kafka_bootstrap, reference_file)
     result = CliRunner().invoke(app, ["run", "-c", str(tmp_path / "config.yaml"), "--store-url", url, "--bounded",
                                       "--parallelism", "2", "--jobmanager", flink_rest,
                                       "--reference", str(tmp_path / "reference.dwref")])
     assert result.exit_code == 0, result.output
-    partials, merged = _window_aggregate_records(flink_rest)
-    assert len(partials) == 2 and all(n > 0 for n in partials), partials  # both subtasks summarized events
-    assert merged > N_WINDOWS  # the merge stage merged more partial summaries than there are windows
+    source, python_path, merged = _records_per_stage(flink_rest)
+    unknown = sum("extra" in e["features"] for e in events)
+    # what the source task sent on: the records with an unknown feature (to Python) and its partials; one
+    # model, so a subtask has at most one partial a window: more than N_WINDOWS means both summarized
+    assert len(source) == 2 and N_WINDOWS < sum(source) - unknown <= 2 * N_WINDOWS, (source, unknown)
+    assert len(python_path) == 2 and all(n > 0 for n in python_path) and sum(python_path) == unknown, python_path
+    assert merged > 2 * N_WINDOWS  # the merge stage merged more partial summaries than two a window
     assert stored_counts(url) == stored_counts(embedded_run)
     assert_same_results(stored_verdicts(url), stored_verdicts(embedded_run))
 
 
-def _window_aggregate_records(flink_rest: str) -> tuple[list[int], int]:
-    """Events each subtask of the newest finished job's partial-summary stage read, and the partial
-    summaries its merge stage read (Flink REST API)."""
+def _records_per_stage(flink_rest: str) -> tuple[list[int], list[int], int]:
+    """Of the newest finished job (Flink REST API): the records each subtask of the source task sent on
+    (partials and records for Python), the records each subtask of the Python path's partial window
+    aggregate read, and the partial summaries its merge stage read."""
     import httpx
 
     base = f"http://{flink_rest}"
     jobs = httpx.get(f"{base}/jobs/overview", timeout=10).json()["jobs"]
     job = max((j for j in jobs if j["state"] == "FINISHED"), key=lambda j: j["start-time"])
     vertices = httpx.get(f"{base}/jobs/{job['jid']}", timeout=10).json()["vertices"]
+    source = next(v for v in vertices if "SourceSummaries" in v["name"])
     partial, merge = [v for v in vertices if "WindowAggregate" in v["name"]]  # topological order
-    subtasks = httpx.get(f"{base}/jobs/{job['jid']}/vertices/{partial['id']}", timeout=10).json()["subtasks"]
-    return [s["metrics"]["read-records"] for s in subtasks], merge["metrics"]["read-records"]
+
+    def per_subtask(vertex: dict, metric: str) -> list[int]:
+        subtasks = httpx.get(f"{base}/jobs/{job['jid']}/vertices/{vertex['id']}", timeout=10).json()["subtasks"]
+        return [s["metrics"][metric] for s in subtasks]
+
+    return per_subtask(source, "write-records"), per_subtask(partial, "read-records"), merge["metrics"]["read-records"]

@@ -1,0 +1,40 @@
+package dev.driftwarden.flink;
+
+import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.connector.kafka.source.reader.deserializer.KafkaRecordDeserializationSchema;
+import org.apache.flink.kafka.shaded.org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.flink.util.Collector;
+
+/**
+ * A Kafka record as the drift job's source reads it: the raw value, untouched (a record that is
+ * not JSON, or not UTF-8, must reach validation and the dead letters intact), and where it came from.
+ */
+public final class KafkaRecord {
+    public byte[] value;
+    public String topic;
+    public int partition;
+    public long offset;
+    /** The Kafka record's timestamp (epoch ms; -1 when it has none). */
+    public long timestamp;
+
+    /** Reads each Kafka record into a {@link KafkaRecord} (nothing parsed here). */
+    static final class Deserializer implements KafkaRecordDeserializationSchema<KafkaRecord> {
+        private static final long serialVersionUID = 1L;
+
+        @Override
+        public void deserialize(ConsumerRecord<byte[], byte[]> record, Collector<KafkaRecord> out) {
+            KafkaRecord read = new KafkaRecord();
+            read.value = record.value();
+            read.topic = record.topic();
+            read.partition = record.partition();
+            read.offset = record.offset();
+            read.timestamp = record.timestamp();
+            out.collect(read);
+        }
+
+        @Override
+        public TypeInformation<KafkaRecord> getProducedType() {
+            return TypeInformation.of(KafkaRecord.class);
+        }
+    }
+}

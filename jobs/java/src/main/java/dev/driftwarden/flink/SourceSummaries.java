@@ -1,0 +1,248 @@
+package dev.driftwarden.flink;
+
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+import org.apache.flink.api.common.state.ListState;
+import org.apache.flink.api.common.state.ListStateDescriptor;
+import org.apache.flink.api.common.typeinfo.PrimitiveArrayTypeInfo;
+import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.api.java.tuple.Tuple3;
+import org.apache.flink.metrics.Counter;
+import org.apache.flink.runtime.state.StateInitializationContext;
+import org.apache.flink.runtime.state.StateSnapshotContext;
+import org.apache.flink.streaming.api.operators.AbstractStreamOperator;
+import org.apache.flink.streaming.api.operators.OneInputStreamOperator;
+import org.apache.flink.streaming.api.watermark.Watermark;
+import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
+import org.apache.flink.table.data.RowData;
+import org.apache.flink.types.Row;
+import org.apache.flink.util.OutputTag;
+
+/**
+ * The drift job's per-event work, in the Kafka source's task (chained to it: no exchange, no row
+ * per event): each record's envelope ({@link Envelope}), its Kafka partition's lateness mark (the
+ * rule of {@code jobs/drift_job.py}, kept per partition in operator state), its features
+ * ({@link FeatureColumns.Spec#row}) and, for a record Java vouches for, the update of its
+ * (model, segment, window)'s partial summary ({@link Summaries#accumulate}, the rule the SQL
+ * aggregate uses). When the watermark passes a window's end, its partials leave as rows
+ * {@code (model, segment, window_start, window_end, part)} timed at the window's last millisecond,
+ * to be merged with the other subtasks' (and the Python path's) per window. Everything else leaves
+ * on {@link #TO_PYTHON} as {@code (value, topic, partition, offset, event_ms, model, turned_away)}
+ * timed at its event time: turned away (no readable event time or model, a future clock, late),
+ * or not vouched for: Python's one validator decides (jobs/udfs.py ValidateRecord).
+ *
+ * <p>State: each partition's mark (union list state: after a restore or rescale every subtask has
+ * them all and keeps the largest) and the open partials (list state, split over the subtasks on a
+ * rescale; a partial may be emitted by any subtask, as partials merge). Both are taken with the
+ * source's offsets in one snapshot, so a restart neither loses nor counts twice an event.
+ */
+public final class SourceSummaries extends AbstractStreamOperator<Row> implements OneInputStreamOperator<KafkaRecord, Row> {
+    private static final long serialVersionUID = 1L;
+
+    /** Column names of the partial summaries (the main output). */
+    static final String[] PARTIAL_FIELDS = {"model", "segment", "window_start", "window_end", "part"};
+    static final TypeInformation<Row> PARTIAL_TYPE = Types.ROW_NAMED(PARTIAL_FIELDS, Types.STRING, Types.INT, Types.LONG,
+            Types.LONG, Types.PRIMITIVE_ARRAY(Types.BYTE));
+    /** Column names of the records for Python (the side output). */
+    static final String[] PYTHON_FIELDS = {"value", "topic", "partition", "offset", "event_ms", "model", "turned_away"};
+    static final TypeInformation<Row> PYTHON_TYPE = Types.ROW_NAMED(PYTHON_FIELDS, Types.PRIMITIVE_ARRAY(Types.BYTE),
+            Types.STRING, Types.INT, Types.LONG, Types.LONG, Types.STRING, Types.STRING);
+    /** The records Python validates or keeps in the dead letters. */
+    static final OutputTag<Row> TO_PYTHON = new OutputTag<>("to-python", PYTHON_TYPE);
+
+    private final String settingsJson;
+    private transient SourceSettings settings;
+    private transient FeatureColumns.Spec columns;
+    private transient SummarySpec spec;
+    private transient EventSegment segments;
+    private transient Map<PartitionKey, Long> marks;
+    private transient Map<WindowKey, WindowSummary> open;
+    private transient ListState<Tuple3<String, Integer, Long>> marksState;
+    private transient ListState<byte[]> openState;
+    private transient long watermark;
+    private transient String lastTopic;
+    private transient long lastTopicCrc;
+    private transient Counter summarized;
+    private transient Counter toPython;
+
+    /** A Kafka partition. */
+    record PartitionKey(String topic, int partition) {}
+
+    /** A partial summary's key: (model, segment index or -1, window start). */
+    record WindowKey(String model, int segment, long start) {}
+
+    SourceSummaries(String settingsJson) {
+        this.settingsJson = settingsJson;
+    }
+
+    @Override
+    public void initializeState(StateInitializationContext context) throws Exception {
+        super.initializeState(context);
+        settings = SourceSettings.parse(settingsJson);
+        columns = FeatureColumns.Spec.parse(settings.columns);
+        spec = SummarySpec.parse(settings.aggregate);
+        segments = settings.segments == null ? null : new EventSegment(settings.segments);
+        marks = new HashMap<>();
+        open = new HashMap<>();
+        watermark = Long.MIN_VALUE;
+        marksState = context.getOperatorStateStore().getUnionListState(new ListStateDescriptor<>("partition-marks",
+                Types.TUPLE(Types.STRING, Types.INT, Types.LONG)));
+        openState = context.getOperatorStateStore().getListState(new ListStateDescriptor<>("open-partials",
+                PrimitiveArrayTypeInfo.BYTE_PRIMITIVE_ARRAY_TYPE_INFO));
+        for (Tuple3<String, Integer, Long> mark : marksState.get()) {
+            marks.merge(new PartitionKey(mark.f0, mark.f1), mark.f2, Math::max);
+        }
+        for (byte[] stored : openState.get()) {
+            int segment = ByteBuffer.wrap(stored, 0, 4).getInt();
+            WindowSummary partial = WindowSummary.fromBytes(Arrays.copyOfRange(stored, 4, stored.length));
+            WindowKey key = new WindowKey(partial.model(), segment, partial.start());
+            WindowSummary before = open.putIfAbsent(key, partial);
+            if (before != null) {
+                before.mergeOwned(partial);
+            }
+        }
+    }
+
+    @Override
+    public void open() throws Exception {
+        super.open();
+        summarized = getMetricGroup().counter("eventsSummarized");
+        toPython = getMetricGroup().counter("recordsToPython");
+    }
+
+    @Override
+    public void snapshotState(StateSnapshotContext context) throws Exception {
+        super.snapshotState(context);
+        List<Tuple3<String, Integer, Long>> markList = new ArrayList<>(marks.size());
+        marks.forEach((key, mark) -> markList.add(Tuple3.of(key.topic(), key.partition(), mark)));
+        marksState.update(markList);
+        List<byte[]> partials = new ArrayList<>(open.size());
+        open.forEach((key, partial) -> {
+            byte[] bytes = partial.toBytes();
+            partials.add(ByteBuffer.allocate(4 + bytes.length).putInt(key.segment()).put(bytes).array());
+        });
+        openState.update(partials);
+    }
+
+    /**
+     * The event time a record is windowed and watermarked by: its own, or 0 when it has none that
+     * can be read or it is further than the allowed skew ahead of its Kafka record's timestamp (a
+     * bad clock: it never moves the watermark). The rule of {@code schemas.events.is_future}.
+     */
+    static long eventTime(Envelope envelope, long kafkaTimestamp, long maxFutureSkewMs) {
+        Long eventMs = envelope.eventMillis();
+        return eventMs == null || isFuture(eventMs, kafkaTimestamp, maxFutureSkewMs) ? 0 : eventMs;
+    }
+
+    static boolean isFuture(long eventMs, long kafkaTimestamp, long maxFutureSkewMs) {
+        return kafkaTimestamp > 0 && eventMs > kafkaTimestamp + maxFutureSkewMs;
+    }
+
+    @Override
+    public void processElement(StreamRecord<KafkaRecord> element) {
+        KafkaRecord record = element.getValue();
+        Envelope envelope = Envelope.parse(record.value);
+        Long eventMs = envelope.eventMillis();
+        long eventTime = eventTime(envelope, record.timestamp, settings.maxFutureSkewMs);
+        long eventMsOrZero = eventMs == null ? 0 : eventMs;
+        Long mark = advanceMark(record, eventTime - settings.outOfOrdernessMs);
+        String turnedAway = turnedAway(envelope, eventMs, record.timestamp, eventMsOrZero, mark);
+        if (turnedAway == null) {
+            RowData row = columns.row(envelope);
+            if (row.getBoolean(0)) {
+                summarize(record, envelope.model, eventMs, row);
+                return;
+            }
+        }
+        toPython.inc();
+        output.collect(TO_PYTHON, new StreamRecord<>(Row.of(record.value, record.topic, record.partition, record.offset,
+                eventMsOrZero, envelope.model, turnedAway), eventTime));
+    }
+
+    /** Moves the record's partition's mark on by its candidate; returns the mark before it (null: its first record). */
+    private Long advanceMark(KafkaRecord record, long candidate) {
+        PartitionKey key = new PartitionKey(record.topic, record.partition);
+        Long before = marks.get(key);
+        if (before == null || candidate > before) {
+            marks.put(key, candidate);
+        }
+        return before;
+    }
+
+    /**
+     * Why the record does not go to its window (null: it does): its event time or model cannot be
+     * read, its clock is ahead, or its window ended at or below its partition's mark (or the
+     * watermark, which passes an idle partition's): the late rule of {@code jobs/drift_job.py}.
+     */
+    private String turnedAway(Envelope envelope, Long eventMs, long kafkaTimestamp, long eventMsOrZero, Long mark) {
+        if (eventMs == null || envelope.model == null || envelope.model.isEmpty()) {
+            return settings.envelopeReason;
+        }
+        if (isFuture(eventMs, kafkaTimestamp, settings.maxFutureSkewMs)) {
+            return settings.futureReason;
+        }
+        long last = spec.windowStart(eventMsOrZero) + spec.windowMs - 1;
+        if ((mark != null && last <= mark) || last <= watermark) {
+            return settings.lateReason;
+        }
+        return null;
+    }
+
+    /** Adds a vouched record to its (model, segment, window)'s partial summary. */
+    private void summarize(KafkaRecord record, String model, long eventMs, RowData row) {
+        Object[] values = new Object[columns.numeric.length];
+        for (int i = 0; i < values.length; i++) {
+            if (!row.isNullAt(i + 1)) {
+                values[i] = columns.numeric[i] ? (Object) row.getDouble(i + 1) : row.getString(i + 1).toString();
+            }
+        }
+        int segment = -1;
+        if (segments != null) {
+            String[] by = new String[settings.segmentColumns.length];
+            for (int i = 0; i < by.length; i++) {
+                by[i] = (String) values[settings.segmentColumns[i]];
+            }
+            segment = segments.eval(model, by);
+        }
+        WindowSummary partial = open.computeIfAbsent(new WindowKey(model, segment, spec.windowStart(eventMs)),
+                key -> new WindowSummary());
+        Summaries.accumulate(partial, spec, model, eventMs, topicCrc(record.topic), record.partition, record.offset, 0,
+                values);
+        summarized.inc();
+    }
+
+    private long topicCrc(String topic) {
+        if (!topic.equals(lastTopic)) {
+            lastTopicCrc = Hashing.crc32(topic);
+            lastTopic = topic;
+        }
+        return lastTopicCrc;
+    }
+
+    /** Emits the partials of the windows the watermark has passed (in window, model, segment order), then the watermark. */
+    @Override
+    public void processWatermark(Watermark mark) throws Exception {
+        watermark = Math.max(watermark, mark.getTimestamp());
+        List<WindowKey> closed = new ArrayList<>();
+        for (WindowKey key : open.keySet()) {
+            if (key.start() + spec.windowMs - 1 <= watermark) {
+                closed.add(key);
+            }
+        }
+        closed.sort(Comparator.comparingLong(WindowKey::start).thenComparing(WindowKey::model)
+                .thenComparingInt(WindowKey::segment));
+        for (WindowKey key : closed) {
+            long end = key.start() + spec.windowMs;
+            output.collect(new StreamRecord<>(Row.of(key.model(), key.segment(), key.start(), end,
+                    open.remove(key).toBytes()), end - 1));
+        }
+        super.processWatermark(mark);
+    }
+}
