@@ -1,24 +1,19 @@
-"""How fast could the drift job's per-event path be? A fused operator's ceiling next to plain Flink SQL.
+"""How fast is the drift job's source task alone? Its ceiling next to the whole job and plain Flink SQL.
 
     bench/fused_ceiling.py [--events 1000000] [--rounds 3] [--window-seconds 10]
 
-The drift job (jobs/drift_job.py) runs its per-event work as Flink SQL: the source task reads the
-envelope and features (Java functions), a second task keeps each Kafka partition's lateness mark
-(an OVER aggregate), a third adds the event to its window's summary (the Java aggregate), each hand-
-over a serialized row. This bench runs that same per-event work as one operator chained to the Kafka
-source (bench/java/.../FusedCeiling.java: the job's own Envelope, FeatureColumns and
-Summaries.accumulate; no exchange, no row of 31 columns), and plain Flink SQL's TUMBLE COUNT + AVG
-(bench_job.py's baseline), and the drift job itself (bench_job.py's first run of it), each pipeline's
-first run in a JVM of its own, the pipelines in turns, over bench_job.py's topic. It also runs
-``parse``: the fused operator stopped after the features (the floor: reading alone), and ``function``: the
-same work as a process table function partitioned by Kafka partition (the SQL-native way to fuse it: one
-exchange of each raw record, the mark in the function's state; its open summaries outside the state).
+The drift job (jobs/drift_job.py) does its per-event work in one Java operator chained to the Kafka
+source (``SourceSummaries``: envelope, lateness mark, features, the window's partial summary). This
+bench runs that source task alone (bench/java/.../FusedCeiling.java builds it from the job's own
+classes and settings; its partials collected, nothing after them), ``parse`` (the same source,
+reading each record's envelope and features and stopping there: the floor), the drift job itself
+and plain Flink SQL's TUMBLE COUNT + AVG as bench_job.py runs them, each pipeline's first run in a
+JVM of its own, the pipelines in turns, over bench_job.py's topic. It also prints the ceiling with
+the job's Python work per window (decode, judge, store) added.
 
-The fused operator leaves out what a real job needs besides (checkpointed state, the Python path of
-records Java does not vouch for and the dead letters, the merge of partial summaries, the analysis
-and the store), so its ratio is an upper bound for a job built that way, not a figure of the job.
-Before timing, the fused operator's window summaries over a small topic are checked equal, byte for
-byte, to Python's (``jobs.pipeline.WindowRows``) for the same records: the ceiling does the job's work.
+Before timing, the source task's window summaries over a small one-partition topic are checked equal,
+byte for byte, to Python's (``jobs.pipeline.WindowRows``) for the same records: the job's operator and
+replay summarize alike.
 """
 
 from __future__ import annotations
@@ -40,13 +35,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import bench_job  # noqa: E402 - the bench's topic, generator and ratio helpers
-from bench_job import BOOTSTRAP, each_round, fill_topic, round_ratios  # noqa: E402
+from bench_job import each_round, fill_topic, round_ratios  # noqa: E402
 
 JAVA_SOURCE = Path(__file__).resolve().parent / "java" / "dev" / "driftwarden" / "flink" / "FusedCeiling.java"
 MAIN_CLASS = "dev.driftwarden.flink.FusedCeiling"
-#: The pipelines, in the order each round runs them: FusedCeiling's three, then the drift job and plain Flink
+#: The pipelines, in the order each round runs them: FusedCeiling's two, then the drift job and plain Flink
 #: SQL as bench_job.py runs them (its first runs, each in a process of its own): the job beside its ceiling.
-PIPELINES = ("fused", "parse", "function", "driftwarden", "plain")
+PIPELINES = ("fused", "parse", "driftwarden", "plain")
 #: The line of FusedCeiling's output that carries its figures (JSON after it).
 FIGURES_MARK = "figures: "
 
@@ -80,25 +75,26 @@ def compile_ceiling(folder: Path) -> Path:
     return folder
 
 
-def write_specs(config, folder: Path) -> Path:
-    """The job's feature-column and aggregate specs of ``config`` (what jobs/drift_job.py registers), in ``folder``."""
+def write_settings(topic: str, folder: Path) -> Path:
+    """The job's source settings (jobs/drift_job.py ``source_settings``, bounded) for bench_job.py's config over
+    ``topic``, written to ``folder/<topic>.json``."""
+    from jobs.drift_job import source_settings
     from jobs.feature_spec import FeatureColumnSpec
 
-    spec = FeatureColumnSpec.from_config(config)
-    (folder / "columns.json").write_text(spec.to_json())
-    (folder / "aggregate.json").write_text(spec.aggregate_spec(config))
-    return folder
+    config = bench_job.config_for(topic)
+    path = folder / f"{topic}.json"
+    path.write_text(source_settings(config, FeatureColumnSpec.from_config(config), True, {}))
+    return path
 
 
-def run_pipeline(pipeline: str, classes: Path, specs: Path, full: str, empty: str, out_of_orderness_ms: int,
-                 dump: Path | None = None) -> dict:
-    """One pipeline's first run over ``full`` in a JVM of its own (the JVM started on ``empty``, the start-up
-    timed on ``empty`` again): wall and CPU seconds of the JVM, and the events the fused operator summarized."""
+def run_pipeline(pipeline: str, classes: Path, full: Path, empty: Path, dump: Path | None = None) -> dict:
+    """One pipeline's first run over the ``full`` settings' topic in a JVM of its own (the JVM started on ``empty``'s,
+    the start-up timed on it again): wall and CPU seconds of the JVM, and the events summarized (or read)."""
     from jobs.flink_env import EMBEDDED_GC, EMBEDDED_HEAP
 
-    command = [jdk_tool("java"), EMBEDDED_HEAP, EMBEDDED_GC, "-cp", classpath(classes), MAIN_CLASS, pipeline, full,
-               empty, str(specs), str(out_of_orderness_ms)] + ([str(dump)] if dump else [])
-    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "BENCH_BOOTSTRAP": BOOTSTRAP})
+    command = [jdk_tool("java"), EMBEDDED_HEAP, EMBEDDED_GC, "-cp", classpath(classes), MAIN_CLASS, pipeline, str(full),
+               str(empty)] + ([str(dump)] if dump else [])
+    done = subprocess.run(command, capture_output=True, text=True)
     marked = [line for line in done.stdout.splitlines() if line.startswith(FIGURES_MARK)]
     if done.returncode != 0 or not marked:
         sys.stderr.write(done.stderr[-4000:] + done.stdout[-2000:])
@@ -107,7 +103,7 @@ def run_pipeline(pipeline: str, classes: Path, specs: Path, full: str, empty: st
 
 
 def check_summaries(classes: Path, folder: Path) -> int:
-    """Run the fused operator over a small one-partition topic (3.5 windows of bench_job.py's windows) and
+    """Run the job's source task over a small one-partition topic (3.5 windows of bench_job.py's windows) and
     compare each window's summary with Python's for the same records (coordinates: topic, partition 0,
     offset); returns the windows compared. Raises SystemExit naming the first window that differs."""
     topic, empty = (f"fused-check-{kind}-{uuid.uuid4().hex[:6]}" for kind in ("full", "empty"))
@@ -118,15 +114,15 @@ def check_summaries(classes: Path, folder: Path) -> int:
     fill_topic(empty, 1, 1000, partitions=1)
     maps = list(bench_job.bench_features(events))
     dump = folder / "summaries.hex"
-    run_pipeline("fused", classes, write_specs(config, folder), topic, empty, config.window.out_of_orderness_ms, dump)
+    run_pipeline("fused", classes, write_settings(topic, folder), write_settings(empty, folder), dump)
     java = [bytes.fromhex(line) for line in dump.read_text().split()]
     python = python_summaries(topic, maps, config, per_window)
     if len(java) != len(python):
-        raise SystemExit(f"the fused operator summarized {len(java)} windows, Python {len(python)}")
+        raise SystemExit(f"the source task summarized {len(java)} windows, Python {len(python)}")
     for window, (ours, theirs) in enumerate(zip(java, python)):
         if ours != theirs:
-            raise SystemExit(f"the fused operator's summary of window {window} differs from Python's "
-                             f"({len(ours)} vs {len(theirs)} bytes): its figures would not be the job's work")
+            raise SystemExit(f"the source task's summary of window {window} differs from Python's "
+                             f"({len(ours)} vs {len(theirs)} bytes): the job and replay would not agree")
     return len(java)
 
 
@@ -184,7 +180,7 @@ def print_rounds(events: int, runs: dict[str, list[dict]], per_window_events: in
         rates, cpus, _, _ = round_ratios(events, per_run[name], per_run[name])
         print(f"{name:>11}: {np.median(rates[0]):>10,.0f} events/s, {np.median(cpus[0]):5.1f} us CPU per event "
               f"(median of {len(rates[0])} first runs, start-up subtracted)")
-    for name in ("fused", "parse", "function", "driftwarden"):
+    for name in ("fused", "parse", "driftwarden"):
         _, _, walls, cpu_ratios = round_ratios(events, per_run[name], per_run["plain"])
         print(f"{name} / plain Flink SQL: {np.median(walls):.2f} (wall) / {np.median(cpu_ratios):.2f} (CPU)"
               + each_round(walls, cpu_ratios, "; each round (wall / CPU): "))
@@ -197,7 +193,7 @@ def print_rounds(events: int, runs: dict[str, list[dict]], per_window_events: in
 
 
 def main() -> None:
-    """Fill the topics, check the fused operator's summaries, run the pipelines in rounds, print the ratios."""
+    """Fill the topics, check the source task's summaries, run the pipelines in rounds, print the ratios."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--events", type=int, default=1_000_000, help="events in the timed topic")
@@ -209,7 +205,7 @@ def main() -> None:
         folder = Path(tmp)
         classes = compile_ceiling(folder / "classes")
         windows = check_summaries(classes, folder)
-        print(f"fused operator: {windows} window summaries equal to Python's, byte for byte")
+        print(f"the job's source task: {windows} window summaries equal to Python's, byte for byte")
         analysis = analysis_per_window(folder, args.events)
         print(f"the job's Python work per window, in process: decode and judge {analysis[0]:.1f} ms, store "
               f"(SQLite) {analysis[1]:.1f} ms", flush=True)
@@ -218,8 +214,7 @@ def main() -> None:
         fill_topic(empty, 1, 1000)
         print(f"filling {full} with {args.events:,} events ...", flush=True)
         fill_topic(full, args.events, 1000)
-        config = bench_job.config_for(full)
-        specs, out_of_orderness_ms = write_specs(config, folder), config.window.out_of_orderness_ms
+        settings = write_settings(full, folder), write_settings(empty, folder)
         runs: dict[str, list[dict]] = {name: [] for name in PIPELINES}
         for round_ in range(args.rounds):
             for name in PIPELINES:
@@ -227,7 +222,7 @@ def main() -> None:
                 if name in bench_job.PIPELINES:  # the drift job and plain Flink SQL: bench_job.py's own first runs
                     runs[name].append(bench_job.first_run_in_own_process(name, full, empty))
                     continue
-                figures = run_pipeline(name, classes, specs, full, empty, out_of_orderness_ms)
+                figures = run_pipeline(name, classes, *settings)
                 if figures["events"] != args.events:
                     raise SystemExit(f"the {name} pipeline counted {figures['events']:,} events of {args.events:,}")
                 runs[name].append(figures)
