@@ -59,4 +59,18 @@ public final class Hashing {
     public static long eventKey(long seed, long topicCrc, long partition, long offset) {
         return mix64(mix64(mix64(seed * GOLDEN + topicCrc) + partition) + offset) >>> 1;
     }
+
+    /** {@link #crc32} of a topic, remembering the last one (a task reads few topics, record after record). */
+    static final class TopicCrc {
+        private String last;
+        private long crc;
+
+        long of(String topic) {
+            if (!topic.equals(last)) {
+                crc = crc32(topic);
+                last = topic;
+            }
+            return crc;
+        }
+    }
 }

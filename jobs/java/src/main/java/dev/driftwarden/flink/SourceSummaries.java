@@ -67,8 +67,7 @@ public final class SourceSummaries extends AbstractStreamOperator<Row> implement
     private transient ListState<Tuple3<String, Integer, Long>> marksState;
     private transient ListState<byte[]> openState;
     private transient long watermark;
-    private transient String lastTopic;
-    private transient long lastTopicCrc;
+    private transient Hashing.TopicCrc topicCrc;
     private transient Counter summarized;
     private transient Counter toPython;
 
@@ -92,6 +91,7 @@ public final class SourceSummaries extends AbstractStreamOperator<Row> implement
         marks = new HashMap<>();
         open = new HashMap<>();
         watermark = Long.MIN_VALUE;
+        topicCrc = new Hashing.TopicCrc();
         marksState = context.getOperatorStateStore().getUnionListState(new ListStateDescriptor<>("partition-marks",
                 Types.TUPLE(Types.STRING, Types.INT, Types.LONG)));
         openState = context.getOperatorStateStore().getListState(new ListStateDescriptor<>("open-partials",
@@ -213,18 +213,11 @@ public final class SourceSummaries extends AbstractStreamOperator<Row> implement
         }
         WindowSummary partial = open.computeIfAbsent(new WindowKey(model, segment, spec.windowStart(eventMs)),
                 key -> new WindowSummary());
-        Summaries.accumulate(partial, spec, model, eventMs, topicCrc(record.topic), record.partition, record.offset, 0,
+        Summaries.accumulate(partial, spec, model, eventMs, topicCrc.of(record.topic), record.partition, record.offset, 0,
                 values);
         summarized.inc();
     }
 
-    private long topicCrc(String topic) {
-        if (!topic.equals(lastTopic)) {
-            lastTopicCrc = Hashing.crc32(topic);
-            lastTopic = topic;
-        }
-        return lastTopicCrc;
-    }
 
     /** Emits the partials of the windows the watermark has passed (in window, model, segment order), then the watermark. */
     @Override

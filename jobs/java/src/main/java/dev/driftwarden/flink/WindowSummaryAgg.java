@@ -23,8 +23,7 @@ public class WindowSummaryAgg extends SummaryAggregate {
 
     private final String specText;
     private transient SummarySpec spec;
-    private transient String lastTopic;
-    private transient long lastTopicCrc;
+    private transient Hashing.TopicCrc topicCrc;
 
     /** An aggregate for {@code specJson}; a bad spec fails here, naming what was wrong. */
     public WindowSummaryAgg(String specJson) {
@@ -46,16 +45,11 @@ public class WindowSummaryAgg extends SummaryAggregate {
             throw new IllegalArgumentException("window summary: model, event_ms, topic, partition and offset must not"
                     + " be null (got " + model + ", " + eventMs + ", " + topic + ", " + partition + ", " + offset + ")");
         }
-        Summaries.accumulate(acc, spec(), model, eventMs, topicCrc(topic), partition, offset,
-                unknown == null ? 0 : unknown, values);
-    }
-
-    private long topicCrc(String topic) {
-        if (!topic.equals(lastTopic)) {
-            lastTopicCrc = Hashing.crc32(topic);
-            lastTopic = topic;
+        if (topicCrc == null) {
+            topicCrc = new Hashing.TopicCrc();
         }
-        return lastTopicCrc;
+        Summaries.accumulate(acc, spec(), model, eventMs, topicCrc.of(topic), partition, offset,
+                unknown == null ? 0 : unknown, values);
     }
 
     @Override
