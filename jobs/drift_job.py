@@ -50,6 +50,7 @@ from schemas.config import MonitorConfig, load_config
 
 log = logging.getLogger(__name__)
 
+
 def register(t_env, config: MonitorConfig, store_url: str, reference_path: str | None, bounded: bool,
              segments: Mapping[str, tuple] | None = None, parallelism: int = 1) -> None:
     """Create the source task, the sink table, the UDFs and the views of the job (``segments``: :func:`live_segments`;

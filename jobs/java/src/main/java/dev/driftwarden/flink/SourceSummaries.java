@@ -28,7 +28,7 @@ import org.apache.flink.util.OutputTag;
 /**
  * The drift job's per-event work, in the Kafka source's task (chained to it: no exchange, no row
  * per event): each record's envelope ({@link Envelope}), its Kafka partition's lateness mark (the
- * rule of {@code jobs/drift_job.py}, kept per partition in operator state), its features
+ * job's late rule, as replay's {@code replay/windowing.py}; kept per partition in operator state), its features
  * ({@link FeatureColumns.Spec#row}) and, for a record Java vouches for, the update of its
  * (model, segment, window)'s partial summary ({@link Summaries#accumulate}, the rule the SQL
  * aggregate uses). When the watermark passes a window's end, its partials leave as rows
@@ -152,12 +152,13 @@ public final class SourceSummaries extends AbstractStreamOperator<Row> implement
         Long eventMs = envelope.eventMillis();
         long eventTime = eventTime(envelope, record.timestamp, settings.maxFutureSkewMs);
         long eventMsOrZero = eventMs == null ? 0 : eventMs;
+        long start = spec.windowStart(eventMsOrZero);
         Long mark = advanceMark(record, eventTime - settings.outOfOrdernessMs);
-        String turnedAway = turnedAway(envelope, eventMs, record.timestamp, eventMsOrZero, mark);
+        String turnedAway = turnedAway(envelope, eventMs, record.timestamp, start, mark);
         if (turnedAway == null) {
             RowData row = columns.row(envelope);
             if (row.getBoolean(0)) {
-                summarize(record, envelope.model, eventMs, row);
+                summarize(record, envelope.model, eventMs, start, row);
                 return;
             }
         }
@@ -178,25 +179,25 @@ public final class SourceSummaries extends AbstractStreamOperator<Row> implement
 
     /**
      * Why the record does not go to its window (null: it does): its event time or model cannot be
-     * read, its clock is ahead, or its window ended at or below its partition's mark (or the
-     * watermark, which passes an idle partition's): the late rule of {@code jobs/drift_job.py}.
+     * read, its clock is ahead, or its window (starting at {@code start}) ended at or below its
+     * partition's mark (or the watermark, which passes an idle partition's): the job's late rule.
      */
-    private String turnedAway(Envelope envelope, Long eventMs, long kafkaTimestamp, long eventMsOrZero, Long mark) {
+    private String turnedAway(Envelope envelope, Long eventMs, long kafkaTimestamp, long start, Long mark) {
         if (eventMs == null || envelope.model == null || envelope.model.isEmpty()) {
             return settings.envelopeReason;
         }
         if (isFuture(eventMs, kafkaTimestamp, settings.maxFutureSkewMs)) {
             return settings.futureReason;
         }
-        long last = spec.windowStart(eventMsOrZero) + spec.windowMs - 1;
+        long last = start + spec.windowMs - 1;
         if ((mark != null && last <= mark) || last <= watermark) {
             return settings.lateReason;
         }
         return null;
     }
 
-    /** Adds a vouched record to its (model, segment, window)'s partial summary. */
-    private void summarize(KafkaRecord record, String model, long eventMs, RowData row) {
+    /** Adds a vouched record to its (model, segment, window starting at {@code start})'s partial summary. */
+    private void summarize(KafkaRecord record, String model, long eventMs, long start, RowData row) {
         Object[] values = new Object[columns.numeric.length];
         for (int i = 0; i < values.length; i++) {
             if (!row.isNullAt(i + 1)) {
@@ -211,13 +212,12 @@ public final class SourceSummaries extends AbstractStreamOperator<Row> implement
             }
             segment = segments.eval(model, by);
         }
-        WindowSummary partial = open.computeIfAbsent(new WindowKey(model, segment, spec.windowStart(eventMs)),
+        WindowSummary partial = open.computeIfAbsent(new WindowKey(model, segment, start),
                 key -> new WindowSummary());
         Summaries.accumulate(partial, spec, model, eventMs, topicCrc.of(record.topic), record.partition, record.offset, 0,
                 values);
         summarized.inc();
     }
-
 
     /** Emits the partials of the windows the watermark has passed (in window, model, segment order), then the watermark. */
     @Override
