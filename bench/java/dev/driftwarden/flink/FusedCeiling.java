@@ -18,7 +18,6 @@ import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
 import org.apache.flink.streaming.api.operators.AbstractStreamOperator;
 import org.apache.flink.streaming.api.operators.OneInputStreamOperator;
 import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
-import org.apache.flink.table.data.RowData;
 import org.apache.flink.types.Row;
 
 /**
@@ -86,12 +85,9 @@ public final class FusedCeiling {
 
         @Override
         public void processElement(StreamRecord<KafkaRecord> element) {
-            Envelope envelope = Envelope.parse(element.getValue().value);
-            if (envelope.eventMillis() != null && envelope.model != null) {
-                RowData row = columns.row(envelope);
-                if (row.getBoolean(0)) {
-                    last.events++;
-                }
+            Envelope envelope = element.getValue().envelope();
+            if (envelope.eventMillis() != null && envelope.model != null && columns.values(envelope) != null) {
+                last.events++;
             }
         }
     }

@@ -1,6 +1,7 @@
 package dev.driftwarden.flink;
 
 import java.io.IOException;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.Map;
@@ -74,6 +75,10 @@ public class FeatureColumns extends ScalarFunction {
         final boolean[] numeric;
         final Map<String, Map<String, Integer>> models = new HashMap<>();
         final Map<String, Integer> predictionColumn = new HashMap<>();
+        // featureColumns' last answer: the model's map, the event's names (as the parser gave them), their columns
+        private Map<String, Integer> lastColumnOf;
+        private String[] lastNames = new String[0];
+        private int[] lastColumns;
 
         private Spec(String text, boolean[] numeric) {
             this.text = text;
@@ -115,57 +120,102 @@ public class FeatureColumns extends ScalarFunction {
         }
 
         /**
-         * The record's row: its values when Java vouches for it, else {@code ok = false} and nulls.
-         * Written in Flink's binary row format, as the job's next steps hold rows: no value is boxed,
-         * and the row is copied on as bytes, not field by field.
+         * The record's values by column when Java vouches for it: a {@link Double} or null in a numeric
+         * column, a {@link String} or null in a categorical one, a column of another model (or no
+         * prediction) null; null when Java does not vouch for the record. The one rule {@link #row}
+         * writes and the drift job's source task ({@link SourceSummaries}) summarizes.
          */
-        RowData row(Envelope envelope) {
+        Object[] values(Envelope envelope) {
             Map<String, Integer> columnOf = envelope.plain ? models.get(envelope.model) : null;
             EventFeatures features = envelope.features;
             if (columnOf == null || features.count != columnOf.size() || envelope.eventMillis() == null) {
-                return notVouched();
+                return null;
             }
-            BinaryRowData row = new BinaryRowData(numeric.length + 1);
-            BinaryRowWriter writer = new BinaryRowWriter(row, 16 * numeric.length);
-            boolean[] seen = new boolean[numeric.length];
+            int[] columnOfField = featureColumns(columnOf, features);
+            if (columnOfField == null) {
+                return null;
+            }
+            Object[] values = new Object[numeric.length];
             for (int i = 0; i < features.count; i++) {
-                Integer column = columnOf.get(features.names[i]);
-                if (column == null || seen[column] || !fill(writer, column, features, i)) {
-                    return notVouched();
+                if (!fill(values, columnOfField[i], features, i)) {
+                    return null;
                 }
-                seen[column] = true;
             }
             Integer prediction = predictionColumn.get(envelope.model);
             if (prediction != null && envelope.prediction != null) {
-                writer.writeDouble(prediction + 1, envelope.prediction);
-                seen[prediction] = true;
+                values[prediction] = envelope.prediction;
             }
-            for (int column = 0; column < numeric.length; column++) {
-                if (!seen[column]) {  // another model's column, or no prediction
-                    writer.setNullAt(column + 1);
-                }
-            }
-            writer.writeBoolean(0, true);
-            writer.complete();
-            return row;
+            return values;
         }
 
-        /** Write feature {@code i}'s value (or null) into its column; false when its JSON type is not the column's kind. */
-        private boolean fill(BinaryRowWriter writer, int column, EventFeatures features, int i) {
+        /**
+         * The column of each of the event's features, in the event's order; null when one is not the
+         * model's or comes twice. Events of a stream name their features alike, and the parser hands
+         * out one String per name it has seen: the last answer is kept, and reused while the names
+         * are the same objects in the same order (the map is asked only when they are not).
+         */
+        private int[] featureColumns(Map<String, Integer> columnOf, EventFeatures features) {
+            if (columnOf == lastColumnOf && features.count == lastNames.length) {
+                boolean same = true;
+                for (int i = 0; i < features.count && same; i++) {
+                    same = features.names[i] == lastNames[i];
+                }
+                if (same) {
+                    return lastColumns;
+                }
+            }
+            int[] columns = new int[features.count];
+            boolean[] seen = new boolean[numeric.length];
+            for (int i = 0; i < features.count; i++) {
+                Integer column = columnOf.get(features.names[i]);
+                if (column == null || seen[column]) {
+                    return null;
+                }
+                seen[column] = true;
+                columns[i] = column;
+            }
+            lastColumnOf = columnOf;
+            lastNames = Arrays.copyOf(features.names, features.count);
+            lastColumns = columns;
+            return columns;
+        }
+
+        /** Feature {@code i}'s value (or null) into its column; false when its JSON type is not the column's kind. */
+        private boolean fill(Object[] values, int column, EventFeatures features, int i) {
             byte kind = features.kinds[i];
             if (kind == EventFeatures.NULL) {
-                writer.setNullAt(column + 1);
                 return true;
             }
             if (numeric[column] ? kind != EventFeatures.NUMBER : kind != EventFeatures.TEXT) {
                 return false;
             }
-            if (numeric[column]) {
-                writer.writeDouble(column + 1, features.numbers[i]);
-            } else {
-                writer.writeString(column + 1, StringData.fromString(features.texts[i]));
-            }
+            values[column] = numeric[column] ? (Object) features.numbers[i] : features.texts[i];
             return true;
+        }
+
+        /**
+         * The record's row: {@link #values} when Java vouches for it, else {@code ok = false} and nulls.
+         * Written in Flink's binary row format, as the SQL steps hold rows: copied on as bytes.
+         */
+        RowData row(Envelope envelope) {
+            Object[] values = values(envelope);
+            if (values == null) {
+                return notVouched();
+            }
+            BinaryRowData row = new BinaryRowData(numeric.length + 1);
+            BinaryRowWriter writer = new BinaryRowWriter(row, 16 * numeric.length);
+            writer.writeBoolean(0, true);
+            for (int column = 0; column < numeric.length; column++) {
+                if (values[column] == null) {
+                    writer.setNullAt(column + 1);
+                } else if (numeric[column]) {
+                    writer.writeDouble(column + 1, (Double) values[column]);
+                } else {
+                    writer.writeString(column + 1, StringData.fromString((String) values[column]));
+                }
+            }
+            writer.complete();
+            return row;
         }
 
         private RowData notVouched() {

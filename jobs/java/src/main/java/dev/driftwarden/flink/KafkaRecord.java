@@ -16,6 +16,16 @@ public final class KafkaRecord {
     public long offset;
     /** The Kafka record's timestamp (epoch ms; -1 when it has none). */
     public long timestamp;
+    /** The value's envelope, read once for the watermark and the summaries (not a POJO field: a copy reads it again). */
+    private transient Envelope envelope;
+
+    /** The value's envelope ({@link Envelope}), read on first use; the record owns its bytes, so they are not copied. */
+    Envelope envelope() {
+        if (envelope == null) {
+            envelope = Envelope.readOwned(value);
+        }
+        return envelope;
+    }
 
     /** Reads each Kafka record into a {@link KafkaRecord} (nothing parsed here). */
     static final class Deserializer implements KafkaRecordDeserializationSchema<KafkaRecord> {

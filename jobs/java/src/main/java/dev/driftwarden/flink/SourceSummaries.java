@@ -21,7 +21,6 @@ import org.apache.flink.streaming.api.operators.AbstractStreamOperator;
 import org.apache.flink.streaming.api.operators.OneInputStreamOperator;
 import org.apache.flink.streaming.api.watermark.Watermark;
 import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
-import org.apache.flink.table.data.RowData;
 import org.apache.flink.types.Row;
 import org.apache.flink.util.OutputTag;
 
@@ -29,7 +28,7 @@ import org.apache.flink.util.OutputTag;
  * The drift job's per-event work, in the Kafka source's task (chained to it: no exchange, no row
  * per event): each record's envelope ({@link Envelope}), its Kafka partition's lateness mark (the
  * job's late rule, as replay's {@code replay/windowing.py}; kept per partition in operator state), its features
- * ({@link FeatureColumns.Spec#row}) and, for a record Java vouches for, the update of its
+ * ({@link FeatureColumns.Spec#values}) and, for a record Java vouches for, the update of its
  * (model, segment, window)'s partial summary ({@link Summaries#accumulate}, the rule the SQL
  * aggregate uses). When the watermark passes a window's end, its partials leave as rows
  * {@code (model, segment, window_start, window_end, part)} timed at the window's last millisecond,
@@ -62,7 +61,11 @@ public final class SourceSummaries extends AbstractStreamOperator<Row> implement
     private transient FeatureColumns.Spec columns;
     private transient SummarySpec spec;
     private transient EventSegment segments;
-    private transient Map<PartitionKey, Long> marks;
+    private transient Map<PartitionKey, long[]> marks;  // each partition's mark, in a cell changed in place
+    private transient PartitionKey lastPartition;
+    private transient long[] lastMark;
+    private transient WindowKey lastKey;  // the key of the partial the last summarized event went to
+    private transient WindowSummary lastPartial;
     private transient Map<WindowKey, WindowSummary> open;
     private transient ListState<Tuple3<String, Integer, Long>> marksState;
     private transient ListState<byte[]> openState;
@@ -70,6 +73,9 @@ public final class SourceSummaries extends AbstractStreamOperator<Row> implement
     private transient Hashing.TopicCrc topicCrc;
     private transient Counter summarized;
     private transient Counter toPython;
+
+    /** The mark of a partition before its first record: below every candidate. */
+    private static final long NO_MARK = Long.MIN_VALUE;
 
     /** A Kafka partition. */
     record PartitionKey(String topic, int partition) {}
@@ -97,7 +103,8 @@ public final class SourceSummaries extends AbstractStreamOperator<Row> implement
         openState = context.getOperatorStateStore().getListState(new ListStateDescriptor<>("open-partials",
                 PrimitiveArrayTypeInfo.BYTE_PRIMITIVE_ARRAY_TYPE_INFO));
         for (Tuple3<String, Integer, Long> mark : marksState.get()) {
-            marks.merge(new PartitionKey(mark.f0, mark.f1), mark.f2, Math::max);
+            long[] cell = marks.computeIfAbsent(new PartitionKey(mark.f0, mark.f1), key -> new long[] {NO_MARK});
+            cell[0] = Math.max(cell[0], mark.f2);
         }
         for (byte[] stored : openState.get()) {
             int segment = ByteBuffer.wrap(stored, 0, 4).getInt();
@@ -121,7 +128,7 @@ public final class SourceSummaries extends AbstractStreamOperator<Row> implement
     public void snapshotState(StateSnapshotContext context) throws Exception {
         super.snapshotState(context);
         List<Tuple3<String, Integer, Long>> markList = new ArrayList<>(marks.size());
-        marks.forEach((key, mark) -> markList.add(Tuple3.of(key.topic(), key.partition(), mark)));
+        marks.forEach((key, mark) -> markList.add(Tuple3.of(key.topic(), key.partition(), mark[0])));
         marksState.update(markList);
         List<byte[]> partials = new ArrayList<>(open.size());
         open.forEach((key, partial) -> {
@@ -148,17 +155,17 @@ public final class SourceSummaries extends AbstractStreamOperator<Row> implement
     @Override
     public void processElement(StreamRecord<KafkaRecord> element) {
         KafkaRecord record = element.getValue();
-        Envelope envelope = Envelope.parse(record.value);
+        Envelope envelope = record.envelope();
         Long eventMs = envelope.eventMillis();
         long eventTime = eventTime(envelope, record.timestamp, settings.maxFutureSkewMs);
         long eventMsOrZero = eventMs == null ? 0 : eventMs;
         long start = spec.windowStart(eventMsOrZero);
-        Long mark = advanceMark(record, eventTime - settings.outOfOrdernessMs);
+        long mark = advanceMark(record, eventTime - settings.outOfOrdernessMs);
         String turnedAway = turnedAway(envelope, eventMs, record.timestamp, start, mark);
         if (turnedAway == null) {
-            RowData row = columns.row(envelope);
-            if (row.getBoolean(0)) {
-                summarize(record, envelope.model, eventMs, start, row);
+            Object[] values = columns.values(envelope);
+            if (values != null) {
+                summarize(record, envelope.model, eventMs, start, values);
                 return;
             }
         }
@@ -167,12 +174,19 @@ public final class SourceSummaries extends AbstractStreamOperator<Row> implement
                 eventMsOrZero, envelope.model, turnedAway), eventTime));
     }
 
-    /** Moves the record's partition's mark on by its candidate; returns the mark before it (null: its first record). */
-    private Long advanceMark(KafkaRecord record, long candidate) {
-        PartitionKey key = new PartitionKey(record.topic, record.partition);
-        Long before = marks.get(key);
-        if (before == null || candidate > before) {
-            marks.put(key, candidate);
+    /**
+     * Moves the record's partition's mark on by its candidate; returns the mark before it
+     * ({@link #NO_MARK}: the partition's first record). A source subtask reads its partitions'
+     * records in runs, so the last partition's mark is at hand without a lookup.
+     */
+    private long advanceMark(KafkaRecord record, long candidate) {
+        if (lastMark == null || record.partition != lastPartition.partition() || !record.topic.equals(lastPartition.topic())) {
+            lastPartition = new PartitionKey(record.topic, record.partition);
+            lastMark = marks.computeIfAbsent(lastPartition, key -> new long[] {NO_MARK});
+        }
+        long before = lastMark[0];
+        if (candidate > before) {
+            lastMark[0] = candidate;
         }
         return before;
     }
@@ -182,7 +196,7 @@ public final class SourceSummaries extends AbstractStreamOperator<Row> implement
      * read, its clock is ahead, or its window (starting at {@code start}) ended at or below its
      * partition's mark (or the watermark, which passes an idle partition's): the job's late rule.
      */
-    private String turnedAway(Envelope envelope, Long eventMs, long kafkaTimestamp, long start, Long mark) {
+    private String turnedAway(Envelope envelope, Long eventMs, long kafkaTimestamp, long start, long mark) {
         if (eventMs == null || envelope.model == null || envelope.model.isEmpty()) {
             return settings.envelopeReason;
         }
@@ -190,20 +204,14 @@ public final class SourceSummaries extends AbstractStreamOperator<Row> implement
             return settings.futureReason;
         }
         long last = start + spec.windowMs - 1;
-        if ((mark != null && last <= mark) || last <= watermark) {
+        if ((mark != NO_MARK && last <= mark) || last <= watermark) {
             return settings.lateReason;
         }
         return null;
     }
 
     /** Adds a vouched record to its (model, segment, window starting at {@code start})'s partial summary. */
-    private void summarize(KafkaRecord record, String model, long eventMs, long start, RowData row) {
-        Object[] values = new Object[columns.numeric.length];
-        for (int i = 0; i < values.length; i++) {
-            if (!row.isNullAt(i + 1)) {
-                values[i] = columns.numeric[i] ? (Object) row.getDouble(i + 1) : row.getString(i + 1).toString();
-            }
-        }
+    private void summarize(KafkaRecord record, String model, long eventMs, long start, Object[] values) {
         int segment = -1;
         if (segments != null) {
             String[] by = new String[settings.segmentColumns.length];
@@ -212,11 +220,19 @@ public final class SourceSummaries extends AbstractStreamOperator<Row> implement
             }
             segment = segments.eval(model, by);
         }
-        WindowSummary partial = open.computeIfAbsent(new WindowKey(model, segment, start),
-                key -> new WindowSummary());
-        Summaries.accumulate(partial, spec, model, eventMs, topicCrc.of(record.topic), record.partition, record.offset, 0,
-                values);
+        Summaries.accumulate(partial(model, segment, start), spec, model, eventMs, topicCrc.of(record.topic),
+                record.partition, record.offset, 0, values);
         summarized.inc();
+    }
+
+    /** The open partial of (model, segment, window start), made when new; the last one is at hand without a lookup. */
+    private WindowSummary partial(String model, int segment, long start) {
+        WindowKey key = lastKey;
+        if (key == null || key.start() != start || key.segment() != segment || !key.model().equals(model)) {
+            lastKey = key = new WindowKey(model, segment, start);
+            lastPartial = open.computeIfAbsent(key, k -> new WindowSummary());
+        }
+        return lastPartial;
     }
 
     /** Emits the partials of the windows the watermark has passed (in window, model, segment order), then the watermark. */
@@ -231,6 +247,10 @@ public final class SourceSummaries extends AbstractStreamOperator<Row> implement
         }
         closed.sort(Comparator.comparingLong(WindowKey::start).thenComparing(WindowKey::model)
                 .thenComparingInt(WindowKey::segment));
+        if (!closed.isEmpty()) {
+            lastKey = null;
+            lastPartial = null;
+        }
         for (WindowKey key : closed) {
             long end = key.start() + spec.windowMs;
             output.collect(new StreamRecord<>(Row.of(key.model(), key.segment(), key.start(), end,

@@ -90,7 +90,7 @@ public final class SummarySource {
         WatermarkStrategy<KafkaRecord> strategy = WatermarkStrategy
                 .<KafkaRecord>forGenerator(context -> new LargestLessLateness(outOfOrdernessMs, perEvent))
                 .withTimestampAssigner((record, kafkaTime) ->
-                        SourceSummaries.eventTime(Envelope.parse(record.value), record.timestamp, skewMs));
+                        SourceSummaries.eventTime(record.envelope(), record.timestamp, skewMs));
         return settings.idlenessMs > 0 ? strategy.withIdleness(Duration.ofMillis(settings.idlenessMs)) : strategy;
     }
 
