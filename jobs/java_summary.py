@@ -45,19 +45,25 @@ def flink_classpath() -> list[Path]:
     return jars
 
 
-def java_summaries(spec_json: str, records: list[dict], partials: int,
-                   jar: Path | None = None) -> list[tuple[str, int, bytes]]:
+def java_summaries(spec_json: str, records: list[dict], partials: int, jar: Path | None = None,
+                   segments_json: str | None = None) -> list[tuple[str, int, bytes]]:
     """(model, window start, summary bytes) per window, sorted, as Java builds them from ``partials`` merged partials.
 
     ``records``: dicts with model, event_ms, topic, partition, offset, unknown and ``values`` (one per
-    spec column, None for null; NaN and infinities travel as Python's json writes them). Raises RuntimeError with Java's message when the harness fails.
+    spec column, None for null; NaN and infinities travel as Python's json writes them); with
+    ``segments_json`` (``jobs.drift_job.segments_json``) also ``segment``, the record's index among its
+    model's segment keys, and each window is merged per segment as the job merges (kind 18 bytes).
+    Raises RuntimeError with Java's message when the harness fails.
     """
     classpath = os.pathsep.join(str(p) for p in [jar or udf_jar(), *flink_classpath()])
-    with tempfile.NamedTemporaryFile("w", suffix=".json", encoding="utf-8") as spec_file:
-        spec_file.write(spec_json)
-        spec_file.flush()
+    with tempfile.TemporaryDirectory(prefix="summary-dump-") as folder:
+        spec_file, segments_file = Path(folder) / "spec.json", Path(folder) / "segments.json"
+        spec_file.write_text(spec_json, encoding="utf-8")
+        segments = ["--segments", str(segments_file)] if segments_json is not None else []
+        if segments_json is not None:
+            segments_file.write_text(segments_json, encoding="utf-8")
         done = subprocess.run(
-            ["java", "-cp", classpath, SUMMARY_DUMP, spec_file.name, "--partials", str(partials)],
+            ["java", "-cp", classpath, SUMMARY_DUMP, str(spec_file), "--partials", str(partials), *segments],
             input="".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), capture_output=True, text=True,
             encoding="utf-8", check=False)
     if done.returncode != 0:

@@ -16,9 +16,11 @@ import numpy as np
 import pytest
 
 from jobs.columns import configured_values
+from jobs.drift_job import segments_json
 from jobs.feature_spec import FeatureColumnSpec
 from jobs.java_summary import java_summaries
 from jobs.pipeline import WindowRows, WindowSummary, window_start
+from jobs.segments import MISSING, escape_value, other_key
 from schemas.config import MonitorConfig
 
 CONFIG = MonitorConfig.model_validate({
@@ -124,3 +126,44 @@ def test_a_categorical_past_its_cap_is_the_same_bytes(events: int, flat: bool) -
     python, java = _python(records), _java(records, 4)
     assert java == python
     assert not WindowSummary.deserialize(python[0][2]).sketches["y"].is_exact
+
+
+SEGMENTED = MonitorConfig.model_validate({
+    "window": {"size": "10s"},
+    "models": [{"name": "s", "features": {"x": "numeric", "c": "categorical", "g": "categorical"}, "sample_size": 50,
+                "segments": {"by": ["g"], "top": 3, "min_count": 1}}]})
+SEGMENTED_SPEC = FeatureColumnSpec.from_config(SEGMENTED)
+#: the top segments (as a reference names them) and the other one, last
+SEGMENT_KEYS = (("(missing)",), ("a",), ("((other))",), other_key(("g",)))
+
+
+def _segment_index(value: str | None) -> int:
+    """The record's segment as the job's source task finds it (jobs/segments.py names, the other one last)."""
+    key = (MISSING if value is None else escape_value(value),)
+    return SEGMENT_KEYS.index(key) if key in SEGMENT_KEYS[:-1] else len(SEGMENT_KEYS) - 1
+
+
+@pytest.mark.parametrize("partials", [1, 3])
+def test_the_merge_of_segment_partials_is_pythons_segmented_summary(partials: int) -> None:
+    """The job's per-segment partials, merged by Java MergeSegments (its accumulator through its state
+    serializer part way and at the end, as after a restore), are the bytes of Python's segmented summary."""
+    rng = random.Random(11)
+    records = [{"model": "s", "event_ms": 1_767_225_600_000 + rng.randrange(0, 25_000), "topic": "t",
+                "partition": rng.randrange(2), "offset": i, "unknown": 0,
+                "features": {"x": _number(rng), "c": _label(rng), "g": rng.choice(["a", "b", "(other)", None, "z"])}}
+               for i in range(3000)]
+    model = SEGMENTED.model("s")
+    python = []
+    for start in sorted({window_start(r["event_ms"], 10_000) for r in records}):
+        rows = WindowRows(model)
+        for r in (r for r in records if window_start(r["event_ms"], 10_000) == start):
+            rows.add(r["features"], (r["topic"], r["partition"], r["offset"]), prediction=None)
+        python.append(("s", start, rows.summarize("s", start, 10_000, SEGMENT_KEYS[:-1]).serialize()))
+    java = java_summaries(SEGMENTED_SPEC.aggregate_spec(SEGMENTED), [
+        {**{k: r[k] for k in ("model", "event_ms", "topic", "partition", "offset", "unknown")},
+         "values": SEGMENTED_SPEC.row_values("s", configured_values(r["features"], model.kinds)[0]),
+         "segment": _segment_index(r["features"]["g"])} for r in records],
+        partials, segments_json=segments_json({"s": (("g",), SEGMENT_KEYS)}))
+    assert len(java) == len(python) == 3
+    assert java == python
+    assert all(len(WindowSummary.deserialize(data).segments) == 4 for _, _, data in python)  # every segment had events

@@ -2,7 +2,6 @@ package dev.driftwarden.flink;
 
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
@@ -21,10 +20,10 @@ import org.apache.flink.table.types.inference.TypeStrategies;
  * had events, its key and its own kind 17 frame, keys in code-point order (as Python sorts them).
  *
  * <p>Built with the segments JSON {@code {"model": {"by": [...], "keys": [[...], ...]}}}: segment i
- * is {@code keys[i]}; the last key is the other segment. The accumulator maps a segment to its
- * merged summary's bytes (a few per window; merged exactly, in any order).
+ * is {@code keys[i]}; the last key is the other segment. The accumulator ({@link SegmentPartials})
+ * maps a segment to its merged summary's bytes (a few per window; merged exactly, in any order).
  */
-public class MergeSegments extends AggregateFunction<byte[], Map<Integer, byte[]>> {
+public class MergeSegments extends AggregateFunction<byte[], SegmentPartials> {
     private static final long serialVersionUID = 1L;
     private static final int KIND_SEGMENTED = 18;
 
@@ -76,15 +75,16 @@ public class MergeSegments extends AggregateFunction<byte[], Map<Integer, byte[]
     }
 
     @Override
-    public Map<Integer, byte[]> createAccumulator() {
-        return new HashMap<>();
+    public SegmentPartials createAccumulator() {
+        return new SegmentPartials();
     }
 
     /** Merges one partial summary of segment {@code segment} (-1: the model has no segments). */
-    public void accumulate(Map<Integer, byte[]> acc, byte[] partial, Integer segment) {
+    public void accumulate(SegmentPartials partials, byte[] partial, Integer segment) {
         if (partial == null || segment == null) {
             return;
         }
+        Map<Integer, byte[]> acc = partials.parts;
         byte[] before = acc.get(segment);
         if (before == null) {
             acc.put(segment, partial);
@@ -96,7 +96,8 @@ public class MergeSegments extends AggregateFunction<byte[], Map<Integer, byte[]
     }
 
     @Override
-    public byte[] getValue(Map<Integer, byte[]> acc) {
+    public byte[] getValue(SegmentPartials partials) {
+        Map<Integer, byte[]> acc = partials.parts;
         if (acc.isEmpty()) {
             return null;
         }
@@ -154,7 +155,8 @@ public class MergeSegments extends AggregateFunction<byte[], Map<Integer, byte[]
     public TypeInference getTypeInference(DataTypeFactory typeFactory) {
         return TypeInference.newBuilder()
                 .typedArguments(DataTypes.BYTES(), DataTypes.INT())
-                .accumulatorTypeStrategy(TypeStrategies.explicit(DataTypes.MAP(DataTypes.INT(), DataTypes.BYTES())))
+                .accumulatorTypeStrategy(TypeStrategies.explicit(
+                        DataTypes.RAW(SegmentPartials.class, SegmentPartialsSerializer.INSTANCE)))
                 .outputTypeStrategy(TypeStrategies.explicit(DataTypes.BYTES()))
                 .build();
     }

@@ -28,7 +28,7 @@ import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMap
  * Command-line harness of {@link WindowSummaryAgg} for the cross-language tests and a micro-benchmark.
  *
  * <pre>
- * SummaryDump SPEC_FILE [--partials N]   &lt; records.jsonl
+ * SummaryDump SPEC_FILE [--partials N] [--segments SEGMENTS_FILE]   &lt; records.jsonl
  * SummaryDump --bench EVENTS [--segments N]
  * </pre>
  *
@@ -37,6 +37,11 @@ import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMap
  * start); record i of a group goes to partial accumulator i mod N; each partial goes through the
  * state serializer and back, then all are merged into an empty accumulator. Prints one line per
  * window: {@code JSON-quoted model TAB start TAB base64(summary bytes)}.
+ *
+ * <p>With {@code --segments} (the JSON {@link MergeSegments} is built with) each record also has a
+ * {@code segment} (its index among its model's segment keys): each segment's records are summarized
+ * so, in N partials, and the partials' bytes merged by {@link MergeSegments} as the job merges the
+ * source task's, its accumulator through its state serializer part way and at the end.
  */
 public final class SummaryDump {
     private static final ObjectMapper MAPPER = new ObjectMapper().enable(JsonParser.Feature.ALLOW_NON_NUMERIC_NUMBERS);
@@ -56,9 +61,12 @@ public final class SummaryDump {
         }
         int partials = 1;
         String specPath = null;
+        String segmentsPath = null;
         for (int i = 0; i < args.length; i++) {
             if (args[i].equals("--partials") && i + 1 < args.length) {
                 partials = Integer.parseInt(args[++i]);
+            } else if (args[i].equals("--segments") && i + 1 < args.length) {
+                segmentsPath = args[++i];
             } else if (specPath == null && !args[i].startsWith("--")) {
                 specPath = args[i];
             } else {
@@ -71,6 +79,7 @@ public final class SummaryDump {
         String specJson = Files.readString(Path.of(specPath));
         WindowSummaryAgg agg = new WindowSummaryAgg(specJson);
         SummarySpec spec = SummarySpec.parse(specJson);
+        MergeSegments merge = segmentsPath == null ? null : new MergeSegments(Files.readString(Path.of(segmentsPath)));
         Map<String, TreeMap<Long, List<JsonNode>>> groups = new TreeMap<>();
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         int lineNo = 0;
@@ -87,7 +96,8 @@ public final class SummaryDump {
         PrintStream out = new PrintStream(System.out, false, StandardCharsets.UTF_8);
         for (Map.Entry<String, TreeMap<Long, List<JsonNode>>> model : groups.entrySet()) {
             for (Map.Entry<Long, List<JsonNode>> window : model.getValue().entrySet()) {
-                byte[] bytes = summarize(agg, spec, window.getValue(), partials);
+                byte[] bytes = merge == null ? summarize(agg, spec, window.getValue(), partials)
+                        : summarizeSegments(agg, merge, spec, window.getValue(), partials);
                 out.println(MAPPER.writeValueAsString(model.getKey()) + "\t" + window.getKey() + "\t"
                         + Base64.getEncoder().encodeToString(bytes));
             }
@@ -96,7 +106,8 @@ public final class SummaryDump {
     }
 
     private static void usage(String problem) {
-        System.err.println("SummaryDump: " + problem + "\nusage: SummaryDump SPEC_FILE [--partials N] < records.jsonl"
+        System.err.println("SummaryDump: " + problem + "\nusage: SummaryDump SPEC_FILE [--partials N] [--segments FILE]"
+                + " < records.jsonl"
                 + "\n       SummaryDump --bench EVENTS [--segments N]");
         System.exit(2);
     }
@@ -137,6 +148,46 @@ public final class SummaryDump {
         WindowSummary merged = agg.createAccumulator();
         agg.merge(merged, restored);
         return agg.getValue(merged);
+    }
+
+    /**
+     * One window's records summarized per segment ({@link #summarize} in {@code partials} partials, each
+     * partial's bytes a part), the parts merged by {@link MergeSegments}, its accumulator through state
+     * part way (as after a restore) and at the end.
+     */
+    private static byte[] summarizeSegments(WindowSummaryAgg agg, MergeSegments merge, SummarySpec spec,
+                                            List<JsonNode> records, int partials) throws IOException {
+        Map<Integer, List<List<JsonNode>>> bySegment = new TreeMap<>();
+        for (int i = 0; i < records.size(); i++) {
+            int segment = field(records.get(i), "segment", i + 1).asInt();
+            List<List<JsonNode>> shares = bySegment.computeIfAbsent(segment, s -> new ArrayList<>());
+            if (shares.isEmpty()) {
+                for (int p = 0; p < partials; p++) {
+                    shares.add(new ArrayList<>());
+                }
+            }
+            shares.get(i % partials).add(records.get(i));
+        }
+        SegmentPartials acc = merge.createAccumulator();
+        int parts = 0;
+        for (Map.Entry<Integer, List<List<JsonNode>>> segment : bySegment.entrySet()) {
+            for (List<JsonNode> share : segment.getValue()) {
+                if (!share.isEmpty()) {
+                    merge.accumulate(acc, summarize(agg, spec, share, 1), segment.getKey());
+                    if (++parts == bySegment.size() / 2 + 1) {
+                        acc = throughState(acc);
+                    }
+                }
+            }
+        }
+        return merge.getValue(throughState(acc));
+    }
+
+    /** The merge's accumulator after a trip through its Flink state serializer. */
+    static SegmentPartials throughState(SegmentPartials acc) throws IOException {
+        DataOutputSerializer out = new DataOutputSerializer(4096);
+        SegmentPartialsSerializer.INSTANCE.serialize(acc, out);
+        return SegmentPartialsSerializer.INSTANCE.deserialize(new DataInputDeserializer(out.getCopyOfBuffer()));
     }
 
     private static Object[] values(JsonNode record, SummarySpec spec, int line) {
@@ -265,7 +316,7 @@ public final class SummaryDump {
                 agg.accumulate(parts[segmentOf[i]], "m", 1_000L, "events", 0, (long) run * events + i, 0, rows[i]);
             }
             long c1 = CPU.getCurrentThreadCpuTime();
-            Map<Integer, byte[]> acc = merge.createAccumulator();
+            SegmentPartials acc = merge.createAccumulator();
             long bytes = 0;
             for (int s = 0; s <= segments; s++) {
                 byte[] part = agg.getValue(parts[s]);
