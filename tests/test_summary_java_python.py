@@ -13,6 +13,7 @@ import math
 import random
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from jobs.columns import configured_values
@@ -20,7 +21,7 @@ from jobs.drift_job import segments_json
 from jobs.feature_spec import FeatureColumnSpec
 from jobs.java_summary import java_summaries
 from jobs.pipeline import WindowRows, WindowSummary, window_start
-from jobs.segments import MISSING, escape_value, other_key
+from jobs.segments import fold_to_top, other_key, segment_keys
 from schemas.config import MonitorConfig
 
 CONFIG = MonitorConfig.model_validate({
@@ -137,10 +138,10 @@ SEGMENTED_SPEC = FeatureColumnSpec.from_config(SEGMENTED)
 SEGMENT_KEYS = (("(missing)",), ("a",), ("((other))",), other_key(("g",)))
 
 
-def _segment_index(value: str | None) -> int:
-    """The record's segment as the job's source task finds it (jobs/segments.py names, the other one last)."""
-    key = (MISSING if value is None else escape_value(value),)
-    return SEGMENT_KEYS.index(key) if key in SEGMENT_KEYS[:-1] else len(SEGMENT_KEYS) - 1
+def _segment_indices(values: list[str | None]) -> list[int]:
+    """Each record's segment as an index into SEGMENT_KEYS, by replay's rule (jobs/segments.py)."""
+    keys = fold_to_top(segment_keys({"g": pa.array(values, pa.string())}, ("g",)), SEGMENT_KEYS[:-1])
+    return [SEGMENT_KEYS.index(key) for key in keys]
 
 
 @pytest.mark.parametrize("partials", [1, 3])
@@ -159,10 +160,11 @@ def test_the_merge_of_segment_partials_is_pythons_segmented_summary(partials: in
         for r in (r for r in records if window_start(r["event_ms"], 10_000) == start):
             rows.add(r["features"], (r["topic"], r["partition"], r["offset"]), prediction=None)
         python.append(("s", start, rows.summarize("s", start, 10_000, SEGMENT_KEYS[:-1]).serialize()))
+    segments = _segment_indices([r["features"]["g"] for r in records])
     java = java_summaries(SEGMENTED_SPEC.aggregate_spec(SEGMENTED), [
         {**{k: r[k] for k in ("model", "event_ms", "topic", "partition", "offset", "unknown")},
          "values": SEGMENTED_SPEC.row_values("s", configured_values(r["features"], model.kinds)[0]),
-         "segment": _segment_index(r["features"]["g"])} for r in records],
+         "segment": segment} for r, segment in zip(records, segments)],
         partials, segments_json=segments_json({"s": (("g",), SEGMENT_KEYS)}))
     assert len(java) == len(python) == 3
     assert java == python

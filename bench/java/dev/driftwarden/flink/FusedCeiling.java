@@ -85,8 +85,7 @@ public final class FusedCeiling {
 
         @Override
         public void processElement(StreamRecord<KafkaRecord> element) {
-            Envelope envelope = element.getValue().envelope();
-            if (envelope.eventMillis() != null && envelope.model != null && columns.values(envelope) != null) {
+            if (columns.values(element.getValue().envelope()) != null) {  // it checks the event time and model too
                 last.events++;
             }
         }

@@ -18,6 +18,7 @@ import java.util.Map;
 import java.util.Random;
 import java.util.TreeMap;
 
+import org.apache.flink.api.common.typeutils.TypeSerializer;
 import org.apache.flink.core.memory.DataInputDeserializer;
 import org.apache.flink.core.memory.DataOutputSerializer;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.JsonParser;
@@ -183,13 +184,6 @@ public final class SummaryDump {
         return merge.getValue(throughState(acc));
     }
 
-    /** The merge's accumulator after a trip through its Flink state serializer. */
-    static SegmentPartials throughState(SegmentPartials acc) throws IOException {
-        DataOutputSerializer out = new DataOutputSerializer(4096);
-        SegmentPartialsSerializer.INSTANCE.serialize(acc, out);
-        return SegmentPartialsSerializer.INSTANCE.deserialize(new DataInputDeserializer(out.getCopyOfBuffer()));
-    }
-
     private static Object[] values(JsonNode record, SummarySpec spec, int line) {
         JsonNode values = field(record, "values", line);
         int columns = spec.numericColumns.length;
@@ -221,9 +215,19 @@ public final class SummaryDump {
 
     /** The accumulator after a trip through its Flink state serializer. */
     static WindowSummary throughState(WindowSummary acc) throws IOException {
+        return throughState(acc, WindowSummarySerializer.INSTANCE);
+    }
+
+    /** The merge's accumulator after a trip through its Flink state serializer. */
+    static SegmentPartials throughState(SegmentPartials acc) throws IOException {
+        return throughState(acc, SegmentPartialsSerializer.INSTANCE);
+    }
+
+    /** {@code value} written by {@code serializer} and read back, as after a checkpoint and a restore. */
+    private static <T> T throughState(T value, TypeSerializer<T> serializer) throws IOException {
         DataOutputSerializer out = new DataOutputSerializer(4096);
-        WindowSummarySerializer.INSTANCE.serialize(acc, out);
-        return WindowSummarySerializer.INSTANCE.deserialize(new DataInputDeserializer(out.getCopyOfBuffer()));
+        serializer.serialize(value, out);
+        return serializer.deserialize(new DataInputDeserializer(out.getCopyOfBuffer()));
     }
 
     /** ns/event of accumulate for 20 numeric + 5 categorical columns (FORMAT.md defaults), one window; run 0 warms up. */
