@@ -36,12 +36,12 @@ values, Zipf volumes, seeded); a reference file is built by `reference build`'s 
 segments by country, top 20) from a training snapshot of the same generator; the job then runs with
 that reference file (file mode both times) with country configured and no segments, and with segments
 ``{by: [country], top: 20, min_count: 200}``, in turns (``--segment-rounds`` segmented runs, each between
-two unsegmented ones): events/s and CPU per event (start-up subtracted), the bytes of the summary each window's aggregate emits (kind 17 / kind 18), the sink's judging
+two unsegmented ones): events/s and CPU per event (start-up, the median of three empty-topic runs, subtracted), the bytes of the summary each window's aggregate emits (kind 17 / kind 18), the sink's judging
 of such a summary in process (decode and judge, as `AnalyzeWindow` does but the store; ms per window and the
 (segment, feature) cells the gate scored), where the CPU per event goes by process and thread (client, JVM thread groups, Python workers) in both, and the ratio
 segmented / unsegmented (target >= 0.7; each segmented run against the mean wall time and CPU per event of
-the two unsegmented runs around it, the median of the runs); then both in the steady state, as above (the JIT compiler's
-warm-up, which differs between the two jobs, left out).
+the two unsegmented runs around it, the median of the runs); then both in the steady state, as above, in
+``--steady-rounds`` rounds (the JIT compiler's warm-up, which differs between the two jobs, left out).
 """
 
 from __future__ import annotations
@@ -294,8 +294,11 @@ class TreeCpu(_TreeSampler):
     Each process's own CPU is sampled (every 0.2 s and at the end) and the growth summed, so a
     process that ends within the block counts with its last sample: PyFlink's Python workers (process
     mode) outlive their launcher script, end as children of init and are never reaped into this
-    tree, so their parents' cumulative children's CPU never shows them. A process living less than
-    the interval is missed. The sampler's own CPU is left out.
+    tree, so their parents' cumulative children's CPU never shows them. A process once seen in the
+    tree is sampled until it ends, in the tree or not: a worker whose launcher the JVM stopped at the
+    job's end is still shutting down, as a child of init (its CPU then was missed before 2026-12-03,
+    and a job's start-up could read more Python CPU than the job). A process living less than the
+    interval is missed. The sampler's own CPU is left out.
     """
 
     def __init__(self, by_thread: bool = False) -> None:
@@ -329,7 +332,7 @@ class TreeCpu(_TreeSampler):
         return out
 
     def _sample(self) -> None:
-        for pid in _process_tree():
+        for pid in set(_process_tree()) | self._last.keys():  # the tree, and whatever left it since
             cpu = _own_cpu_seconds(pid)
             if cpu is not None:
                 self._last[pid] = cpu
@@ -593,11 +596,12 @@ def stored_segment_rows(store: Path) -> tuple[int, float, float]:
 
 
 def compare_segments(events: int, full: str, half: str, empty: str, folder: Path, run: str, segments: int,
-                     train_windows: int, rounds: int = 2) -> None:
+                     train_windows: int, rounds: int = 2, steady_rounds_count: int = 3) -> None:
     """The job with the segment feature but no segments, and with segments by it (top ``segments``), both
     against one reference file (built with segments): events/s, CPU per event and summary bytes per window,
-    and both once warm (:func:`steady_state` over ``half``, the first half of ``full``). ``rounds``
-    segmented runs, each between two unsegmented ones (:func:`segment_ratios`)."""
+    and both once warm (:func:`steady_rounds` over ``half``, the first half of ``full``, ``steady_rounds_count``
+    rounds: one difference of two runs is as noisy as the ratio it measures). ``rounds`` segmented runs, each
+    between two unsegmented ones (:func:`segment_ratios`)."""
     reference = folder / f"{run}-segments.dwref"
     started = time.perf_counter()
     build_segment_reference(reference, segments, train_windows)
@@ -607,7 +611,8 @@ def compare_segments(events: int, full: str, half: str, empty: str, folder: Path
                for flag in (False, True)}
     os.environ["_python_worker_execution_mode"] = "process"  # as compare_reporter: loopback hung in later jobs
     run_driftwarden(empty, folder / f"{run}-warm.db", config=configs[False][0])
-    startups = {flag: timed_by_thread(run_driftwarden, empty, folder / f"{run}-empty-{int(flag)}.db", None, configs[flag][0])
+    startups = {flag: median_startup([timed_by_thread(run_driftwarden, empty, folder / f"{run}-empty-{int(flag)}-{i}.db",
+                                                      None, configs[flag][0]) for i in range(STARTUP_RUNS)])
                 for flag in (False, True)}
     rates: dict[bool, list[float]] = {False: [], True: []}
     cpus: dict[bool, list[float]] = {False: [], True: []}
@@ -651,11 +656,27 @@ def compare_segments(events: int, full: str, half: str, empty: str, folder: Path
           f"wall time and CPU per event averaged{', the median of the runs' if rounds > 1 else ''}): throughput "
           f"{np.median(walls):.3f}, CPU per event (unsegmented / segmented) {np.median(cpu_ratios):.3f}{each}; "
           f"target >= 0.7 at 20 segments")
-    steady = {flag: steady_state(lambda topic, store, flag=flag: run_driftwarden(
-                  topic, store, None, config_for(topic, segments, flag, str(reference))), half, full,
-                  folder / f"{run}-steady-{int(flag)}")
-              for flag in (False, True)}
-    print_steady_state(events - events // 2, [steady[True]], [steady[False]], ("segmented", "unsegmented"))
+    steady = steady_rounds({label: (lambda topic, store, flag=flag: run_driftwarden(
+                                topic, store, None, config_for(topic, segments, flag, str(reference))),
+                                folder / f"{run}-steady-{int(flag)}")
+                            for label, flag in (("segmented", True), ("unsegmented", False))},
+                           half, full, steady_rounds_count)
+    print_steady_state(events - events // 2, steady["segmented"], steady["unsegmented"], ("segmented", "unsegmented"))
+
+
+#: Empty-topic runs per job whose median is its start-up: the Python workers' start-up alone (importing
+#: the job's modules) moves by a CPU second from one run to the next, as much as 1,000,000 events' judging.
+STARTUP_RUNS = 3
+
+
+def median_startup(runs: list[tuple[float, "TreeCpu"]]) -> tuple[float, "TreeCpu"]:
+    """The run of median wall time among ``runs`` (wall seconds, :class:`TreeCpu`), an odd number of them:
+    its wall time and its CPU are one run's, so they stay consistent.
+
+    >>> median_startup([(9.0, "a"), (7.0, "b"), (8.0, "c")])
+    (8.0, 'c')
+    """
+    return sorted(runs, key=lambda run: run[0])[len(runs) // 2]
 
 
 def segment_ratios(unsegmented: list[float], segmented: list[float]) -> list[float]:
@@ -882,7 +903,7 @@ def main() -> None:
     if args.segments > 0:
         fill_topic(half, args.events // 2, 1000, segments=args.segments)  # the full topic's first half
         compare_segments(args.events, full, half, empty, folder, run, args.segments, args.train_windows,
-                         args.segment_rounds)
+                         args.segment_rounds, args.steady_rounds)
         return
     if args.compare_reporter:
         compare_reporter(args.events, full, empty, folder, run, args.scrape_interval)

@@ -54,6 +54,38 @@ def test_a_worker_that_outlives_its_launcher_still_counts(tmp_path):
     assert cpu >= 0.9
 
 
+# a note of its pid, then, once told its launcher is gone (a file appears), one CPU second
+LATE_WORKER = """
+import os, sys, time
+open(sys.argv[1], "w").write(str(os.getpid()))
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.01)
+t = time.process_time()
+while time.process_time() - t < 1.0:
+    pass
+"""
+
+
+def test_a_worker_still_busy_after_its_launcher_ended_counts(tmp_path):
+    """As a PyFlink worker whose launcher the JVM stopped at the job's end: the worker, a child of init
+    by then, spends a CPU second after leaving the tree; that second is in the figure."""
+    note, go = tmp_path / "pid", tmp_path / "go"
+
+    def run() -> None:
+        launcher = subprocess.Popen(["sh", "-c", '"$0" -c "$1" "$2" "$3"; true', sys.executable, LATE_WORKER,
+                                    str(note), str(go)])
+        _wait_until(note.exists)
+        pid = int(note.read_text())
+        time.sleep(0.5)  # sampled in the tree at least once
+        launcher.kill()
+        launcher.wait()
+        go.write_text("")
+        _wait_until(lambda: _ended(pid))
+
+    _, cpu = timed(run)
+    assert cpu >= 0.9
+
+
 def test_cpu_by_thread_says_where_it_ran(tmp_path):
     """The per-thread figure (bench_job.TreeCpu.by_where) puts a worker's second under the Python
     workers and this process's own busy half second under the client; its total matches."""
