@@ -5,17 +5,18 @@ import java.util.Map;
 import java.util.TreeMap;
 
 import org.apache.flink.api.common.typeutils.SimpleTypeSerializerSnapshot;
-import org.apache.flink.api.common.typeutils.TypeSerializer;
 import org.apache.flink.api.common.typeutils.TypeSerializerSnapshot;
+import org.apache.flink.api.common.typeutils.base.TypeSerializerSingleton;
 import org.apache.flink.core.memory.DataInputView;
 import org.apache.flink.core.memory.DataOutputView;
 
 /**
  * Flink state encoding of {@link SegmentPartials}: a version byte, the number of segments, then
  * per segment its index and its partial summary's bytes behind an int length (segments in
- * ascending index order). No Kryo, no Java serialization.
+ * ascending index order). No Kryo, no Java serialization. Stateless: one instance (Flink's
+ * {@link TypeSerializerSingleton} answers {@code duplicate}, {@code equals} and {@code hashCode}).
  */
-public final class SegmentPartialsSerializer extends TypeSerializer<SegmentPartials> {
+public final class SegmentPartialsSerializer extends TypeSerializerSingleton<SegmentPartials> {
     private static final long serialVersionUID = 1L;
     public static final SegmentPartialsSerializer INSTANCE = new SegmentPartialsSerializer();
     private static final int STATE_VERSION = 1;
@@ -23,11 +24,6 @@ public final class SegmentPartialsSerializer extends TypeSerializer<SegmentParti
     @Override
     public boolean isImmutableType() {
         return false;
-    }
-
-    @Override
-    public TypeSerializer<SegmentPartials> duplicate() {
-        return this;  // stateless
     }
 
     @Override
@@ -88,16 +84,6 @@ public final class SegmentPartialsSerializer extends TypeSerializer<SegmentParti
     @Override
     public void copy(DataInputView source, DataOutputView target) throws IOException {
         serialize(deserialize(source), target);
-    }
-
-    @Override
-    public boolean equals(Object obj) {
-        return obj instanceof SegmentPartialsSerializer;
-    }
-
-    @Override
-    public int hashCode() {
-        return SegmentPartialsSerializer.class.hashCode();
     }
 
     @Override

@@ -3,17 +3,18 @@ package dev.driftwarden.flink;
 import java.io.IOException;
 
 import org.apache.flink.api.common.typeutils.SimpleTypeSerializerSnapshot;
-import org.apache.flink.api.common.typeutils.TypeSerializer;
 import org.apache.flink.api.common.typeutils.TypeSerializerSnapshot;
+import org.apache.flink.api.common.typeutils.base.TypeSerializerSingleton;
 import org.apache.flink.core.memory.DataInputView;
 import org.apache.flink.core.memory.DataOutputView;
 
 /**
  * Flink state/network encoding of {@link WindowSummaryAgg}'s accumulator: a version byte, a
  * presence byte, then (when not empty) the window summary's own kind 17 bytes behind an int
- * length. Compact and versioned; no Kryo, no Java serialization.
+ * length. Compact and versioned; no Kryo, no Java serialization. Stateless: one instance (Flink's
+ * {@link TypeSerializerSingleton} answers {@code duplicate}, {@code equals} and {@code hashCode}).
  */
-public final class WindowSummarySerializer extends TypeSerializer<WindowSummary> {
+public final class WindowSummarySerializer extends TypeSerializerSingleton<WindowSummary> {
     private static final long serialVersionUID = 1L;
     public static final WindowSummarySerializer INSTANCE = new WindowSummarySerializer();
     private static final int STATE_VERSION = 1;
@@ -21,11 +22,6 @@ public final class WindowSummarySerializer extends TypeSerializer<WindowSummary>
     @Override
     public boolean isImmutableType() {
         return false;
-    }
-
-    @Override
-    public TypeSerializer<WindowSummary> duplicate() {
-        return this;  // stateless
     }
 
     @Override
@@ -95,16 +91,6 @@ public final class WindowSummarySerializer extends TypeSerializer<WindowSummary>
             target.writeInt(length);
             target.write(source, length);
         }
-    }
-
-    @Override
-    public boolean equals(Object obj) {
-        return obj instanceof WindowSummarySerializer;
-    }
-
-    @Override
-    public int hashCode() {
-        return WindowSummarySerializer.class.hashCode();
     }
 
     @Override
