@@ -64,8 +64,8 @@ def test_each_segmented_run_is_judged_against_the_mean_cost_of_its_two_neighbour
 
 
 def test_the_start_up_subtracted_is_one_run_the_median_of_three():
-    """The start-up each job's figure has subtracted is the empty-topic run of median wall time (one slow run,
-    a Python worker's imports taking a second longer, does not move it), its CPU that same run's."""
+    """The start-up each job's figure has subtracted is the empty-topic run of median wall time (one slow run
+    does not move it), its CPU that same run's."""
     runs = [(9.0, "cpu of the slow run"), (7.0, "cpu of the fast run"), (8.0, "cpu of the median run")]
     assert BENCH.median_startup(runs) == (8.0, "cpu of the median run")
     assert BENCH.STARTUP_RUNS % 2 == 1 and BENCH.STARTUP_RUNS >= 3
