@@ -187,6 +187,7 @@ def run_driftwarden(topic: str, store: Path, checkpoint_dir: Path | None = None,
 def run_plain_flink(topic: str) -> float:
     """Seconds a plain Flink SQL TUMBLE COUNT/AVG takes over the same topic (bounded)."""
     from jobs.flink_env import make_table_env
+    from jobs.source import interval_sql
 
     # Flink's defaults, not the drift job's memory and tuning: the baseline is plain Flink as it comes
     _, t_env = make_table_env(checkpoint_interval_ms=0, parallelism=PARALLELISM, memory={}, tuning={})
@@ -203,7 +204,7 @@ def run_plain_flink(topic: str) -> float:
     aggregates = ", ".join(f"AVG(features.`{n}`)" for n in NUMERIC)
     started = time.perf_counter()
     t_env.execute_sql(f"INSERT INTO out_t SELECT model, COUNT(*), {aggregates} FROM src "
-                      f"GROUP BY model, TUMBLE(et, INTERVAL '{WINDOW_SECONDS}' SECOND)").wait()
+                      f"GROUP BY model, TUMBLE(et, {interval_sql(1000 * WINDOW_SECONDS)})").wait()
     return time.perf_counter() - started
 
 

@@ -43,7 +43,7 @@ from jobs.feature_spec import FeatureColumnSpec
 from jobs.flink_env import (StatementRunner, make_table_env, register_segment_function, register_summary_source,
                             register_window_aggregate)
 from jobs.segments import SegmentKey, other_key, segment_value
-from jobs.source import STARTUP_MODES
+from jobs.source import STARTUP_MODES, interval_sql
 from jobs.udfs import ENVELOPE, LATE, analyze_window_udf, validate_record_udtf
 from schemas.events import parse_event_time
 from schemas.config import MonitorConfig, load_config
@@ -119,7 +119,7 @@ def window_statement(config: MonitorConfig,
     merge = "dw_merge_summaries(part)" if not segments else "dw_merge_segments(part, segment)"
     return f"""INSERT INTO done SELECT dw_analyze(summary) FROM (
               SELECT {merge} AS summary
-              FROM TABLE(TUMBLE(TABLE partials, DESCRIPTOR(et), INTERVAL '{config.window.size_ms / 1000:g}' SECOND))
+              FROM TABLE(TUMBLE(TABLE partials, DESCRIPTOR(et), {interval_sql(config.window.size_ms)}))
               GROUP BY model, window_start, window_end)"""
 
 
@@ -134,7 +134,7 @@ UNION ALL
 SELECT model, {segment}part, window_time AS et FROM (
   SELECT model, {segment}window_time,
          dw_window_summary(model, event_ms, `topic`, `partition`, `offset`, `unknown`{columns}) AS part
-  FROM TABLE(TUMBLE(TABLE valid_rows, DESCRIPTOR(et), INTERVAL '{config.window.size_ms / 1000:g}' SECOND))
+  FROM TABLE(TUMBLE(TABLE valid_rows, DESCRIPTOR(et), {interval_sql(config.window.size_ms)}))
   GROUP BY model, {segment}shard, window_start, window_end, window_time)"""
 
 

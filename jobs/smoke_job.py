@@ -13,7 +13,7 @@ import sys
 from core.store import make_engine
 from jobs.flink_env import StatementRunner, make_table_env
 from jobs.sinks import store_window_counts
-from jobs.source import kafka_source_ddl
+from jobs.source import interval_sql, kafka_source_ddl
 from schemas.config import SourceConfig
 
 SMOKE_WINDOW_MS = 10_000
@@ -24,7 +24,6 @@ def build_smoke_insert(t_env, source: SourceConfig, store_url: str, window_ms: i
     t_env.execute_sql(kafka_source_ddl("events", source, out_of_orderness_ms=5_000, bounded=True))
     t_env.execute_sql("CREATE TEMPORARY TABLE done (n INT) WITH ('connector' = 'blackhole')")
     t_env.create_temporary_function("dw_store_window_counts", store_window_counts(store_url, window_ms))
-    seconds = window_ms // 1000
     return f"""
 INSERT INTO done
 SELECT dw_store_window_counts(model, first_ms, events) FROM (
@@ -34,7 +33,7 @@ SELECT dw_store_window_counts(model, first_ms, events) FROM (
   FROM events
   WHERE DW_EVENT_MILLIS(`value`) IS NOT NULL
     AND DW_MODEL(`value`) IS NOT NULL
-  GROUP BY DW_MODEL(`value`), TUMBLE(et, INTERVAL '{seconds}' SECOND)
+  GROUP BY DW_MODEL(`value`), TUMBLE(et, {interval_sql(window_ms)})
 )"""
 
 

@@ -1,7 +1,7 @@
 """The Kafka source as a SQL table (the smoke job's): raw JSON values, their Kafka coordinates, event time and watermark.
 
 The drift job reads Kafka in Java instead (``SummarySource``: the per-event work chained to the source, by the
-same event-time rules); :data:`STARTUP_MODES` and :func:`sql_literal` serve both.
+same event-time rules); :data:`STARTUP_MODES`, :func:`sql_literal` and :func:`interval_sql` serve both.
 
 Event time is computed in Java (``DW_EVENT_MILLIS``, one streaming pass over the bytes) so that Flink pushes
 the watermark into the Kafka source and keeps one watermark per partition; a Python UDF here
@@ -21,13 +21,27 @@ from schemas.events import parse_event_time
 STARTUP_MODES = {"earliest": "earliest-offset", "latest": "latest-offset", "committed": "group-offsets"}
 
 
-def future_sql(max_skew_ms: int) -> str:
-    """SQL twin of :func:`schemas.events.is_future` over the source's columns (TRUE: a bad clock)."""
-    seconds, millis = divmod(max_skew_ms, 1000)
+def interval_sql(ms: int) -> str:
+    """A duration of ``ms`` milliseconds (0 up to 100 days) as a Flink SQL interval literal, exact to the
+    millisecond. ``INTERVAL 'n' SECOND`` is not: its leading field holds 2 digits (a window of 100 s or more
+    fails to plan), and a float's text can round the duration. Days are 2 digits too (Flink's watermark
+    code accepts no other precision), so the config keeps its durations below 100 days.
+
+    >>> interval_sql(3_600_000), interval_sql(1_500)
+    ("INTERVAL '0 01:00:00.000' DAY(2) TO SECOND(3)", "INTERVAL '0 00:00:01.500' DAY(2) TO SECOND(3)")
+    """
+    if not 0 <= ms < 100 * 86_400_000:
+        raise ValueError(f"a duration of {ms} ms cannot be a Flink SQL interval (0 up to 100 days)")
+    seconds, millis = divmod(int(ms), 1000)
     minutes, seconds = divmod(seconds, 60)
     hours, minutes = divmod(minutes, 60)
     days, hours = divmod(hours, 24)
-    skew = f"INTERVAL '{days} {hours:02d}:{minutes:02d}:{seconds:02d}.{millis:03d}' DAY(2) TO SECOND(3)"
+    return f"INTERVAL '{days} {hours:02d}:{minutes:02d}:{seconds:02d}.{millis:03d}' DAY(2) TO SECOND(3)"
+
+
+def future_sql(max_skew_ms: int) -> str:
+    """SQL twin of :func:`schemas.events.is_future` over the source's columns (TRUE: a bad clock)."""
+    skew = interval_sql(max_skew_ms)
     return (f"COALESCE(`kafka_ts` > TO_TIMESTAMP_LTZ(0, 3) AND "
             f"TO_TIMESTAMP_LTZ(DW_EVENT_MILLIS(`value`), 3) > `kafka_ts` + {skew}, FALSE)")
 
@@ -67,7 +81,7 @@ def kafka_source_ddl(
   `future` AS {future},
   `pt` AS PROCTIME(),
   `et` AS TO_TIMESTAMP_LTZ(CASE WHEN {future} THEN 0 ELSE COALESCE(DW_EVENT_MILLIS(`value`), 0) END, 3),
-  WATERMARK FOR `et` AS `et` - INTERVAL '{out_of_orderness_ms / 1000:.3f}' SECOND
+  WATERMARK FOR `et` AS `et` - {interval_sql(out_of_orderness_ms)}
 ) WITH (
   {with_clause}
 )"""

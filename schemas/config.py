@@ -122,6 +122,14 @@ class WindowConfig(_Strict):
             raise ValueError(f"{value!r}: a window must last at least 1 ms")
         return value
 
+    @field_validator("size", "out_of_orderness", mode="after")
+    @classmethod
+    def _below_100_days(cls, value: str | int | float) -> str | int | float:
+        # the job's SQL states both as intervals of at most 2 day digits (jobs.source.interval_sql)
+        if parse_duration_ms(value) >= 100 * 86_400_000:
+            raise ValueError(f"{value!r} must be below 100 days (2400h)")
+        return value
+
     @field_validator("max_future_skew")
     @classmethod
     def _check_skew(cls, value: str | int) -> str | int:

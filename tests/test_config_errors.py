@@ -31,6 +31,8 @@ BAD_CONFIGS = [
     ("negative-idleness", f"{MODELS}window: {{idleness: -0.5}}\n", ":2: window.idleness: -0.5 is a negative"),
     ("infinite-size", f"window: {{size: .inf}}\n{MODELS}", ":1: window.size: inf is not a finite duration"),
     ("nan-size", f"window: {{size: .nan}}\n{MODELS}", ":1: window.size: nan is not a finite duration"),
+    ("100-day-size", f"window: {{size: 2400h}}\n{MODELS}", ":1: window.size: '2400h' must be below 100 days"),
+    ("100-day-lateness", f"window: {{out_of_orderness: 2400h}}\n{MODELS}", ":1: window.out_of_orderness: '2400h' must be below"),
     ("nan-alpha", f"thresholds: {{alpha: .nan}}\n{MODELS}", ":1: thresholds.alpha: Input should be a finite number"),
     ("nan-psi", f"{MODELS}thresholds:\n  psi_major: .NaN\n", ":3: thresholds.psi_major: Input should be a finite"),
     ("inf-psi", f"thresholds: {{psi_minor: .inf}}\n{MODELS}", ":1: thresholds.psi_minor: Input should be a finite"),

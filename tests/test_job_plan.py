@@ -10,24 +10,32 @@ partials without another aggregate between them.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from jobs.drift_job import register, window_statement
 from jobs.flink_env import make_table_env
 from jobs.segments import other_key
-from schemas.config import load_config
+from jobs.source import kafka_source_ddl
+from schemas.config import SourceConfig, load_config
 from tests.job_helpers import write_config
 
 
-def _plan_nodes(tmp_path, segments: dict, parallelism: int) -> list[dict]:
-    """The job graph's nodes as Flink's JSON execution plan lists them (nothing runs)."""
-    config = load_config(write_config(tmp_path / "config.yaml", "plan-topic", "127.0.0.1:1"))
+def _plan(tmp_path, segments: dict, parallelism: int, **window: object) -> str:
+    """Flink's plan of the drift job (its JSON execution plan last; nothing runs); ``window``: the config's
+    window section (10 s windows, 2 s out-of-orderness unless given)."""
+    config = load_config(write_config(tmp_path / "config.yaml", "plan-topic", "127.0.0.1:1", **window))
     _, t_env = make_table_env(parallelism=parallelism, checkpoint_interval_ms=0)
     register(t_env, config, f"sqlite:///{tmp_path / 'store.db'}", None, True, segments, parallelism)
     from pyflink.table import ExplainDetail
 
-    plan = t_env.explain_sql(window_statement(config, segments), ExplainDetail.JSON_EXECUTION_PLAN)
+    return t_env.explain_sql(window_statement(config, segments), ExplainDetail.JSON_EXECUTION_PLAN)
+
+
+def _plan_nodes(tmp_path, segments: dict, parallelism: int) -> list[dict]:
+    """The job graph's nodes as Flink's JSON execution plan lists them (nothing runs)."""
+    plan = _plan(tmp_path, segments, parallelism)
     return json.loads(plan[plan.index("{", plan.index("== Physical Execution Plan ==")):])["nodes"]
 
 
@@ -63,3 +71,22 @@ def test_the_per_event_work_is_chained_to_the_source(tmp_path, segmented: bool, 
     source_side = _upstream(merge, by_id, avoiding=python_partials)
     assert summaries in source_side and not [n for n in source_side if "WindowAggregate" in n["contents"]], source_side
     assert ("groupBy=[model, segment, shard]" if segmented else "groupBy=[model, shard]") in python_partials["contents"]
+
+
+@pytest.mark.parametrize("size, planned", [("100s", "100 s"), ("1h", "1 h"), ("1234567ms", "1234567 ms")])
+def test_windows_of_any_length_plan_to_the_millisecond(tmp_path, size: str, planned: str) -> None:
+    """A window of 100 s or more plans (``INTERVAL '100' SECOND`` does not: its field holds 2 digits), and both
+    of the job's windows (the Python path's partials, the merge) are the config's size to the millisecond (as
+    Flink prints it: in its largest whole unit)."""
+    plan = _plan(tmp_path, {"m": (("c0",), (("a",), other_key(("c0",))))}, 1, size=size, out_of_orderness="150s")
+    sizes = re.findall(r"TUMBLE\(time_col=\[et\], size=\[([^\]]*)\]", plan)
+    assert len(sizes) >= 2 and set(sizes) == {planned}, sizes
+
+
+def test_the_sql_source_takes_an_out_of_orderness_of_minutes() -> None:
+    """The SQL Kafka source's watermark (the smoke job's) plans with 150 s of out-of-orderness, exactly."""
+    _, t_env = make_table_env(parallelism=1, checkpoint_interval_ms=0)
+    t_env.execute_sql(kafka_source_ddl("events", SourceConfig(topics=["t"], bootstrap_servers="127.0.0.1:1"), 150_250,
+                                       bounded=True))
+    plan = t_env.explain_sql("SELECT COUNT(*) FROM events")
+    assert re.search(r"watermark=\[-\([^,\]]+, 150250:INTERVAL DAY\(2\) TO SECOND\(3\)\)\]", plan), plan
