@@ -6,7 +6,7 @@ metric of the job (``flink_taskmanager_job_task_operator_model_...``, see the RE
 
 * ``windows_judged``: windows judged and stored (a counter; ``rate() * 60`` is windows per minute);
 * ``last_window_end_seconds``: end of the newest window stored (epoch seconds, a gauge);
-* ``window_size_seconds``: the monitor's window size (a gauge, so alert rules count in windows);
+* ``window_size_seconds``: the monitor's window size, whole seconds rounded up (a gauge, so alert rules count in windows);
 * ``windows_kept_final``: summaries of an already stored window with other event counts, not kept
   (a counter; after a restart with ``window.idleness`` on, see jobs/udfs.py ``AnalyzeWindow``);
 * ``window_freshness_seconds``: from a window's end to its verdict being stored, as a Prometheus
@@ -25,6 +25,16 @@ from typing import Callable
 #: Upper bounds (seconds) of the freshness histogram's buckets; +Inf is added.
 FRESHNESS_BUCKETS_S = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600)
 OTHER_MODEL = "_other"
+
+
+def window_size_seconds(size_ms: int) -> int:
+    """The ``window_size_seconds`` gauge of a window of ``size_ms``: whole seconds (PyFlink's gauges hold
+    integers), rounded up, so a sub-second window is 1 s, not 0 (the stale rule's "3 windows" would be 0 s).
+
+    >>> window_size_seconds(60_000), window_size_seconds(1_500), window_size_seconds(250)
+    (60, 2, 1)
+    """
+    return -(-size_ms // 1000)
 
 
 class _ModelMetrics:
@@ -68,7 +78,7 @@ class WindowMetrics:
     def open(cls, function_context, config) -> "WindowMetrics":
         """The metrics of a UDF opened with ``function_context``, for the models of ``config``."""
         return cls(function_context.get_metric_group(), {m.name for m in config.models},
-                   config.window.size_ms // 1000)
+                   window_size_seconds(config.window.size_ms))
 
     def judged(self, summary) -> None:
         """Record that ``summary``'s window was judged and stored just now."""

@@ -26,6 +26,7 @@ from alerting.dashboards.model import PromQuery
 from driftwarden.cli import app
 from jobs.flink_metrics import EXCLUDED_VARIABLES
 from jobs.window_metrics import FRESHNESS_BUCKETS_S, OTHER_MODEL, WindowMetrics
+from schemas.config import MonitorConfig
 from tests.health_helpers import MODEL, LiveJob, LiveProducer, free_port, write_live_config
 from tests.kafka_helpers import create_topic
 
@@ -80,6 +81,16 @@ def test_window_metrics_count_windows_and_bucket_freshness_cumulatively() -> Non
     assert buckets == {str(b): (b >= 3) + (b >= 60) for b in FRESHNESS_BUCKETS_S} | {"+Inf": 2}
     assert set(group.groups) == {("model", "fraud"), ("model", OTHER_MODEL)}  # model names from events: bounded
     WindowMetrics(None, {"fraud"}, 60).judged(_Summary("fraud", 0))  # metrics off in Flink: a no-op
+
+
+def test_a_sub_second_window_reports_a_size_of_one_second_not_zero() -> None:
+    """The stale rule allows 3 windows (3 * window_size_seconds): a 250 ms window must not read as 0 s."""
+    group = RecordingGroup()
+    config = MonitorConfig.model_validate({"window": {"size": "250ms"}, "models": [{"name": "fraud",
+                                                                                   "features": {"x": "numeric"}}]})
+    metrics = WindowMetrics.open(type("Context", (), {"get_metric_group": lambda self: group})(), config)
+    metrics.judged(_Summary("fraud", 1_000))
+    assert group.groups[("model", "fraud")].gauges["window_size_seconds"]() == 1
 
 
 def test_promtool_rule_tests_pass() -> None:
