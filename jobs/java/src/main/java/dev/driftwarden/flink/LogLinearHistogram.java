@@ -47,6 +47,11 @@ public final class LogLinearHistogram {
     private int firstCount;
     private long[] sortedBucketKeys;  // ascending keys and their counts, from bytes or the first values; null in the map
     private long[] sortedBucketCounts;
+    private long[] pending;  // base keys of values counted (n, min, max) but not yet in the map: flushPending
+    private int pendingCount;
+
+    /** Values whose keys wait for the map together ({@link #flushPending}); every reader adds them first. */
+    private static final int PENDING = 64;
 
     public LogLinearHistogram(int precision, int maxBuckets) {
         if (precision < 0 || precision > 52) {
@@ -119,12 +124,34 @@ public final class LogLinearHistogram {
                 appendFirst(key);
                 return;
             }
-            ensureTable();
-            add(key >> shift, 1);
+            if (pending == null) {
+                pending = new long[PENDING];
+            }
+            pending[pendingCount++] = key;
+            if (pendingCount == PENDING) {
+                flushPending();
+            }
+        }
+    }
+
+    /**
+     * Adds the pending values' keys to the map, in the order they came: what {@link #update} did
+     * for each at once before, so the state is the same. Their table probes are independent, so
+     * the processor overlaps their cache misses; one at a time between other work they were not
+     * (a window's segments keep hundreds of maps, more than the caches hold).
+     */
+    private void flushPending() {
+        if (pendingCount == 0) {
+            return;
+        }
+        ensureTable();
+        for (int i = 0; i < pendingCount; i++) {
+            add(pending[i] >> shift, 1);
             if (size >= collapseAt) {
                 collapse(0);
             }
         }
+        pendingCount = 0;
     }
 
     private void appendFirst(long key) {
@@ -282,6 +309,7 @@ public final class LogLinearHistogram {
 
     /** Sorts the first values into buckets, or coarsens the map to at most M keys: what every reader sees. */
     private void settle() {
+        flushPending();
         if (firstKeys != null) {
             sortFirstKeys();
         }
@@ -296,6 +324,7 @@ public final class LogLinearHistogram {
             throw new IllegalArgumentException("cannot merge histograms with P/M " + precision + "/" + maxBuckets
                     + " and " + other.precision + "/" + other.maxBuckets);
         }
+        flushPending();
         ensureTable();
         settle();
         other.settle();
