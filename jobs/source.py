@@ -15,7 +15,7 @@ intact instead of breaking the Arrow transfer to Python.
 
 from __future__ import annotations
 
-from schemas.config import SourceConfig
+from schemas.config import MAX_DURATION_MS, SourceConfig
 from schemas.events import parse_event_time
 
 STARTUP_MODES = {"earliest": "earliest-offset", "latest": "latest-offset", "committed": "group-offsets"}
@@ -25,12 +25,12 @@ def interval_sql(ms: int) -> str:
     """A duration of ``ms`` milliseconds (0 up to 100 days) as a Flink SQL interval literal, exact to the
     millisecond. ``INTERVAL 'n' SECOND`` is not: its leading field holds 2 digits (a window of 100 s or more
     fails to plan), and a float's text can round the duration. Days are 2 digits too (Flink's watermark
-    code accepts no other precision), so the config keeps its durations below 100 days.
+    code accepts no other precision), so the config keeps its durations below ``MAX_DURATION_MS``.
 
     >>> interval_sql(3_600_000), interval_sql(1_500)
     ("INTERVAL '0 01:00:00.000' DAY(2) TO SECOND(3)", "INTERVAL '0 00:00:01.500' DAY(2) TO SECOND(3)")
     """
-    if not 0 <= ms < 100 * 86_400_000:
+    if not 0 <= ms < MAX_DURATION_MS:
         raise ValueError(f"a duration of {ms} ms cannot be a Flink SQL interval (0 up to 100 days)")
     seconds, millis = divmod(int(ms), 1000)
     minutes, seconds = divmod(seconds, 60)

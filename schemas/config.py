@@ -35,6 +35,10 @@ FeatureKind = Literal["numeric", "categorical"]
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, None: 1000}
 
+#: Every duration of the window section stays below this (100 days): the job's SQL states them as intervals
+#: with 2 day digits (``jobs.source.interval_sql``; Flink's watermark code accepts no other precision).
+MAX_DURATION_MS = 100 * 86_400_000
+
 #: A monitor config nested deeper than this is refused (the real one is four levels deep).
 MAX_DEPTH = 64
 
@@ -125,15 +129,14 @@ class WindowConfig(_Strict):
     @field_validator("size", "out_of_orderness", mode="after")
     @classmethod
     def _below_100_days(cls, value: str | int | float) -> str | int | float:
-        # the job's SQL states both as intervals of at most 2 day digits (jobs.source.interval_sql)
-        if parse_duration_ms(value) >= 100 * 86_400_000:
+        if parse_duration_ms(value) >= MAX_DURATION_MS:
             raise ValueError(f"{value!r} must be below 100 days (2400h)")
         return value
 
     @field_validator("max_future_skew")
     @classmethod
     def _check_skew(cls, value: str | int) -> str | int:
-        if not 0 < parse_duration_ms(value) < 100 * 86_400_000:
+        if not 0 < parse_duration_ms(value) < MAX_DURATION_MS:
             raise ValueError(f"max_future_skew {value!r} must be above 0 and below 100 days (2400h)")
         return value
 
