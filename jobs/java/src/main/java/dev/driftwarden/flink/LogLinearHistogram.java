@@ -324,7 +324,6 @@ public final class LogLinearHistogram {
             throw new IllegalArgumentException("cannot merge histograms with P/M " + precision + "/" + maxBuckets
                     + " and " + other.precision + "/" + other.maxBuckets);
         }
-        flushPending();
         ensureTable();
         settle();
         other.settle();
