@@ -14,7 +14,6 @@ import typer
 from prometheus_client import CollectorRegistry
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 from sqlalchemy import and_, delete, insert, select, update
 
 from alerting.delivery import utcnow
@@ -22,6 +21,7 @@ from alerting.metrics import DeliveryMetrics, StoreCollector, serve_metrics
 from alerting.outbox import prune
 from alerting.rules import Matcher, load_rules, parse_duration
 from alerting.worker import Dispatcher, build_sinks, make_client
+from core.console import data_table
 from core.errors import ConfigError
 from core.store import DEFAULT_STORE_URL, STORE_URL_ENV, make_engine
 from schemas.alert_tables import alert_deliveries, alert_endpoints, alert_silences, alerts
@@ -173,7 +173,8 @@ def _print_alerts(engine, status: str, limit: int) -> None:
     query = select(alerts).order_by(alerts.c.updated_at.desc()).limit(limit)
     if status != "all":
         query = query.where(alerts.c.status == status)
-    table = Table("fingerprint", "model", "feature", "segment", "severity", "status", "since", "acked by")
+    table = data_table("fingerprint", "model", "feature", "segment", "severity", "status", "since", "acked by",
+                       whole=("fingerprint",))
     with engine.connect() as conn:
         for r in conn.execute(query):
             table.add_row(*(escape(str(v)) for v in (r.fingerprint, r.model, r.feature, r.segment, r.severity,
@@ -186,7 +187,8 @@ def _print_deliveries(engine, status: str, limit: int) -> None:
     query = select(alert_deliveries).order_by(d.id.desc()).limit(limit)
     if status not in ("all", "firing"):
         query = query.where(d.status == status)
-    table = Table("webhook-id", "route", "model", "status", "alerts", "attempts", "last code", "last error")
+    table = data_table("webhook-id", "route", "model", "status", "alerts", "attempts", "last code", "last error",
+                       whole=("webhook-id",))
     with engine.connect() as conn:
         for r in conn.execute(query):
             table.add_row(*(escape(str(v)) for v in (r.webhook_id, r.route, r.model, r.status, r.alert_count,

@@ -217,7 +217,7 @@ def status_command(
 ) -> None:
     """Print the running job's lag, last window per model, checkpoints and outbox; exit 1 when behind, 2 unknown."""
     from rich.markup import escape
-    from rich.table import Table
+    from core.console import data_table
 
     from core.store import make_engine, store_url as resolve_store_url
     from jobs.status import Limits, collect_status
@@ -226,7 +226,7 @@ def status_command(
     cfg = load_config(config)
     engine = make_engine(_absolute_sqlite(resolve_store_url(store_url or cfg.store_url)))
     report = collect_status(cfg, engine, prometheus or None, Limits(max_lag, max_windows, max_checkpoint_age))
-    table = Table("scope", "signal", "value", "state")
+    table = data_table("scope", "signal", "value", "state")
     colour = {"ok": "green", "behind": "red", "unknown": "yellow"}
     for c in report.checks:  # names come from events and topics: escaped, never read as markup
         table.add_row(escape(c.scope), c.signal, escape(c.value), f"[{colour[c.state]}]{c.state}[/]")

@@ -12,9 +12,9 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
+from core.console import data_table
 from core.errors import ConfigError, DriftwardenError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:59092"
@@ -125,7 +125,7 @@ def _summary(console: Console, doc: dict) -> None:
     if not doc["first_drift"]:
         console.print("[green]no feature drifted[/]")
         return
-    table = Table("model", "feature", "segment", "first drifted window", "severity", "drifted windows", title="drift")
+    table = data_table("model", "feature", "segment", "first drifted window", "severity", "drifted windows", title="drift")
     for entry in doc["first_drift"]:
         segment = segment_key(entry.get("segment")) or "(all)"
         table.add_row(Text(entry["model"]), Text(entry["feature"]), Text(segment), entry["window_start"],

@@ -45,12 +45,12 @@ def store_with_alert(tmp_path, url: str = "http://127.0.0.1:9/hook") -> tuple[st
 
 def test_list_ack_and_silence(tmp_path) -> None:
     store, _ = store_with_alert(tmp_path)
-    listed = runner.invoke(app, ["alerts", "list", "--store", store], env={"COLUMNS": "250"})
+    listed = runner.invoke(app, ["alerts", "list", "--store", store], env={"COLUMNS": "80"})
     assert listed.exit_code == 0 and "fraud" in listed.output and "major" in listed.output
     fingerprint = re.search(r"\b[0-9a-f]{16}\b", listed.output).group(0)
     acked = runner.invoke(app, ["alerts", "ack", fingerprint, "--by", "alice", "--store", store])
     assert acked.exit_code == 0, acked.output
-    assert "alice" in runner.invoke(app, ["alerts", "list", "--store", store], env={"COLUMNS": "250"}).output
+    assert "alice" in runner.invoke(app, ["alerts", "list", "--store", store], env={"COLUMNS": "80"}).output
     silenced = runner.invoke(app, ["alerts", "silence", "--match", "model=~fr.*", "--match", "severity>=moderate",
                                    "--for", "30m", "--store", store])
     assert silenced.exit_code == 0 and "silence 1 until" in silenced.output
@@ -75,7 +75,7 @@ def test_deliver_once_sends_and_list_shows_the_delivery(tmp_path) -> None:
         assert result.exit_code == 0, result.output
     assert len(receiver.received) == 1
     listed = runner.invoke(app, ["alerts", "list", "--deliveries", "--status", "sent", "--store", store],
-                           env={"COLUMNS": "250"})
+                           env={"COLUMNS": "80"})
     assert receiver.received[0].headers["webhook-id"] in listed.output
 
 

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
+from core.console import data_table
 from driftwarden.demo.outcome import MAX_CATCH_OFFSET, DemoOutcome
 
 if TYPE_CHECKING:
@@ -27,9 +27,8 @@ FALSE_ALARM_NOTE = ("False alarm = a moderate/major drift verdict no change expl
 
 def print_summary(console: Console, outcome: DemoOutcome) -> None:
     """Which change was caught and when, false alarms, alerts in the drift-free period, webhooks."""
-    table = Table(title=f"injected changes ({outcome.windows_closed}/{outcome.windows_expected} windows judged)")
-    for col in ("change", "feature [segment]", "starts", "caught in", "severity", f"within {MAX_CATCH_OFFSET + 1}"):
-        table.add_column(col, no_wrap=True)
+    table = data_table("change", "feature [segment]", "starts", "caught in", "severity", f"within {MAX_CATCH_OFFSET + 1}",
+                       title=f"injected changes ({outcome.windows_closed}/{outcome.windows_expected} windows judged)")
     for c in outcome.catches:
         where = "-" if c.offset is None else f"w{c.start_window + c.offset} (+{c.offset})"
         table.add_row(c.kind, Text(c.feature + (f" [{c.segment}]" if c.segment else "")), f"w{c.start_window}",

@@ -12,9 +12,9 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
+from core.console import data_table
 from replay.latency.errors import BenchOptionError
 
 
@@ -125,9 +125,8 @@ class _Advance:
 
 def print_summary(report: dict, console: Console) -> None:
     """Print one line per cell (ratios with CIs, verdict, attribution) and the run's verdict."""
-    table = Table(title="candidate / baseline latency")
-    for col in ("batch", "dtype", "p50 ratio [CI]", "p99 ratio [CI]", "inputs p50 ratio", "verdict", "attributed to"):
-        table.add_column(col)
+    table = data_table("batch", "dtype", "p50 ratio [CI]", "p99 ratio [CI]", "inputs p50 ratio", "verdict", "attributed to",
+                       title="candidate / baseline latency")
     for cell in report["cells"]:
         if cell["status"] != "ok":
             table.add_row(str(cell["batch_size"]), cell["dtype"], "-", "-", "-", "unsupported", Text(cell["reason"][:60]))
