@@ -12,7 +12,8 @@ Numeric (:func:`histogram_tests`), each p-value valid for independent draws from
 
 * ``ks``: two-sample Kolmogorov-Smirnov D at the common bucket edges - scipy ``ks_2samp`` on
   the data rounded to the buckets - with the asymptotic p-value scipy's ``method="asymp"`` uses
-  (``kstwo`` at n = m n / (m + n)); rounding to buckets only makes it conservative.
+  (``kstwo`` at n = m n / (m + n)) up to n = ``KS_LIMIT_N``, Kolmogorov's limit distribution above
+  it (:func:`ks_pvalue`); rounding to buckets only makes it conservative.
 * ``chi2``: Pearson chi-square of homogeneity (scipy ``chi2_contingency``) on bins cut at the
   reference's quantiles: ``bins`` equal-probability bins, refined in each tail at cumulative
   probabilities t, 2t, 4t, ... with t = ``TAIL_EXPECTED`` / window count, so the outermost bins
@@ -56,6 +57,10 @@ MIN_EXPECTED = 5.0
 TAIL_EXPECTED = 10.0
 #: Regions reported in a verdict's evidence.
 TOP_MOVED = 3
+#: Effective sample size above which the KS p-value is Kolmogorov's limit distribution (:func:`ks_pvalue`).
+KS_LIMIT_N = 10_000
+#: Documented largest relative difference of that p-value from ``kstwo``'s, for p >= 1e-12, above KS_LIMIT_N.
+KS_LIMIT_REL_ERROR = 0.035
 
 
 @dataclass(frozen=True)
@@ -137,8 +142,29 @@ def _ks(r: np.ndarray, w: np.ndarray) -> TestResult:
     n_r, n_w = int(r.sum()), int(w.sum())
     d = float(np.max(np.abs(np.cumsum(r) / n_r - np.cumsum(w) / n_w)))
     m, n = sorted([float(n_r), float(n_w)], reverse=True)
-    p = float(np.clip(stats.kstwo.sf(d, np.round(m * n / (m + n))), 0.0, 1.0))
-    return TestResult("ks", d, p, "ks", d)
+    return TestResult("ks", d, ks_pvalue(d, np.round(m * n / (m + n))), "ks", d)
+
+
+def ks_pvalue(d: float, n: float) -> float:
+    """P(D >= d) for a two-sample KS statistic at effective size ``n`` (m n / (m + n), rounded).
+
+    Up to :data:`KS_LIMIT_N`: scipy's ``kstwo`` at n, what ``ks_2samp(method="asymp")`` gives. Above it:
+    Kolmogorov's limit distribution at sqrt(n) d (``kstwobign``). ``kstwo`` at n is itself an
+    approximation of the two-sample law, and its cost grows with n where p is small (its one-sided
+    Smirnov sum): about 12 ms at n = 12,000 and 0.4-0.8 s at 450,000 (a window of 600,000 events
+    against a reference of 1.8 million), per feature whose gate fired; the limit costs the same at
+    any n. Above KS_LIMIT_N the two differ by at most :data:`KS_LIMIT_REL_ERROR` of kstwo's p-value
+    for p >= 1e-12 (measured: 3.4% at n = 10,001, 2.0% for p >= 1e-6; 0.9% at n = 100,000), by far
+    the most in the tail, where any alpha decides alike.
+
+    >>> from scipy import stats
+    >>> ks_pvalue(0.02, 3_000) == float(stats.kstwo.sf(0.02, 3_000))
+    True
+    >>> ks_pvalue(0.01, 450_000) == float(stats.kstwobign.sf(450_000 ** 0.5 * 0.01))
+    True
+    """
+    p = stats.kstwo.sf(d, n) if n <= KS_LIMIT_N else stats.kstwobign.sf(math.sqrt(n) * d)
+    return float(np.clip(p, 0.0, 1.0))
 
 
 def chi2_cuts(r: np.ndarray, w: np.ndarray, bins: int) -> np.ndarray:

@@ -10,7 +10,8 @@ from jobs.pipeline import analyze_summary, summarize_window
 from jobs.references import reference_from_summaries
 from schemas.config import ModelConfig
 from sketches import CategoricalSketch, DriftPolicy, HistogramSketch
-from sketches.window_tests import (aligned_counts, category_tests, chi2_cuts, exceedance_pvalue, histogram_tests)
+from sketches.window_tests import (KS_LIMIT_N, KS_LIMIT_REL_ERROR, aligned_counts, category_tests, chi2_cuts,
+                                   exceedance_pvalue, histogram_tests)
 
 CATS = np.array(list("abcde"))
 SHARES = np.array([0.4, 0.3, 0.15, 0.1, 0.05])
@@ -29,6 +30,21 @@ def test_full_window_ks_is_scipy_ks_on_the_whole_data() -> None:
     exact = stats.ks_2samp(ref, win, method="asymp")
     assert ks.statistic == pytest.approx(exact.statistic, abs=1e-12)
     assert ks.pvalue == pytest.approx(exact.pvalue, rel=1e-9)
+
+
+@pytest.mark.parametrize("n_ref, n_win, shift", [(40_000, 14_000, 1.6), (200_000, 60_000, 0.9)])
+def test_full_window_ks_of_large_windows_is_within_its_bound_of_scipy(n_ref: int, n_win: int, shift: float) -> None:
+    """Above KS_LIMIT_N effective events the p-value is Kolmogorov's limit distribution: within the documented
+    KS_LIMIT_REL_ERROR of scipy's (kstwo at that n, whose cost grows with n); the statistic stays exact."""
+    rng = np.random.default_rng(3)
+    ref, win = _integers(rng, n_ref), _integers(rng, n_win, shift)
+    assert n_ref * n_win / (n_ref + n_win) > KS_LIMIT_N
+    ks = histogram_tests(HistogramSketch().update(ref), HistogramSketch().update(win)).get("ks")
+    exact = stats.ks_2samp(ref, win, method="asymp")
+    assert ks.statistic == pytest.approx(exact.statistic, abs=1e-12)
+    assert 1e-12 < exact.pvalue < 0.05  # where kstwo is slow and the limit differs most from it
+    assert ks.pvalue == pytest.approx(exact.pvalue, rel=KS_LIMIT_REL_ERROR)
+    assert ks.pvalue != exact.pvalue  # the limit distribution, not kstwo
 
 
 def test_binned_chi2_is_scipy_chi2_on_the_whole_data() -> None:
