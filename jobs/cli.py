@@ -217,8 +217,8 @@ def status_command(
 ) -> None:
     """Print the running job's lag, last window per model, checkpoints and outbox; exit 1 when behind, 2 unknown."""
     from rich.markup import escape
-    from core.console import data_table
 
+    from core.console import data_table
     from core.store import make_engine, store_url as resolve_store_url
     from jobs.status import Limits, collect_status
     from schemas.config import load_config

@@ -31,14 +31,16 @@ def test_every_option_shows_its_default(command: list[str]) -> None:
         assert "[default:" in line or "[required]" in line, line
 
 
-def store_with_alert(tmp_path, url: str = "http://127.0.0.1:9/hook") -> tuple[str, AlertRules]:
+def store_with_alert(tmp_path, url: str = "http://127.0.0.1:9/hook", model: str = "fraud", feature: str = "amount",
+                     segment: dict[str, str] | None = None) -> tuple[str, AlertRules]:
+    """A SQLite store holding one firing major alert of (model, feature[, segment]), and its routing rules."""
     store = f"sqlite:///{tmp_path / 'cli.db'}"
     rules = AlertRules(group_wait="0s", routes=[{"name": "oncall", "url": url, "allow_private": True}])
     now = datetime.now(timezone.utc) - timedelta(seconds=1)
     engine = make_engine(store)
     with engine.begin() as conn:
-        enqueue_alerts(conn, WindowReport("fraud", now - timedelta(minutes=1), now,
-                                          [FeatureOutcome("amount", drifted=True, severity="major")]), rules, now)
+        enqueue_alerts(conn, WindowReport(model, now - timedelta(minutes=1), now, [
+            FeatureOutcome(feature, drifted=True, severity="major", segment=segment)]), rules, now)
     engine.dispose()
     return store, rules
 

@@ -5,18 +5,14 @@ fingerprint that ``alerts ack`` needs, model, feature and segment names and time
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
 from io import StringIO
 
 from rich.console import Console
 from typer.testing import CliRunner
 
-from alerting.outbox import enqueue_alerts
-from alerting.rules import AlertRules
-from core.records import FeatureOutcome, WindowReport
-from core.store import make_engine
 from driftwarden.cli import app
 from replay.cli import _summary
+from tests.test_alerting_cli import store_with_alert
 
 runner = CliRunner()
 NARROW = {"COLUMNS": "80"}
@@ -34,20 +30,8 @@ def table_cells(output: str) -> list[str]:
     return ["".join(row[c].strip() for row in columns).replace(" ", "") for c in range(len(columns[0]))]
 
 
-def store_with_segment_alert(tmp_path) -> str:
-    store = f"sqlite:///{tmp_path / 'narrow.db'}"
-    rules = AlertRules(group_wait="0s", routes=[{"name": "oncall", "url": "http://127.0.0.1:9/hook", "allow_private": True}])
-    now = datetime.now(timezone.utc) - timedelta(seconds=1)
-    engine = make_engine(store)
-    with engine.begin() as conn:
-        enqueue_alerts(conn, WindowReport(MODEL, now - timedelta(minutes=1), now, [
-            FeatureOutcome(FEATURE, drifted=True, severity="major", segment=SEGMENT)]), rules, now)
-    engine.dispose()
-    return store
-
-
 def test_alerts_list_at_80_columns_shows_the_fingerprint_to_ack_and_every_name_whole(tmp_path) -> None:
-    store = store_with_segment_alert(tmp_path)
+    store, _ = store_with_alert(tmp_path, model=MODEL, feature=FEATURE, segment=SEGMENT)
     listed = runner.invoke(app, ["alerts", "list", "--store", store], env=NARROW)
     assert listed.exit_code == 0, listed.output
     assert "…" not in listed.output
