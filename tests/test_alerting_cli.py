@@ -32,9 +32,10 @@ def test_every_option_shows_its_default(command: list[str]) -> None:
 
 
 def store_with_alert(tmp_path, url: str = "http://127.0.0.1:9/hook", model: str = "fraud", feature: str = "amount",
-                     segment: dict[str, str] | None = None) -> tuple[str, AlertRules]:
-    """A SQLite store holding one firing major alert of (model, feature[, segment]), and its routing rules."""
-    store = f"sqlite:///{tmp_path / 'cli.db'}"
+                     segment: dict[str, str] | None = None, store: str | None = None) -> tuple[str, AlertRules]:
+    """A store (``store``, else SQLite in ``tmp_path``) holding one firing major alert of (model, feature[, segment]),
+    and its routing rules."""
+    store = store or f"sqlite:///{tmp_path / 'cli.db'}"
     rules = AlertRules(group_wait="0s", routes=[{"name": "oncall", "url": url, "allow_private": True}])
     now = datetime.now(timezone.utc) - timedelta(seconds=1)
     engine = make_engine(store)

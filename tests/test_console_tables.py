@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from io import StringIO
 
+import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -30,8 +31,11 @@ def table_cells(output: str) -> list[str]:
     return ["".join(row[c].strip() for row in columns).replace(" ", "") for c in range(len(columns[0]))]
 
 
-def test_alerts_list_at_80_columns_shows_the_fingerprint_to_ack_and_every_name_whole(tmp_path) -> None:
-    store, _ = store_with_alert(tmp_path, model=MODEL, feature=FEATURE, segment=SEGMENT)
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+def test_alerts_list_at_80_columns_shows_the_fingerprint_to_ack_and_every_name_whole(tmp_path, request,
+                                                                                    dialect: str) -> None:
+    pg = request.getfixturevalue("pg_engine").url.render_as_string(hide_password=False) if dialect == "postgresql" else None
+    store, _ = store_with_alert(tmp_path, model=MODEL, feature=FEATURE, segment=SEGMENT, store=pg)
     listed = runner.invoke(app, ["alerts", "list", "--store", store], env=NARROW)
     assert listed.exit_code == 0, listed.output
     assert "…" not in listed.output
