@@ -203,10 +203,11 @@ def _start_gateway_with_heap() -> None:
     """Start PyFlink's gateway JVM (if not running) with :data:`EMBEDDED_HEAP` and :data:`EMBEDDED_GC` (unless
     ``JVM_ARGS`` sets a heap or names a collector), its logs in the run folder's logs/flink-embedded
     (``$DRIFTWARDEN_RUN_DIR``, default .run), the JDK's logging there too (:func:`_jdk_logging_to_file`),
-    and its stderr forwarded to ours (:func:`_launch_draining_stderr`).
+    log4j's exceptions written without loading classes (:func:`log4j_plain_throwables`), and its stderr
+    forwarded to ours (:func:`_launch_draining_stderr`).
 
-    ``JVM_ARGS`` and ``FLINK_LOG_DIR`` are changed only while the gateway starts: processes started
-    later (a cluster's scripts, a job of another run folder) see the caller's environment.
+    ``JVM_ARGS``, ``FLINK_LOG_DIR`` and ``LOG4J_PROPERTIES`` are changed only while the gateway starts:
+    processes started later (a cluster's scripts, a job of another run folder) see the caller's environment.
     """
     import pyflink.java_gateway as java_gateway
 
@@ -219,7 +220,7 @@ def _start_gateway_with_heap() -> None:
     java_gateway.launch_gateway_server_process = lambda env, args: _launch_draining_stderr(launch, env, args)
     try:
         with _environment(JVM_ARGS=gateway_jvm_args(os.environ.get("JVM_ARGS") or "", log_dir),
-                          FLINK_LOG_DIR=str(log_dir)):
+                          FLINK_LOG_DIR=str(log_dir), LOG4J_PROPERTIES=str(_embedded_log4j(log_dir))):
             java_gateway.get_gateway()
     finally:
         java_gateway.launch_gateway_server_process = launch
@@ -266,6 +267,35 @@ def _jdk_logging_to_file(log_dir: Path) -> Path:
                       "java.util.logging.FileHandler.count=2\n"
                       "java.util.logging.FileHandler.formatter=java.util.logging.SimpleFormatter\n")
     return config
+
+
+def log4j_plain_throwables(stock: Path, target: Path) -> Path:
+    """Write the log4j2 properties file ``stock`` to ``target`` (may be the same file) with each
+    layout pattern ending in ``%throwable``; return ``target``.
+
+    A pattern without a throwable converter gets log4j's extended one, which loads the class of each
+    stack frame through the logging thread's context class loader. On a thread a finished job left
+    behind (the Kafka source's admin client closing after the job) that loader is Flink's closed
+    user-code loader: the line and its exception are lost from the log, and log4j writes "An
+    exception occurred processing Appender ... Trying to access closed classloader" and its stack
+    trace to stderr instead. ``%throwable`` writes the same stack trace without loading a class.
+    """
+    lines = [f"{line}%throwable" if _LAYOUT_PATTERN.match(line) and "%throwable" not in line else line
+             for line in stock.read_text().splitlines()]
+    target.write_text("\n".join(lines) + "\n")
+    return target
+
+
+_LAYOUT_PATTERN = re.compile(r"\s*appender\.[\w.]+\.layout\.pattern\s*=")
+
+
+def _embedded_log4j(log_dir: Path) -> Path:
+    """PyFlink's own log configuration for its gateway (``conf/log4j-cli.properties``), written into
+    ``log_dir`` by :func:`log4j_plain_throwables`."""
+    import pyflink
+
+    stock = Path(pyflink.__file__).parent / "conf" / "log4j-cli.properties"
+    return log4j_plain_throwables(stock, log_dir / "log4j-embedded.properties")
 
 
 def _launch_draining_stderr(launch: Callable[[dict, list], subprocess.Popen], env: dict,

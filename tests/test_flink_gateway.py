@@ -54,6 +54,62 @@ def test_the_gateway_jvm_goes_on_after_writing_more_than_a_pipe_holds_to_its_std
     assert "a JDK log record" in (tmp_path / "logs" / "flink-embedded" / "flink-jvm-jdk.log.0").read_text()
 
 
+LOG_THROUGH_A_CLOSED_CLASS_LOADER = """
+from py4j.protocol import Py4JJavaError
+
+from jobs.flink_env import _jvm_with_job_jars, _start_gateway_with_heap
+from pyflink.java_gateway import get_gateway
+
+_start_gateway_with_heap()
+jvm = _jvm_with_job_jars()
+try:
+    jvm.dev.driftwarden.flink.EventSegment("not a segment spec")  # an exception thrown in a job jar's class
+except Py4JJavaError as thrown:
+    error = thrown.java_exception
+closed = jvm.org.apache.flink.util.FlinkUserCodeClassLoaders.parentFirst(
+    get_gateway().new_array(jvm.java.net.URL, 0), jvm.java.lang.ClassLoader.getSystemClassLoader(), None, True)
+closed.close()  # what Flink does to a job's class loader when the job ends
+logger = jvm.org.slf4j.LoggerFactory.getLogger("org.apache.kafka.common.utils.Utils")
+thread = jvm.java.lang.Thread.currentThread()
+before = thread.getContextClassLoader()
+thread.setContextClassLoader(closed)  # a thread the job left behind: the Kafka admin client closing
+logger.error("Failed to close the admin client", error)
+thread.setContextClassLoader(before)
+print("logged", flush=True)
+"""
+
+
+def test_an_exception_logged_after_the_job_ended_reaches_the_log_not_stderr(tmp_path):
+    """A thread a finished job left behind logs through the job's closed class loader: its line and
+    stack trace still reach the embedded cluster's log, and no log4j error goes to stderr."""
+    done = subprocess.run([sys.executable, "-c", LOG_THROUGH_A_CLOSED_CLASS_LOADER], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO),
+                                                       "DRIFTWARDEN_RUN_DIR": str(tmp_path), **_java_home()})
+    assert "logged" in done.stdout, done.stderr[-3000:]
+    assert "An exception occurred processing Appender" not in done.stderr, done.stderr[-3000:]
+    log = "\n".join(path.read_text() for path in (tmp_path / "logs" / "flink-embedded").glob("flink-*-python-*.log"))
+    assert "Failed to close the admin client" in log
+    assert "UncheckedIOException: segment spec" in log and "at dev.driftwarden.flink.PerModelJson.parse" in log
+
+
+def test_every_log4j_pattern_of_pyflink_ends_in_a_plain_throwable(tmp_path):
+    """jobs.flink_env.log4j_plain_throwables: each of PyFlink's log4j files (the embedded gateway's and
+    those scripts/services.sh copies for the standalone cluster), once, whatever it is run on twice."""
+    import pyflink
+
+    from jobs.flink_env import log4j_plain_throwables
+
+    stocks = sorted((Path(pyflink.__file__).parent / "conf").glob("log4j*.properties"))
+    assert len(stocks) >= 3
+    for stock in stocks:
+        once = log4j_plain_throwables(stock, tmp_path / stock.name).read_text()
+        patterns = [line for line in once.splitlines() if ".layout.pattern" in line and not line.startswith("#")]
+        assert patterns and all(line.endswith("%m%n%throwable") for line in patterns), (stock.name, patterns)
+        assert log4j_plain_throwables(tmp_path / stock.name, tmp_path / stock.name).read_text() == once
+        assert [line for line in once.splitlines() if ".layout.pattern" not in line] == \
+            [line for line in stock.read_text().splitlines() if ".layout.pattern" not in line]
+
+
 def test_jvm_args_keep_what_the_caller_set(tmp_path):
     """JVM_ARGS of the caller win: a heap or a collector given there replaces the embedded default."""
     from jobs.flink_env import EMBEDDED_GC, EMBEDDED_HEAP, gateway_jvm_args
