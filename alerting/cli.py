@@ -21,12 +21,12 @@ from alerting.metrics import DeliveryMetrics, StoreCollector, serve_metrics
 from alerting.outbox import prune
 from alerting.rules import Matcher, load_rules, parse_duration
 from alerting.worker import Dispatcher, build_sinks, make_client
-from core.console import data_table
+from core.console import command_app, data_table
 from core.errors import ConfigError
 from core.store import DEFAULT_STORE_URL, STORE_URL_ENV, make_engine
 from schemas.alert_tables import alert_deliveries, alert_endpoints, alert_silences, alerts
 
-app = typer.Typer(help="Alerts: list, acknowledge, silence, re-enable routes, and deliver webhooks from the outbox.",
+app = command_app("Alerts: list, acknowledge, silence, re-enable routes, and deliver webhooks from the outbox.",
                   no_args_is_help=True)
 _console = Console()
 _MATCHER = re.compile(r"^\s*(model|feature|segment|severity)\s*(=~|!~|!=|>=|=)\s*(.+?)\s*$")

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import sys
 
-import typer
 from rich.console import Console
 from rich.markup import escape
 
+from core.console import command_app
 from core.errors import DriftwardenError
 
-app = typer.Typer(
+app = command_app(
+    "Streaming drift monitoring for ML model features on Apache Flink.",
     name="driftwarden",
-    help="Streaming drift monitoring for ML model features on Apache Flink.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},

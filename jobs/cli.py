@@ -13,6 +13,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from core.console import command_app
 from core.errors import ConfigError, ServiceError
 
 console = Console(stderr=True)
@@ -20,8 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 RUN_DIR = Path(os.environ.get("DRIFTWARDEN_RUN_DIR", REPO / ".run"))  # where scripts/services.sh keeps state
 DEFAULT_CHECKPOINTS = RUN_DIR / "checkpoints"
 
-reference_app = typer.Typer(help="Build reference sketches, samples and calibrated thresholds.",
-                            no_args_is_help=True)
+reference_app = command_app("Build reference sketches, samples and calibrated thresholds.", no_args_is_help=True)
 
 
 def _check_jobmanager(value: Optional[str]) -> Optional[str]:

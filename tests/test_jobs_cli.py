@@ -20,7 +20,7 @@ runner = CliRunner()
 def test_run_help_shows_defaults():
     result = runner.invoke(app, ["run", "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
-    for default in ("[default: 1]", "[default: 10000]", "[default: 0]", "[default: no-bounded]"):
+    for default in ("[default: 1; x>=1]", "[default: 10000]", "[default: 0]", "[default: no-bounded]"):
         assert default in result.output
 
 

@@ -10,8 +10,9 @@ from rich.console import Console
 
 from alerting.dashboards.provisioning import DEFAULT_DIR, write_provisioning
 from alerting.dashboards.push import grafana_settings, push_dashboards
+from core.console import command_app
 
-app = typer.Typer(help="Grafana dashboards as code: build provisioning files or push to a Grafana server.",
+app = command_app("Grafana dashboards as code: build provisioning files or push to a Grafana server.",
                   no_args_is_help=True)
 _console = Console()
 

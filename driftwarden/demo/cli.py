@@ -11,15 +11,15 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from driftwarden.demo import RUN_DIR
+from core.console import command_app
 from core.errors import ConfigError
+from driftwarden.demo import RUN_DIR
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:59092"
 
-app = typer.Typer(invoke_without_command=True, no_args_is_help=False,
-                  help="The live demo: a realistic stream with injected drift, caught by the real job, alerted by "
-                       "signed webhooks. Plain `driftwarden demo` runs it (Kafka must be up: "
-                       "`scripts/services.sh start kafka`).")
+app = command_app("The live demo: a realistic stream with injected drift, caught by the real job, alerted by "
+                  "signed webhooks. Plain `driftwarden demo` runs it (Kafka must be up: "
+                  "`scripts/services.sh start kafka`).", invoke_without_command=True, no_args_is_help=False)
 
 
 @app.callback()
