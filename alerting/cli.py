@@ -117,7 +117,7 @@ def enable(
         requeued = conn.execute(update(alert_deliveries).where(and_(
             alert_deliveries.c.route == route, alert_deliveries.c.status == "disabled")).values(
             status="pending", next_attempt_at=utcnow(), finished_at=None, claimed_until=None)).rowcount if requeue else 0
-    _console.print(f"route {route} enabled; {requeued} deliveries queued again")
+    _console.print(f"route {escape(route)} enabled; {requeued} deliveries queued again")
 
 
 @app.command("prune")

@@ -12,6 +12,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from core.console import command_app
 from core.errors import ConfigError, ServiceError
@@ -64,7 +65,7 @@ def run_command(
     make_engine(url).dispose()
     resume_from = latest_checkpoint(checkpoint_dir) if resume else None
     if resume and resume_from is None:
-        console.print(f"[yellow]no retained checkpoint under {checkpoint_dir}; starting from the source's start[/]")
+        console.print(f"[yellow]no retained checkpoint under {escape(str(checkpoint_dir))}; starting from the source's start[/]")
     if metrics_port:
         _serve_metrics(url, metrics_port, cfg)
     args = ["--config", str(config.resolve()), "--store-url", url, "--parallelism", str(parallelism),
@@ -263,9 +264,9 @@ def reference_build_command(
     references.save(out)
     for model, ref in references.models.items():
         sources = {f.thresholds.source for f in ref.features.values()}
-        console.print(f"{model}: {len(ref.features)} features, thresholds {'/'.join(sorted(sources))}")
+        console.print(f"{escape(model)}: {len(ref.features)} features, thresholds {'/'.join(sorted(sources))}")
         if model in references.segments:
-            console.print(f"{model}: segments by {', '.join(references.segment_by[model])}: "
+            console.print(f"{escape(model)}: segments by {escape(', '.join(references.segment_by[model]))}: "
                           f"{len(references.segment_keys(model))} top segments, "
                           f"{len(references.segments[model])} references (with the other segment)")
-    console.print(f"wrote {out} from {len(events)} events ({len(rejected)} rejected)")
+    console.print(f"wrote {escape(str(out))} from {len(events)} events ({len(rejected)} rejected)")

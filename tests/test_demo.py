@@ -127,6 +127,25 @@ def test_demo_without_kafka_says_how_to_start_it(tmp_path):
 
 
 @pytest.mark.services
+def test_demo_produce_says_what_it_publishes_with_segment_names_as_written(kafka_bootstrap, topic_name):
+    """`demo produce` names each scheduled change; the segment shift's segment, written in brackets,
+    is text, not a console style tag (rich dropped '[country=DE]' as one)."""
+    producer = subprocess.Popen([sys.executable, "-m", "driftwarden.cli", "demo", "produce", "--bootstrap",
+                                 kafka_bootstrap, "--topic", topic_name, "--rate", "200", "--cycle", "8"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "400"})
+    try:
+        first = producer.stdout.readline()
+        time.sleep(3)  # publishing: a Ctrl-C now stops the producer loop, which says what it sent
+    finally:
+        producer.send_signal(signal.SIGINT)
+        out, err = producer.communicate(timeout=60)
+    assert first.startswith(f"publishing credit-risk to {topic_name} on {kafka_bootstrap}"), first + err
+    assert "segment shift on age [country=DE] from window" in first, first
+    assert producer.returncode == 0 and out.startswith("sent "), out + err  # Ctrl-C: a clean stop and its count
+
+
+@pytest.mark.services
 @pytest.mark.slow
 @pytest.mark.timeout(480)
 def test_short_demo_catches_every_change_in_time_without_false_alarm(kafka_bootstrap, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 
@@ -46,6 +47,21 @@ def test_invalid_config_names_file_line_and_field(tmp_path):
     events.write_text('{"event_time": 1767225600000, "model": "m", "features": {"x": 1}}\n')
     result = runner.invoke(app, ["reference", "build", "-i", str(events), "-o", str(tmp_path / "r"), "-c", str(config)])
     assert f"{config}:4: models.0.features.x" in str(result.exception)
+
+
+def test_reference_build_prints_names_from_events_as_they_are(tmp_path):
+    """Model names come from the events (no config: inferred) and are data, never console markup: a
+    model named 'fraud[/]' stopped the command with rich's MarkupError, '[bold]churn' lost its bracket."""
+    lines = [{"event_time": 1767225600000 + i * 1000, "model": model, "features": {"x": float(i % 97)}}
+             for i in range(400) for model in ("fraud[/]", "[bold]churn")]
+    events = tmp_path / "e.jsonl"
+    events.write_text("".join(f"{json.dumps(line)}\n" for line in lines))
+    out = tmp_path / "[v2]" / "ref.dwref"
+    out.parent.mkdir()
+    result = runner.invoke(app, ["reference", "build", "-i", str(events), "-o", str(out)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "fraud[/]: 1 features" in result.output and "[bold]churn: 1 features" in result.output
+    assert f"wrote {out} from 800 events" in result.output
 
 
 def test_postgres_password_goes_to_a_private_pgpass_file(tmp_path, monkeypatch):

@@ -23,7 +23,7 @@ def build(
 ) -> None:
     """Write datasources, the dashboard provider and the dashboard JSON files."""
     for path in write_provisioning(out):
-        _console.print(str(path))
+        _console.print(str(path), markup=False)
 
 
 @app.command()
@@ -35,4 +35,4 @@ def push(
     """Create or overwrite the dashboards on $GRAFANA_URL using $GRAFANA_TOKEN."""
     url, token = grafana_settings()
     for uid in push_dashboards(url, token, folder_uid, timeout):
-        _console.print(f"pushed {uid} to {url}")
+        _console.print(f"pushed {uid} to {url}", markup=False)

@@ -70,7 +70,7 @@ def demo(
         pass
     run.timings["replay_s"] = time.monotonic() - t0
     print_replay(console, report, args)
-    console.print(f"summary: {write_summary(run, outcome, report)}", soft_wrap=True)
+    console.print(f"summary: {write_summary(run, outcome, report)}", soft_wrap=True, markup=False)
     if run.interrupted:
         raise typer.Exit(130)
     if check and not outcome.passed:
@@ -108,7 +108,7 @@ def produce(
     console.print(f"publishing {model} to {topic} on {bootstrap}: {rate:g} events/s, {per_window} per {window} s "
                   f"window; cycle of {cycle} windows: " + "; ".join(
                       f"{c.kind} on {c.feature}{f' [{c.segment}]' if c.segment else ''} from window {c.start_window}"
-                      for c in schedule.changes))
+                      for c in schedule.changes), markup=False)
     producer = PacedProducer(bootstrap, topic, gen, rate)
     try:
         producer.run()
