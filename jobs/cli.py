@@ -65,7 +65,8 @@ def run_command(
     make_engine(url).dispose()
     resume_from = latest_checkpoint(checkpoint_dir) if resume else None
     if resume and resume_from is None:
-        console.print(f"[yellow]no retained checkpoint under {escape(str(checkpoint_dir))}; starting from the source's start[/]")
+        console.print(f"[yellow]no retained checkpoint under {escape(str(checkpoint_dir))}; "
+                      "starting from the source's start[/]")
     if metrics_port:
         _serve_metrics(url, metrics_port, cfg)
     args = ["--config", str(config.resolve()), "--store-url", url, "--parallelism", str(parallelism),

@@ -92,10 +92,13 @@ def produce(
     partitions: int = typer.Option(3, min=1, help="Partitions if the topic is created.", show_default=True),
     model: str = typer.Option("credit-risk", help="Model name of the events.", show_default=True),
 ) -> None:
-    """Publish the demo's realistic stream to a topic, forever, with drift injected every cycle."""
+    """Publish the demo's realistic stream to a topic, forever, with drift injected every cycle.
+
+    Ctrl-C or SIGTERM stops it once what it sent is in the topic, and it says how many events that was.
+    """
     from driftwarden.demo.producer import PacedProducer
     from driftwarden.demo.scenario import StreamGenerator, make_schedule
-    from driftwarden.demo.stack import check_kafka, create_topic
+    from driftwarden.demo.stack import check_kafka, create_topic, stop_signals_interrupt
 
     console = Console()
     check_kafka(bootstrap)
@@ -110,10 +113,11 @@ def produce(
                       f"{c.kind} on {c.feature}{f' [{c.segment}]' if c.segment else ''} from window {c.start_window}"
                       for c in schedule.changes), markup=False)
     producer = PacedProducer(bootstrap, topic, gen, rate)
-    try:
-        producer.run()
-    except KeyboardInterrupt:
-        producer.stop()
+    with stop_signals_interrupt():
+        try:
+            producer.run()
+        except KeyboardInterrupt:
+            producer.stop()
     console.print(f"sent {producer.sent:,} events")
 
 

@@ -12,7 +12,6 @@ import base64
 import math
 import os
 import secrets
-import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from driftwarden.demo.producer import PacedProducer
 from driftwarden.demo.receiver import DemoReceiver, Webhook
 from driftwarden.demo.scenario import Schedule, StreamGenerator, make_schedule
 from driftwarden.demo.stack import (JobProcess, build_reference, check_kafka, create_topic, free_port, monitor_config,
-                                    register_scrape_target, write_config)
+                                    register_scrape_target, stop_signals_interrupt, write_config)
 from core.errors import ConfigError, ServiceError
 from jobs.cli import password_to_pgpass
 
@@ -313,24 +312,17 @@ class DemoRun:
 def run_demo(opts: DemoOptions, console: Console) -> tuple[DemoRun, DemoOutcome]:
     """Run the whole demo; on Ctrl-C or SIGTERM shut everything down and judge what was seen."""
     demo = DemoRun(opts, console)
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with SIGINT ignored
-    try:
-        demo.prepare()
-        demo.start()
-        demo.watch()
-        demo.timings["windows_s"] = time.monotonic() - demo.started
-        demo.settle_alerts()
-        demo.timings["alerts_settled_s"] = time.monotonic() - demo.started
-    except KeyboardInterrupt:
-        demo.interrupted = True
-        console.print("[yellow]interrupted: shutting everything down[/]")
-    finally:
-        demo.shutdown()
-        signal.signal(signal.SIGTERM, previous)
-        signal.signal(signal.SIGINT, previous_int)
+    with stop_signals_interrupt():
+        try:
+            demo.prepare()
+            demo.start()
+            demo.watch()
+            demo.timings["windows_s"] = time.monotonic() - demo.started
+            demo.settle_alerts()
+            demo.timings["alerts_settled_s"] = time.monotonic() - demo.started
+        except KeyboardInterrupt:
+            demo.interrupted = True
+            console.print("[yellow]interrupted: shutting everything down[/]")
+        finally:
+            demo.shutdown()
     return demo, demo.judge()
-
-
-def _raise_interrupt(_signum, _frame) -> None:
-    raise KeyboardInterrupt

@@ -14,9 +14,10 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import orjson
 import yaml
@@ -201,3 +202,22 @@ def marked_processes(run_id: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+@contextmanager
+def stop_signals_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM and SIGINT raise KeyboardInterrupt, so the demo's commands stop the
+    same way on Ctrl-C, ``kill`` and ``docker stop``: SIGINT even when the process was started with it
+    ignored (in the background of a script or a CI job, which would leave ``kill -INT`` doing nothing).
+    The previous handlers come back after the block."""
+    previous_term = signal.signal(signal.SIGTERM, _raise_interrupt)
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous_term)
+        signal.signal(signal.SIGINT, previous_int)
+
+
+def _raise_interrupt(_signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt
