@@ -218,8 +218,6 @@ def status_command(
                                              "as behind."),
 ) -> None:
     """Print the running job's lag, last window per model, checkpoints and outbox; exit 1 when behind, 2 unknown."""
-    from rich.markup import escape
-
     from core.console import data_table
     from core.store import make_engine, store_url as resolve_store_url
     from jobs.status import Limits, collect_status

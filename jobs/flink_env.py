@@ -269,6 +269,10 @@ def _jdk_logging_to_file(log_dir: Path) -> Path:
     return config
 
 
+#: A log4j2 properties line that sets an appender's layout pattern.
+_LAYOUT_PATTERN = re.compile(r"\s*appender\.[\w.]+\.layout\.pattern\s*=")
+
+
 def log4j_plain_throwables(stock: Path, target: Path) -> Path:
     """Write the log4j2 properties file ``stock`` to ``target`` (may be the same file) with each
     layout pattern ending in ``%throwable``; return ``target``.
@@ -284,9 +288,6 @@ def log4j_plain_throwables(stock: Path, target: Path) -> Path:
              for line in stock.read_text().splitlines()]
     target.write_text("\n".join(lines) + "\n")
     return target
-
-
-_LAYOUT_PATTERN = re.compile(r"\s*appender\.[\w.]+\.layout\.pattern\s*=")
 
 
 def _embedded_log4j(log_dir: Path) -> Path:

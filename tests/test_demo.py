@@ -14,6 +14,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -124,6 +126,24 @@ def test_demo_without_kafka_says_how_to_start_it(tmp_path):
     assert done.returncode == 1
     assert "scripts/services.sh start kafka" in done.stderr + done.stdout
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_demo_receiver_stops_on_ctrl_c_and_sigterm_and_says_what_it_received(stop):
+    """`demo receiver` ends on Ctrl-C (SIGINT also when started with it ignored) or SIGTERM with its counts."""
+    receiver = subprocess.Popen([sys.executable, "-m", "driftwarden.cli", "demo", "receiver", "--port", "0"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1", "DRIFTWARDEN_WEBHOOK_SECRET": SECRET},
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        first = receiver.stdout.readline()
+        with pytest.raises(urllib.error.HTTPError):  # serving (a GET is not a webhook): the line is written out
+            urllib.request.urlopen(first.split()[-1], timeout=10)
+    finally:
+        receiver.send_signal(stop)
+        out, err = receiver.communicate(timeout=60)
+    assert first.startswith("listening on http://127.0.0.1:"), first + err
+    assert receiver.returncode == 0 and out == "0 verified (0 redeliveries), 0 rejected\n", (out, err)
 
 
 @pytest.mark.services

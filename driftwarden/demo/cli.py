@@ -108,12 +108,12 @@ def produce(
     schedule = make_schedule(cycle)
     per_window = max(1, round(rate * window / speed))
     gen = StreamGenerator(model, base_ms, window_ms, per_window, schedule, cyclic=True)
-    console.print(f"publishing {model} to {topic} on {bootstrap}: {rate:g} events/s, {per_window} per {window} s "
-                  f"window; cycle of {cycle} windows: " + "; ".join(
-                      f"{c.kind} on {c.feature}{f' [{c.segment}]' if c.segment else ''} from window {c.start_window}"
-                      for c in schedule.changes), markup=False)
     producer = PacedProducer(bootstrap, topic, gen, rate)
-    with stop_signals_interrupt():
+    with stop_signals_interrupt():  # before the first line: a signal sent after it is never ignored
+        console.print(f"publishing {model} to {topic} on {bootstrap}: {rate:g} events/s, {per_window} per "
+                      f"{window} s window; cycle of {cycle} windows: " + "; ".join(
+                          f"{c.kind} on {c.feature}{f' [{c.segment}]' if c.segment else ''} from window "
+                          f"{c.start_window}" for c in schedule.changes), markup=False)
         try:
             producer.run()
         except KeyboardInterrupt:
@@ -132,8 +132,12 @@ def receiver(
     record: Optional[Path] = typer.Option(None, help="Append each verified webhook to this JSON Lines file.",
                                           show_default="none"),
 ) -> None:
-    """Receive webhooks, verify their signatures, print them."""
+    """Receive webhooks, verify their signatures, print them.
+
+    Ctrl-C or SIGTERM stops it, and it says what it received.
+    """
     from driftwarden.demo.receiver import DemoReceiver
+    from driftwarden.demo.stack import stop_signals_interrupt
 
     secrets = os.environ.get(secret_env, "").split()
     if not secrets:
@@ -143,9 +147,10 @@ def receiver(
                           on_webhook=lambda w: console.print("[green]verified[/] " + escape(f"{w.webhook_id}\n{w.describe()}"),
                                                              highlight=False),
                           on_reject=lambda why: console.print(f"[red]rejected[/]: {escape(why)}"))
-    console.print(f"listening on {server.url}")
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+    with stop_signals_interrupt():  # before the first line: a signal sent after it is never ignored
+        console.print(f"listening on {server.url}")
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
     console.print(f"{server.verified} verified ({server.duplicates} redeliveries), {server.rejected} rejected")
