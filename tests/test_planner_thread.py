@@ -3,7 +3,9 @@
 py4j serves each call on a free JVM thread of its own; when every one is busy (another Python thread
 is in a call), it opens a new one. Calcite's metadata provider is a thread-local that Flink sets only
 where the planner was built, so an INSERT planned on the new thread failed with
-``NullPointerException: metadataHandlerProvider`` (seen once in CI: the job never started).
+``NullPointerException: metadataHandlerProvider`` (seen twice in CI: the job never started). The
+second time the INSERT ran in the runner, on a seeded thread: a view converted earlier on an unseeded
+thread had left the planner's cluster a metadata query without the provider, which the runner now drops.
 """
 
 from __future__ import annotations
@@ -56,6 +58,24 @@ def test_the_runner_plans_on_a_new_py4j_thread(t_env):
     result = on_a_new_jvm_thread(lambda: runner.execute_sql(QUERY))
     with result.collect() as rows:
         assert sorted(row[0] for row in rows) == [4, 5, 6]
+
+
+VIEW = f"CREATE TEMPORARY VIEW v AS {QUERY}"
+
+
+def test_a_view_made_on_a_new_py4j_thread_breaks_later_statements_without_the_runner(t_env):
+    """Converting the view's query on a thread without the provider leaves the planner's cluster holding a
+    metadata query made without one; the next statement fails on it, even on the thread Flink seeded
+    (how the demo's job failed once in CI, in the runner, before the runner dropped that query)."""
+    on_a_new_jvm_thread(lambda: t_env.execute_sql(VIEW))
+    with pytest.raises(Py4JJavaError, match="metadataHandlerProvider"):
+        t_env.execute_sql("SELECT y FROM v WHERE y > 4")
+
+
+def test_the_runner_plans_after_a_view_was_made_on_a_new_py4j_thread(t_env):
+    on_a_new_jvm_thread(lambda: t_env.execute_sql(VIEW))
+    with StatementRunner(t_env).execute_sql("SELECT y FROM v WHERE y > 4").collect() as rows:
+        assert sorted(row[0] for row in rows) == [5, 6]
 
 
 def test_a_runner_made_on_another_py4j_thread_runs_too(t_env):
