@@ -7,8 +7,9 @@ import os
 import signal
 import subprocess
 import sys
+import traceback
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import typer
 from rich.console import Console
@@ -17,7 +18,7 @@ from rich.markup import escape
 from core.console import command_app
 from core.errors import ConfigError, ServiceError
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # paths and URLs stay whole on one line, to copy
 REPO = Path(__file__).resolve().parent.parent
 RUN_DIR = Path(os.environ.get("DRIFTWARDEN_RUN_DIR", REPO / ".run"))  # where scripts/services.sh keeps state
 DEFAULT_CHECKPOINTS = RUN_DIR / "checkpoints"
@@ -67,6 +68,8 @@ def run_command(
     if resume and resume_from is None:
         console.print(f"[yellow]no retained checkpoint under {escape(str(checkpoint_dir))}; "
                       "starting from the source's start[/]")
+    elif resume_from:
+        console.print(f"resuming from {escape(resume_from)}", highlight=False)
     if metrics_port:
         _serve_metrics(url, metrics_port, cfg)
     args = ["--config", str(config.resolve()), "--store-url", url, "--parallelism", str(parallelism),
@@ -84,7 +87,22 @@ def run_command(
         # the embedded job runs its Python functions in this process: `kill -USR1 <pid>` prints every
         # thread's stack to stderr (a stuck sink shows where it waits), even while one holds the GIL
         faulthandler.register(signal.SIGUSR1, all_threads=True)
+        _run_embedded(job_main, args)
+
+
+def _run_embedded(job_main: Callable[[list[str]], None], args: list[str]) -> None:
+    """Run the job in this process; a Java failure (the job could not start, or stopped) ends as a
+    :class:`ServiceError` that names each exception of its chain, after the whole stack trace."""
+    from jobs.flink_errors import java_failure
+
+    try:
         job_main(args)
+    except Exception as exc:
+        failure = java_failure(exc)
+        if failure is None:
+            raise
+        traceback.print_exc()  # every frame, for a bug report; the error below says what happened
+        raise ServiceError(f"the streaming job failed:\n{failure}") from None
 
 
 def _scrub_environment(cfg, config_path: Path) -> None:

@@ -27,7 +27,7 @@ from alerting.signing import signature_headers
 from driftwarden.demo.receiver import DemoReceiver
 from driftwarden.demo.scenario import (CATEGORICAL, FEATURE_KINDS, NEW_CATEGORY_VALUE, NUMERIC, StreamGenerator,
                                        make_schedule)
-from driftwarden.demo.stack import RUN_MARKER_ENV, marked_processes
+from driftwarden.demo.stack import RUN_MARKER_ENV, JobProcess, marked_processes
 from schemas.events import parse_event, parse_event_time
 
 REPO = Path(__file__).resolve().parent.parent
@@ -299,6 +299,22 @@ def _ms(moment) -> int:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return int(moment.timestamp() * 1000)
+
+
+def test_a_failed_jobs_log_tail_keeps_its_exceptions_and_leaves_out_frames(tmp_path):
+    """What the demo shows when its job exits: the exception lines, not the last frames of a Java trace."""
+    log = tmp_path / "job.log"
+    frames = [f"\tat org.apache.flink.Frame{i}.run(Frame{i}.java:{i})" for i in range(40)]
+    log.write_text("\n".join(["metrics on http://127.0.0.1:1/metrics",
+                               "pyflink.util.exceptions.TableException: org.apache.flink.table.api.TableException: "
+                               "Failed to execute sql", *frames, "Caused by: java.io.IOException: disk gone",
+                               *frames[:5], "\t... 35 more", "",
+                               "ServiceError: the streaming job failed:", "java.io.IOException: disk gone"]) + "\n")
+    job = JobProcess(tmp_path, tmp_path, "sqlite://", tmp_path, log, "run")
+    assert job.log_tail(lines=4).splitlines() == [
+        "pyflink.util.exceptions.TableException: org.apache.flink.table.api.TableException: Failed to execute sql",
+        "Caused by: java.io.IOException: disk gone", "ServiceError: the streaming job failed:",
+        "java.io.IOException: disk gone"]
 
 
 def test_marker_finds_a_marked_child_and_not_after_it_ends():

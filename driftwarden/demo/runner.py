@@ -226,7 +226,7 @@ class DemoRun:
             raise ServiceError(f"{self.producer.error}: is Kafka up? (`scripts/services.sh start kafka`)")
         if not self.job.alive():
             raise ServiceError(f"the streaming job exited (code {self.job.process.returncode}); its log "
-                               f"{self.job.log_path} ends with:\n{self.job.log_tail()}")
+                               f"{self.job.log_path} ends with (stack frames left out):\n{self.job.log_tail()}")
 
     def snapshot(self) -> view.Snapshot:
         """Current counters and verdicts, read from the producer, the store and the receiver."""

@@ -164,11 +164,14 @@ class JobProcess:
             time.sleep(0.2)
 
     def log_tail(self, lines: int = 15) -> str:
-        """The last lines of the job's log."""
+        """The last lines of the job's log, without Java stack frames (the exceptions' lines stay)."""
+        from jobs.flink_errors import is_stack_frame
+
         try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+            text = self.log_path.read_text(errors="replace")
         except OSError:
             return ""
+        return "\n".join([line for line in text.splitlines() if line.strip() and not is_stack_frame(line)][-lines:])
 
 
 def _signal_group(pgid: int, sig: int) -> None:
