@@ -283,10 +283,19 @@ def log4j_plain_throwables(stock: Path, target: Path) -> Path:
     user-code loader: the line and its exception are lost from the log, and log4j writes "An
     exception occurred processing Appender ... Trying to access closed classloader" and its stack
     trace to stderr instead. ``%throwable`` writes the same stack trace without loading a class.
+
+    ``target`` is left untouched when it already says the same: PyFlink's file asks log4j to reload it
+    when it changes (``monitorInterval``), and a reload reopens the log it writes afresh (``append =
+    false``), so every job that starts would otherwise empty the log of each embedded job still running.
+    A changed file is replaced whole, never seen half written.
     """
     lines = [f"{line}%throwable" if _LAYOUT_PATTERN.match(line) and "%throwable" not in line else line
              for line in stock.read_text().splitlines()]
-    target.write_text("\n".join(lines) + "\n")
+    text = "\n".join(lines) + "\n"
+    if not target.is_file() or target.read_text() != text:
+        partial = target.with_name(f".{target.name}.{os.getpid()}")
+        partial.write_text(text)
+        partial.replace(target)
     return target
 
 

@@ -7,6 +7,7 @@ started as the job starts it, in a process of its own so that a blocked JVM cann
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -94,7 +95,8 @@ def test_an_exception_logged_after_the_job_ended_reaches_the_log_not_stderr(tmp_
 
 def test_every_log4j_pattern_of_pyflink_ends_in_a_plain_throwable(tmp_path):
     """jobs.flink_env.log4j_plain_throwables: each of PyFlink's log4j files (the embedded gateway's and
-    those scripts/services.sh copies for the standalone cluster), once, whatever it is run on twice."""
+    those scripts/services.sh copies for the standalone cluster), once, whatever it is run on twice; a
+    file that already says it is not written again."""
     import pyflink
 
     from jobs.flink_env import log4j_plain_throwables
@@ -105,7 +107,10 @@ def test_every_log4j_pattern_of_pyflink_ends_in_a_plain_throwable(tmp_path):
         once = log4j_plain_throwables(stock, tmp_path / stock.name).read_text()
         patterns = [line for line in once.splitlines() if ".layout.pattern" in line and not line.startswith("#")]
         assert patterns and all(line.endswith("%m%n%throwable") for line in patterns), (stock.name, patterns)
+        os.utime(tmp_path / stock.name, ns=(10**9, 10**9))  # a time no write can give it
         assert log4j_plain_throwables(tmp_path / stock.name, tmp_path / stock.name).read_text() == once
+        assert log4j_plain_throwables(stock, tmp_path / stock.name).read_text() == once
+        assert (tmp_path / stock.name).stat().st_mtime_ns == 10**9  # untouched: log4j would reload it
         assert [line for line in once.splitlines() if ".layout.pattern" not in line] == \
             [line for line in stock.read_text().splitlines() if ".layout.pattern" not in line]
 
