@@ -7,6 +7,7 @@ import logging
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
@@ -216,26 +217,58 @@ def _start_gateway_with_heap() -> None:
     # into the process that ran a job, so a later job there would log into the earlier one's folder
     log_dir = run_dir() / "logs" / "flink-embedded"
     log_dir.mkdir(parents=True, exist_ok=True)
+    tmp_dir = embedded_tmp_dir(run_dir() / "tmp" / "flink-embedded")
     launch = java_gateway.launch_gateway_server_process
     java_gateway.launch_gateway_server_process = lambda env, args: _launch_draining_stderr(launch, env, args)
     try:
-        with _environment(JVM_ARGS=gateway_jvm_args(os.environ.get("JVM_ARGS") or "", log_dir),
+        with _environment(JVM_ARGS=gateway_jvm_args(os.environ.get("JVM_ARGS") or "", log_dir, tmp_dir),
                           FLINK_LOG_DIR=str(log_dir), LOG4J_PROPERTIES=str(_embedded_log4j(log_dir))):
             java_gateway.get_gateway()
     finally:
         java_gateway.launch_gateway_server_process = launch
 
 
-def gateway_jvm_args(inherited: str, log_dir: Path) -> str:
+def gateway_jvm_args(inherited: str, log_dir: Path, tmp_dir: Path | None = None) -> str:
     """``JVM_ARGS`` of the gateway JVM: ``inherited`` plus :data:`EMBEDDED_HEAP` unless it sets a heap,
-    :data:`EMBEDDED_GC` unless it names a collector, and the JDK's logging into ``log_dir``."""
+    :data:`EMBEDDED_GC` unless it names a collector, the JDK's logging into ``log_dir`` and its temporary
+    folder ``tmp_dir`` (:func:`embedded_tmp_dir`) unless it names one."""
     extra = [] if "-Xmx" in inherited else [EMBEDDED_HEAP]
     if not re.search(r"-XX:\+Use\w*GC\b", inherited):
         extra.append(EMBEDDED_GC)
-    # PyFlink splits JVM_ARGS on whitespace: a log folder with a space keeps the JDK's default (stderr)
+    # PyFlink splits JVM_ARGS on whitespace: a folder with a space keeps the JDK's default
     if "java.util.logging.config.file" not in inherited and not any(c.isspace() for c in str(log_dir)):
         extra.append(f"-Djava.util.logging.config.file={_jdk_logging_to_file(log_dir)}")
+    if tmp_dir is not None and "java.io.tmpdir" not in inherited and not any(c.isspace() for c in str(tmp_dir)):
+        extra.append(f"-Djava.io.tmpdir={tmp_dir}")
     return " ".join([inherited, *extra]).strip()
+
+
+def embedded_tmp_dir(root: Path, pid: int | None = None) -> Path:
+    """The embedded JVM's temporary folder for process ``pid`` (default: this one), ``root/<pid>``; the
+    folders of processes no longer running are removed first.
+
+    The MiniCluster unpacks its RPC system's jar (21 MiB) into the temporary folder at every start and
+    leaves it there when the JVM ends (its planner's jar, 44 MiB, and its I/O folders too when the JVM is
+    killed): in /tmp each job start left 21-65 MiB that nothing removed. Here they go away with the next
+    start after the process that made them ended.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    for folder in root.iterdir():
+        if folder.name.isdigit() and not _process_running(int(folder.name)):
+            shutil.rmtree(folder, ignore_errors=True)
+    mine = root / str(pid or os.getpid())
+    mine.mkdir(exist_ok=True)
+    return mine
+
+
+def _process_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
 
 
 @contextmanager

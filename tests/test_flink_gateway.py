@@ -128,6 +128,39 @@ def test_jvm_args_keep_what_the_caller_set(tmp_path):
     # a folder with a space: no logging file (PyFlink splits JVM_ARGS on whitespace)
     spaced = tmp_path / "a b"
     assert "java.util.logging" not in gateway_jvm_args("", spaced)
+    assert f"-Djava.io.tmpdir={tmp_path / 'tmp'}" in gateway_jvm_args("", tmp_path, tmp_path / "tmp").split()
+    assert gateway_jvm_args("-Djava.io.tmpdir=/x", tmp_path, tmp_path / "tmp").count("java.io.tmpdir") == 1
+    assert "java.io.tmpdir" not in gateway_jvm_args("", tmp_path, spaced)
+
+
+def test_the_embedded_jvms_temporary_folders_go_away_after_their_process(tmp_path):
+    """embedded_tmp_dir: this process's folder made; an ended process's folder removed with what it left
+    (Flink's unpacked RPC jar); a running process's and anything not named by a pid kept."""
+    from jobs.flink_env import embedded_tmp_dir
+
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    left = tmp_path / str(ended.pid) / "flink-rpc-akka0f.jar"
+    left.parent.mkdir()
+    left.write_bytes(b"21 MiB")
+    running = tmp_path / "1"  # init
+    running.mkdir()
+    (tmp_path / "notes").mkdir()
+    mine = embedded_tmp_dir(tmp_path)
+    assert mine == tmp_path / str(os.getpid()) and mine.is_dir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([str(os.getpid()), "1", "notes"])
+
+
+def test_the_gateway_jvm_keeps_its_temporary_files_in_the_run_folder():
+    """The real gateway (as every job starts it): Flink unpacks its jars and makes its folders under the run
+    folder's tmp/flink-embedded/<pid>, not in /tmp where nothing removed them."""
+    from pyflink.java_gateway import get_gateway
+
+    from jobs.flink_env import make_table_env, run_dir
+
+    make_table_env(parallelism=1)
+    assert get_gateway().jvm.System.getProperty("java.io.tmpdir") == \
+        str(run_dir() / "tmp" / "flink-embedded" / str(os.getpid()))
 
 
 def _java_home() -> dict[str, str]:
