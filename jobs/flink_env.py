@@ -228,24 +228,29 @@ def _start_gateway_with_heap() -> None:
         java_gateway.launch_gateway_server_process = launch
 
 
-def gateway_jvm_args(inherited: str, log_dir: Path, tmp_dir: Path | None = None) -> str:
+def gateway_jvm_args(inherited: str, log_dir: Path, tmp_dir: Path) -> str:
     """``JVM_ARGS`` of the gateway JVM: ``inherited`` plus :data:`EMBEDDED_HEAP` unless it sets a heap,
     :data:`EMBEDDED_GC` unless it names a collector, the JDK's logging into ``log_dir`` and its temporary
     folder ``tmp_dir`` (:func:`embedded_tmp_dir`) unless it names one."""
     extra = [] if "-Xmx" in inherited else [EMBEDDED_HEAP]
     if not re.search(r"-XX:\+Use\w*GC\b", inherited):
         extra.append(EMBEDDED_GC)
-    # PyFlink splits JVM_ARGS on whitespace: a folder with a space keeps the JDK's default
-    if "java.util.logging.config.file" not in inherited and not any(c.isspace() for c in str(log_dir)):
+    if "java.util.logging.config.file" not in inherited and _one_word(log_dir):
         extra.append(f"-Djava.util.logging.config.file={_jdk_logging_to_file(log_dir)}")
-    if tmp_dir is not None and "java.io.tmpdir" not in inherited and not any(c.isspace() for c in str(tmp_dir)):
+    if "java.io.tmpdir" not in inherited and _one_word(tmp_dir):
         extra.append(f"-Djava.io.tmpdir={tmp_dir}")
     return " ".join([inherited, *extra]).strip()
 
 
-def embedded_tmp_dir(root: Path, pid: int | None = None) -> Path:
-    """The embedded JVM's temporary folder for process ``pid`` (default: this one), ``root/<pid>``; the
-    folders of processes no longer running are removed first.
+def _one_word(folder: Path) -> bool:
+    """True when ``folder`` has no whitespace: PyFlink splits JVM_ARGS on it, so a folder with a space
+    is left out (the JDK's default is kept)."""
+    return not any(c.isspace() for c in str(folder))
+
+
+def embedded_tmp_dir(root: Path) -> Path:
+    """The embedded JVM's temporary folder for this process, ``root/<pid>``; the folders of processes no
+    longer running are removed first.
 
     The MiniCluster unpacks its RPC system's jar (21 MiB) into the temporary folder at every start and
     leaves it there when the JVM ends (its planner's jar, 44 MiB, and its I/O folders too when the JVM is
@@ -256,7 +261,7 @@ def embedded_tmp_dir(root: Path, pid: int | None = None) -> Path:
     for folder in root.iterdir():
         if folder.name.isdigit() and not _process_running(int(folder.name)):
             shutil.rmtree(folder, ignore_errors=True)
-    mine = root / str(pid or os.getpid())
+    mine = root / str(os.getpid())
     mine.mkdir(exist_ok=True)
     return mine
 

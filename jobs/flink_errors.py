@@ -61,8 +61,8 @@ def java_failure_text(trace: str, message_lines: int = 3) -> str:
         shown = rest[:message_lines - 1]
         out.append(f"{'  caused by: ' if depth else ''}{head}")
         out += [f"    {line}" for line in shown]
-        if len(rest) > len(shown):
-            left = len(rest) - len(shown)
+        left = len(rest) - len(shown)
+        if left:
             out.append(f"    ({left} more line{'s' if left > 1 else ''})")
     return "\n".join(out)
 

@@ -119,15 +119,15 @@ def test_jvm_args_keep_what_the_caller_set(tmp_path):
     """JVM_ARGS of the caller win: a heap or a collector given there replaces the embedded default."""
     from jobs.flink_env import EMBEDDED_GC, EMBEDDED_HEAP, gateway_jvm_args
 
-    defaults = gateway_jvm_args("", tmp_path).split()
+    defaults = gateway_jvm_args("", tmp_path, tmp_path).split()
     assert EMBEDDED_HEAP in defaults and EMBEDDED_GC in defaults
     assert any(arg.startswith("-Djava.util.logging.config.file=") for arg in defaults)
-    own = gateway_jvm_args("-Xmx2g -XX:+UseG1GC", tmp_path).split()
+    own = gateway_jvm_args("-Xmx2g -XX:+UseG1GC", tmp_path, tmp_path).split()
     assert own[:2] == ["-Xmx2g", "-XX:+UseG1GC"] and EMBEDDED_HEAP not in own and EMBEDDED_GC not in own
-    assert gateway_jvm_args("-XX:+UseZGC", tmp_path).split()[:2] == ["-XX:+UseZGC", EMBEDDED_HEAP]
+    assert gateway_jvm_args("-XX:+UseZGC", tmp_path, tmp_path).split()[:2] == ["-XX:+UseZGC", EMBEDDED_HEAP]
     # a folder with a space: no logging file (PyFlink splits JVM_ARGS on whitespace)
     spaced = tmp_path / "a b"
-    assert "java.util.logging" not in gateway_jvm_args("", spaced)
+    assert "java.util.logging" not in gateway_jvm_args("", spaced, tmp_path)
     assert f"-Djava.io.tmpdir={tmp_path / 'tmp'}" in gateway_jvm_args("", tmp_path, tmp_path / "tmp").split()
     assert gateway_jvm_args("-Djava.io.tmpdir=/x", tmp_path, tmp_path / "tmp").count("java.io.tmpdir") == 1
     assert "java.io.tmpdir" not in gateway_jvm_args("", tmp_path, spaced)
