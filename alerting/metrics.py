@@ -139,7 +139,21 @@ class StoreCollector(Collector):
         for model, feature, drifted, n in conn.execute(select(wr.model, wr.feature, wr.drifted, func.count()).where(
                 ran).group_by(wr.model, wr.feature, wr.drifted)):
             deep.add_metric([model, feature, "drifted" if drifted else "not_drifted"], n)
-        yield from (alarms, deep)
+        yield from (alarms, deep, self._judging_errors(conn))
+
+    def _judging_errors(self, conn: Connection) -> Metric:
+        """Stored (feature or segment) cells whose judging raised, per model (``driftwarden_judging_errors_total``)."""
+        errors = CounterMetricFamily("driftwarden_judging_errors",
+                                     "Features (and segment cells) of stored windows not judged because judging raised",
+                                     labels=["model"])
+        counts: dict[str, int] = {}
+        for table in (window_results, segment_results):
+            for model, n in conn.execute(select(table.c.model, func.count()).where(
+                    table.c.error.is_not(None)).group_by(table.c.model)):
+                counts[model] = counts.get(model, 0) + n
+        for model, n in sorted(counts.items()):
+            errors.add_metric([model], n)
+        return errors
 
     def _latest_scores(self, conn: Connection) -> Iterator[Metric]:
         scores = GaugeMetricFamily("driftwarden_drift_score", "Drift scores of the latest window per feature",

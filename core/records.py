@@ -66,6 +66,7 @@ class FeatureOutcome:
     moved_values: tuple[tuple[str | None, float, float], ...] = ()
     cusum_up: float | None = None  # slow-drift CUSUM sums after this window (sketches/sequential.py)
     cusum_down: float | None = None
+    error: str | None = None  # "not judged: <exception type>" when judging this feature raised (no verdict)
 
     def __post_init__(self) -> None:
         severity_rank(self.severity)

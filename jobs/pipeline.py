@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Callable, Mapping, Sequence
@@ -26,10 +27,11 @@ from schemas.config import ModelConfig, ThresholdConfig
 from jobs.columns import ARROW_TYPES, configured_values, feature_columns
 from jobs.segments import segment_mapping, segment_members
 from schemas.events import PREDICTION, utc_from_ms
-from sketches import DriftPolicy, FeatureVerdict, Reference, ReservoirSample, analyze_segments, analyze_window, new_sketch
+from sketches import DriftPolicy, FeatureVerdict, Reference, ReservoirSample, analyze_segments, new_sketch
 from sketches.categorical import CategoricalSketch
 from sketches.feature import FeatureSketch, copy_sketch, deserialize_sketch
-from sketches.analysis import verdict_evidence
+from sketches.analysis import not_judged, verdict_evidence
+from sketches.feature import is_numeric
 from sketches.policy import budget_alpha
 from sketches.sequential import CusumState
 from sketches.hashing import event_keys, split_coordinates, window_seed
@@ -41,6 +43,8 @@ from sketches.serialization import Reader, Writer
 KIND_WINDOW = 17
 #: Frame kind of a WindowSummary with per-segment summaries: the kind 17 frame, then the segments.
 KIND_WINDOW_SEGMENTED = 18
+
+log = logging.getLogger(__name__)
 
 __all__ = ["KIND_WINDOW", "KIND_WINDOW_SEGMENTED", "WindowSummary", "WindowRows", "analyze_summary", "cardinality_evidence", "cusum_state",
            "drift_policy", "feature_outcome", "merge_summaries", "summarize_window", "window_seed", "window_start"]
@@ -350,14 +354,20 @@ def analyze_summary(summary: WindowSummary, reference: Reference, policy: DriftP
     segment with at least ``segment_min_count`` events against its own reference in
     ``segment_references``. The report lists the global outcomes, then each segment's (their
     ``segment``: ``{by feature: value}``).
+
+    Never raises on a summary it could decode: a feature whose judging raised is reported "not judged"
+    (:attr:`FeatureOutcome.error`) and logged once with the model and window, and the rest is judged.
     """
     reference, features = judged_features(summary, reference)
-    if not summary.segments:
-        verdicts, by_segment = analyze_window(features, reference, policy, state), {}
-    else:
-        windows = {key: judged_features(seg, reference)[1] for key, seg in summary.segments.items()}
+    windows = {key: judged_features(seg, reference)[1] for key, seg in summary.segments.items()}
+    try:
         verdicts, by_segment = analyze_segments(features, windows, reference, segment_references or {}, policy,
                                                 segment_min_count, state)
+    except Exception as exc:  # noqa: BLE001 - a step across features failed: every feature not judged, none lost
+        verdicts, by_segment = _none_judged(features, reference, exc), {
+            key: _none_judged(seg, (segment_references or {}).get(key) or Reference(), exc)
+            for key, seg in windows.items()}
+    _log_errors(summary, verdicts, by_segment)
     outcomes = [feature_outcome(v, cardinality_evidence(reference.features.get(v.name), summary.sketches.get(v.name)))
                 for v in verdicts]
     for key, segment_verdicts in by_segment.items():
@@ -368,6 +378,25 @@ def analyze_summary(summary: WindowSummary, reference: Reference, policy: DriftP
                      for v in segment_verdicts]
     return WindowReport(model=summary.model, window_start=utc_from_ms(summary.window_start_ms),
                         window_end=utc_from_ms(summary.window_end_ms), features=outcomes)
+
+
+def _none_judged(features: Mapping[str, tuple], reference: Reference, exc: BaseException) -> list[FeatureVerdict]:
+    """Every feature of a window (the reference's first) "not judged" because of ``exc``."""
+    names = list(reference.features) + [n for n in features if n not in reference.features]
+    return [not_judged(name, reference.features[name].kind if name in reference.features else
+                       ("numeric" if is_numeric(features[name][0]) else "categorical"), features.get(name), exc)
+            for name in names]
+
+
+def _log_errors(summary: WindowSummary, verdicts: Sequence[FeatureVerdict],
+                by_segment: Mapping[tuple[str, ...], Sequence[FeatureVerdict]]) -> None:
+    """Log each feature that could not be judged, once, with its model, segment, window and traceback."""
+    cells = [(None, v) for v in verdicts] + [(key, v) for key, vs in by_segment.items() for v in vs]
+    for key, v in cells:
+        if v.error is not None:
+            where = f" segment {dict(zip(summary.segment_by, key))!r}" if key is not None else ""
+            log.error("feature %r of model %r%s, window %s: %s", v.name[:200], summary.model[:200], where,
+                      utc_from_ms(summary.window_start_ms).isoformat(), v.error, exc_info=v.exception)
 
 
 def segment_references(summary: WindowSummary, lookup: Callable[[str, tuple[str, ...]], Reference | None],
@@ -417,6 +446,7 @@ def feature_outcome(v: FeatureVerdict, evidence: dict | None = None,
         evidence=verdict_evidence(v),
         cusum_up=v.cusum.up if v.cusum is not None else None,
         cusum_down=v.cusum.down if v.cusum is not None else None,
+        error=v.error,
     )
 
 

@@ -114,5 +114,5 @@ def _result_row(report: WindowReport, f, now: datetime) -> dict:
         "deep_chi2_stat": f.chi2_stat, "deep_chi2_pvalue": f.chi2_pvalue,
         "p_adjusted": f.p_adjusted, "drifted": f.drifted, "severity": f.severity,
         "evidence": json.dumps(f.evidence, sort_keys=True) if f.evidence is not None else None,
-        "cusum_up": f.cusum_up, "cusum_down": f.cusum_down, "computed_at": now,
+        "cusum_up": f.cusum_up, "cusum_down": f.cusum_down, "error": f.error, "computed_at": now,
     }

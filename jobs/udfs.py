@@ -198,24 +198,25 @@ class AnalyzeWindow(ScalarFunction):
         from jobs.pipeline import WindowSummary
 
         summary = WindowSummary.deserialize(summary_bytes)
-        if with_store_retries("results", lambda: self._store(summary)):
-            self.window_metrics.judged(summary)
+        report = with_store_retries("results", lambda: self._store(summary))
+        if report is not None:
+            self.window_metrics.judged(summary, sum(f.error is not None for f in report.features))
         return 1
 
-    def _store(self, summary) -> bool:
-        """One transaction: the window's results, counts and alerts (False: it was stored already)."""
+    def _store(self, summary):
+        """One transaction: the window's results, counts and alerts; its report (None: it was stored already)."""
         with self.engine.begin() as conn:
             return self._judge_and_store(conn, summary)
 
-    def _judge_and_store(self, conn, summary) -> bool:
-        """Judge the window and store it; False when it was stored already (:meth:`_already_final`)."""
+    def _judge_and_store(self, conn, summary):
+        """Judge the window and store it; its report, None when it was stored already (:meth:`_already_final`)."""
         from jobs.pipeline import analyze_summary, segment_references
         from jobs.results import previous_cusum, store_window
         from schemas.events import utc_from_ms
         from sketches import Reference
 
         if self._already_final(conn, summary):
-            return False
+            return None
         if self.config.model(summary.model) is None:
             reference = Reference()
         elif self.file_references is not None:
@@ -229,7 +230,7 @@ class AnalyzeWindow(ScalarFunction):
                     if self.file_references is not None else ({}, 0))
         report = analyze_summary(summary, reference, self.policy, state, *segments)
         store_window(conn, report, summary.events, summary.unknown_features, self.rules)
-        return True
+        return report
 
     def _already_final(self, conn, summary) -> bool:
         """A stored window is final: a summary of it again (after a restart) changes nothing.

@@ -7,6 +7,8 @@ metric of the job (``flink_taskmanager_job_task_operator_model_...``, see the RE
 * ``windows_judged``: windows judged and stored (a counter; ``rate() * 60`` is windows per minute);
 * ``last_window_end_seconds``: end of the newest window stored (epoch seconds, a gauge);
 * ``window_size_seconds``: the monitor's window size, whole seconds rounded up (a gauge, so alert rules count in windows);
+* ``judging_errors``: features (and segment cells) of judged windows whose judging raised and that
+  were stored "not judged" (a counter; the store's rows give ``driftwarden_judging_errors_total``);
 * ``windows_kept_final``: summaries of an already stored window with other event counts, not kept
   (a counter; after a restart with ``window.idleness`` on, see jobs/udfs.py ``AnalyzeWindow``);
 * ``window_freshness_seconds``: from a window's end to its verdict being stored, as a Prometheus
@@ -44,6 +46,7 @@ class _ModelMetrics:
         self.last_end_s = 0
         self.judged = group.counter("windows_judged")
         self.kept_final = group.counter("windows_kept_final")
+        self.judging_errors = group.counter("judging_errors")
         group.gauge("last_window_end_seconds", lambda: self.last_end_s)
         group.gauge("window_size_seconds", lambda: window_s)
         self.count = group.counter("window_freshness_seconds_count")
@@ -80,10 +83,13 @@ class WindowMetrics:
         return cls(function_context.get_metric_group(), {m.name for m in config.models},
                    window_size_seconds(config.window.size_ms))
 
-    def judged(self, summary) -> None:
-        """Record that ``summary``'s window was judged and stored just now."""
+    def judged(self, summary, judging_errors: int = 0) -> None:
+        """Record that ``summary``'s window was judged and stored just now, ``judging_errors`` of its cells not judged."""
         if self.group is not None:
-            self._of(summary.model).observe(summary.window_end_ms, int(self.clock() * 1000))
+            metrics = self._of(summary.model)
+            metrics.observe(summary.window_end_ms, int(self.clock() * 1000))
+            if judging_errors:
+                metrics.judging_errors.inc(judging_errors)
 
     def kept_final(self, summary) -> None:
         """Record that ``summary`` came for a window already stored with other counts (not kept)."""

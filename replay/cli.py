@@ -122,6 +122,11 @@ def _summary(console: Console, doc: dict) -> None:
 
     counts = doc["counts"]
     console.print("records: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + f"; windows {len(doc['windows'])}")
+    errors = [(w, f) for w in doc["windows"] for f in w["features"] + w.get("segments", []) if f.get("error")]
+    if errors:
+        w, f = errors[0]
+        console.print(Text(f"{len(errors)} feature(s) not judged, judging raised (first: feature {f['name']!r} of model "
+                           f"{w['model']!r}, window {w['window_start']}: {f['error']}); see the log", style="yellow"))
     if not doc["first_drift"]:
         console.print("[green]no feature drifted[/]")
         return

@@ -87,6 +87,8 @@ def feature_entry(f: FeatureOutcome) -> dict:
     }
     if f.evidence is not None:  # version 2: why the deep test judged as it did
         entry["evidence"] = dict(f.evidence)
+    if f.error is not None:  # judging this feature raised: no verdict ("not judged: <exception type>")
+        entry["error"] = f.error
     return entry
 
 

@@ -22,11 +22,13 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 #: Older versions a store is upgraded from in place, each with the columns it lacks (additive only; a table
 #: added since, such as segment_results in version 5, is created by ``create_all`` before these are added).
 _CUSUM = (("window_results", "cusum_up", "FLOAT"), ("window_results", "cusum_down", "FLOAT"))
-ADDED_COLUMNS = {2: (("window_results", "evidence", "TEXT"),) + _CUSUM, 3: _CUSUM, 4: ()}
+_ERROR = (("window_results", "error", "VARCHAR(200)"), ("segment_results", "error", "VARCHAR(200)"))
+ADDED_COLUMNS = {2: (("window_results", "evidence", "TEXT"),) + _CUSUM + _ERROR[:1], 3: _CUSUM + _ERROR[:1],
+                 4: _ERROR[:1], 5: _ERROR}
 
 metadata = MetaData()
 
@@ -70,6 +72,7 @@ def _result_columns() -> list:
         Column("evidence", Text),  # JSON of sketches.analysis.verdict_evidence when the deep test ran (version 3)
         Column("cusum_up", Float),  # slow-drift CUSUM sums after this window, the next window's start (version 4)
         Column("cusum_down", Float),
+        Column("error", String(200)),  # "not judged: <exception type>" when judging the feature raised (version 6)
     ]
 
 

@@ -26,6 +26,10 @@ Rules for the awkward cases (each tested):
   (``sketches/fdr.py``): per feature a family of its global test and its judged segments (Simes),
   BH across features, then BH within each selected feature; the same bound holds.
 * Gate thresholds follow the window's count (``sketches.calibration.thresholds_for_count``).
+* Judging one feature never stops the others: should any step of one feature's judging raise (no
+  input is known to make one: ``tests/test_judging_never_raises.py`` searches for one), that
+  feature is reported "not judged" (:attr:`FeatureVerdict.error`: ``not judged: <exception type>``,
+  no alarm, severity "none", outside the FDR families) and the rest of the window is judged as usual.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
 from sketches.calibration import thresholds_for_count
 from sketches.categorical import CategoricalSketch
@@ -66,6 +70,9 @@ class FeatureVerdict:
     cusum: CusumState | None = None
     z: float | None = None
     by_cusum: bool = False
+    #: ``not judged: <exception type>`` when judging this feature raised (:attr:`exception` holds it), else None
+    error: str | None = None
+    exception: BaseException | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
 def analyze_window(window: dict[str, tuple[FeatureSketch, ReservoirSample]], reference: Reference,
@@ -127,13 +134,13 @@ def analyze_segments(window: dict[str, tuple[FeatureSketch, ReservoirSample]],
     families: dict[str, list[tuple[tuple[str, ...] | None, int]]] = {}
     for key, rows in staged.items():
         for i, (fv, _) in enumerate(rows):
-            if refs[key] is not None and fv.name in refs[key].features and fv.name in windows[key]:
+            if refs[key] is not None and fv.name in refs[key].features and fv.name in windows[key] and fv.error is None:
                 families.setdefault(fv.name, []).append((key, i))
     adjusted = hierarchical_adjusted([[_pvalue(staged[k][i][1]) for k, i in family] for family in families.values()],
                                      policy.alpha)
     p_adj = {(k, i): p for family, ps in zip(families.values(), adjusted) for (k, i), p in zip(family, ps)
              if staged[k][i][1] is not None}
-    judged = {key: [_finish(fv, deep, p_adj.get((key, i)), policy) for i, (fv, deep) in enumerate(rows)]
+    judged = {key: [_guarded(fv, _finish, fv, deep, p_adj.get((key, i)), policy) for i, (fv, deep) in enumerate(rows)]
               for key, rows in staged.items()}
     return _with_cusum(judged.pop(None), window, reference, policy, state), judged
 
@@ -153,7 +160,9 @@ def _with_cusum(verdicts: list[FeatureVerdict], window: dict[str, tuple[FeatureS
     """The verdicts with each reference feature's slow-drift CUSUM carried on (when the policy spends on it)."""
     if policy.sequential_alpha > 0 and reference.features:
         h = cusum_threshold(policy.sequential_alpha / (2 * len(reference.features)))
-        verdicts = [_sequential(fv, window.get(fv.name), reference.features.get(fv.name), (state or {}).get(fv.name), h)
+        verdicts = [fv if fv.error is not None else
+                    _guarded(fv, _sequential, fv, window.get(fv.name), reference.features.get(fv.name),
+                             (state or {}).get(fv.name), h)
                     for fv in verdicts]
     return verdicts
 
@@ -181,9 +190,65 @@ def _stage_all(cells: dict[tuple[str, ...] | None, list[_Cell]],
     segment, with the gate scores of all of them computed in one call (``gate_scores_many``)."""
     judged = [GateCell(ref.sketch, pair[0], ref.profile, name)
               for rows in cells.values() for name, pair, ref in rows if pair is not None and ref is not None]
-    scores = iter(gate_scores_many(judged, policy.bins))
-    return {key: [_stage(name, pair, ref, policy, next(scores) if pair is not None and ref is not None else None)
+    scores = iter(_gate_scores(judged, policy.bins))
+    return {key: [_stage_guarded(name, pair, ref, policy, next(scores) if pair is not None and ref is not None else None)
                   for name, pair, ref in rows] for key, rows in cells.items()}
+
+
+def _gate_scores(cells: list[GateCell], bins: int) -> list[GateScores | Exception]:
+    """Every cell's gate scores in one call; should that raise, each cell's alone (its exception in its place)."""
+    try:
+        return gate_scores_many(cells, bins)
+    except Exception:  # noqa: BLE001 - one cell's failure must not cost the others their scores
+        pass
+    scores: list[GateScores | Exception] = []
+    for cell in cells:
+        try:
+            scores.extend(gate_scores_many([cell], bins))
+        except Exception as exc:  # noqa: BLE001
+            scores.append(exc)
+    return scores
+
+
+def _stage_guarded(name: str, pair: tuple[FeatureSketch, ReservoirSample] | None, ref: FeatureReference | None,
+                   policy: DriftPolicy, scores: GateScores | Exception | None,
+                   ) -> tuple[FeatureVerdict, DeepResult | None]:
+    """:func:`_stage`, or the feature's "not judged" verdict when its gate scores or its staging raised."""
+    try:
+        if isinstance(scores, Exception):
+            raise scores
+        return _stage(name, pair, ref, policy, scores)
+    except Exception as exc:  # noqa: BLE001 - judged "not judged", the window goes on
+        return not_judged(name, ref.kind if ref else _kind_of(pair[0]), pair, exc), None
+
+
+def not_judged(name: str, kind: str, pair: tuple[FeatureSketch, ReservoirSample] | None,
+               exc: BaseException) -> FeatureVerdict:
+    """The verdict of a feature whose judging raised ``exc``: its counts, no scores, no alarm, the error named.
+
+    >>> not_judged("c", "categorical", None, ValueError("boom")).error
+    'not judged: ValueError'
+    """
+    count, missing = _counts(pair)
+    return FeatureVerdict(name, kind, count, missing, GateScores(), False, None, None, False, "none",
+                          error=f"not judged: {type(exc).__name__}", exception=exc)
+
+
+def _counts(pair: tuple[FeatureSketch, ReservoirSample] | None) -> tuple[int, int]:
+    """A window's (count, missing) of one feature, (0, 0) when absent or unreadable."""
+    try:
+        return (int(pair[0].count), int(pair[0].missing)) if pair else (0, 0)
+    except Exception:  # noqa: BLE001 - a sketch broken enough to raise here still gets its verdict
+        return 0, 0
+
+
+def _guarded(fv: FeatureVerdict, step: Callable[..., FeatureVerdict], *args) -> FeatureVerdict:
+    """``step(*args)``, or ``fv`` turned "not judged" when it raises."""
+    try:
+        return step(*args)
+    except Exception as exc:  # noqa: BLE001
+        return dataclasses.replace(fv, alarm=False, deep=None, p_adjusted=None, drifted=False, severity="none",
+                                   error=f"not judged: {type(exc).__name__}", exception=exc)
 
 
 def _stage(name: str, pair: tuple[FeatureSketch, ReservoirSample] | None, ref: FeatureReference | None,
@@ -192,7 +257,7 @@ def _stage(name: str, pair: tuple[FeatureSketch, ReservoirSample] | None, ref: F
     scores, None when the window or the reference lacks the feature)."""
     kind = ref.kind if ref else _kind_of(pair[0])
     if pair is None or ref is None or scores is None:
-        count, missing = (pair[0].count, pair[0].missing) if pair else (0, 0)
+        count, missing = _counts(pair)
         return FeatureVerdict(name, kind, count, missing, GateScores(), False, None, None, False, "none"), None
     sketch, sample = pair
     if sketch.n < policy.min_count:

@@ -219,13 +219,20 @@ def _reference_bins(reference: NumericSketch, bins: int) -> tuple[np.ndarray, np
 
 #: Mid-point ranks of the EMD estimate.
 _EMD_RANKS = (np.arange(EMD_GRID) + 0.5) / EMD_GRID
+_FLOAT_MAX = np.finfo(np.float64).max
 
 
 def emd_estimate(reference: NumericSketch, window: NumericSketch) -> float:
     """Wasserstein-1 distance between the sketches' quantile functions, in reference-spread units."""
     scale, ref_scaled = reference.remember("emd", lambda: _reference_quantiles(reference))
     with np.errstate(over="ignore", invalid="ignore"):
-        return float(np.mean(np.abs(ref_scaled - window.quantiles(_EMD_RANKS) / scale)))
+        return float(np.mean(np.abs(_finite(ref_scaled) - _finite(window.quantiles(_EMD_RANKS) / scale))))
+
+
+def _finite(scaled: np.ndarray) -> np.ndarray:
+    """Scaled quantiles with an overflow (a value near 1e308 over a spread below 1) held at the largest
+    float: two such on one side differ by 0, not NaN; on opposite sides by infinity (the EMD's own answer)."""
+    return np.clip(scaled, -_FLOAT_MAX, _FLOAT_MAX)
 
 
 def _reference_quantiles(reference: NumericSketch) -> tuple[float, np.ndarray]:
@@ -297,7 +304,8 @@ def _stacked_emd(references: list[HistogramSketch], windows: StackedHistograms) 
     sides = [r.remember("emd", lambda r=r: _reference_quantiles(r)) for r in references]
     scale, ref_scaled = np.array([s for s, _ in sides]), np.stack([q for _, q in sides])
     with np.errstate(over="ignore", invalid="ignore"):
-        return np.mean(np.abs(ref_scaled - windows.quantiles(_EMD_RANKS) / scale[:, np.newaxis]), axis=1)
+        return np.mean(np.abs(_finite(ref_scaled) - _finite(windows.quantiles(_EMD_RANKS) / scale[:, np.newaxis])),
+                       axis=1)
 
 
 def category_probs(reference: CategoricalSketch, window: CategoricalSketch) -> tuple[np.ndarray, np.ndarray]:

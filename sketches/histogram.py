@@ -18,6 +18,7 @@ Null, NaN, +inf and -inf are counted exactly; min and max are exact.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Hashable
 
 import numpy as np
@@ -159,8 +160,10 @@ class HistogramSketch:
         """Mean of the finite values from bucket mid-points (within one bucket width); NaN if none."""
         if not self._keys.size:
             return np.nan
-        lower, upper, _ = self._bucket_edges()
-        return float(np.dot(self._counts, (lower + upper) / 2) / self.n)
+        mid = self._midpoints()
+        with np.errstate(over="ignore"):
+            mean = float(np.dot(self._counts, mid) / self.n)
+        return mean if math.isfinite(mean) else float(np.dot(self._counts / self.n, mid))  # values near 1e308
 
     @property
     def std(self) -> float:
@@ -168,10 +171,20 @@ class HistogramSketch:
         if not self._keys.size:
             return np.nan
         if self._std is None:
-            lower, upper, _ = self._bucket_edges()
-            mid = (lower + upper) / 2
-            self._std = float(np.sqrt(max(np.dot(self._counts, (mid - self.mean) ** 2) / self.n, 0.0)))
+            with np.errstate(over="ignore"):  # values near 1e308: an infinite spread, never NaN
+                variance = np.dot(self._counts, (self._midpoints() - self.mean) ** 2) / self.n
+            self._std = float(np.sqrt(max(variance, 0.0)))
         return self._std
+
+    def _midpoints(self) -> np.ndarray:
+        """Each occupied bucket's mid-point (finite also for buckets near the largest floats)."""
+        lower, upper, _ = self._bucket_edges()
+        with np.errstate(over="ignore"):
+            mid = (lower + upper) / 2
+        overflow = ~np.isfinite(mid)
+        if overflow.any():
+            mid[overflow] = lower[overflow] / 2 + upper[overflow] / 2
+        return mid
 
     @property
     def rank_error(self) -> float:

@@ -162,7 +162,11 @@ def ks_pvalue(d: float, n: float) -> float:
     True
     >>> ks_pvalue(0.01, 450_000) == float(stats.kstwobign.sf(450_000 ** 0.5 * 0.01))
     True
+    >>> ks_pvalue(1.0, 0)  # one value against one: round(1 * 1 / 2) = 0
+    1.0
     """
+    if n < 1:  # an effective size rounded to 0 (one value on each side): nothing to test
+        return 1.0
     p = stats.kstwo.sf(d, n) if n <= KS_LIMIT_N else stats.kstwobign.sf(math.sqrt(n) * d)
     return float(np.clip(p, 0.0, 1.0))
 
@@ -281,7 +285,8 @@ def _category_chi2(r: np.ndarray, w: np.ndarray, new: int) -> TestResult:
             table[:, smallest] += table[:, -1]
             table = table[:, :-1]
     table = table[:, table.sum(axis=0) > 0]
-    if table.shape[1] < 2:
+    if table.shape[1] < 2 or not table.sum(axis=1).all():
+        # one column, or a window with no value the reference saw (all new: the ``new`` test speaks)
         return TestResult("chi2", 0.0, 1.0, "tv", tv)
     res = stats.chi2_contingency(table, correction=False)
     return TestResult("chi2", float(res.statistic), float(res.pvalue), "tv", tv)
