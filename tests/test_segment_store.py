@@ -70,7 +70,7 @@ def test_a_version_4_store_is_upgraded_in_place(store_url: str) -> None:
     try:
         assert "segment_results" in inspect(engine).get_table_names()
         with engine.begin() as conn:
-            assert conn.execute(select(schema_info.c.version)).scalar_one() == SCHEMA_VERSION == 5
+            assert conn.execute(select(schema_info.c.version)).scalar_one() == SCHEMA_VERSION == 6
             store_window(conn, report(), 5000, 0, None)
             assert conn.execute(select(func.count()).select_from(window_results)).scalar_one() == 2
             assert conn.execute(select(func.count()).select_from(segment_results)).scalar_one() == 3
