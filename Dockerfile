@@ -20,12 +20,14 @@ ENV JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 \
 WORKDIR /opt/driftwarden/app
 COPY pyproject.toml README.md ./
 COPY core core
-COPY driftwarden driftwarden
-COPY jobs jobs
-COPY sketches sketches
-COPY alerting alerting
-COPY replay replay
 COPY schemas schemas
+COPY sketches sketches
+COPY pipeline pipeline
+COPY jobs jobs
+COPY replay replay
+COPY latency latency
+COPY alerting alerting
+COPY driftwarden driftwarden
 RUN pip install --no-cache-dir -e .
 COPY --from=jars /jars /opt/driftwarden/cache/jars
 # the cluster's class path: PyFlink's lib/ plus flink-python from opt/ (Python UDF operators)

@@ -29,7 +29,7 @@ demo: setup
 
 smoke: setup
 	scripts/services.sh start kafka
-	$(PY) -m jobs.smoke_job --topic smoke-$$(date +%s) --produce 10000 --store-url sqlite:///$(CURDIR)/.run/smoke.db
+	$(PY) -m driftwarden.jobs.smoke_job --topic smoke-$$(date +%s) --produce 10000 --store-url sqlite:///$(CURDIR)/.run/smoke.db
 
 bench: services
 	$(PY) bench/run_all.py $(BENCH_ARGS)

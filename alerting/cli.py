@@ -16,15 +16,15 @@ from rich.console import Console
 from rich.markup import escape
 from sqlalchemy import and_, delete, insert, select, update
 
-from alerting.delivery import utcnow
-from alerting.metrics import DeliveryMetrics, StoreCollector, serve_metrics
-from alerting.outbox import prune
-from alerting.rules import Matcher, load_rules, parse_duration
-from alerting.worker import Dispatcher, build_sinks, make_client
-from core.console import command_app, data_table
-from core.errors import ConfigError
-from core.store import DEFAULT_STORE_URL, STORE_URL_ENV, make_engine
-from schemas.alert_tables import alert_deliveries, alert_endpoints, alert_silences, alerts
+from driftwarden.alerting.delivery import utcnow
+from driftwarden.alerting.metrics import DeliveryMetrics, StoreCollector, serve_metrics
+from driftwarden.alerting.outbox import prune
+from driftwarden.alerting.rules import Matcher, load_rules, parse_duration
+from driftwarden.alerting.worker import Dispatcher, build_sinks, make_client
+from driftwarden.core.console import command_app, data_table
+from driftwarden.core.errors import ConfigError
+from driftwarden.core.store import DEFAULT_STORE_URL, STORE_URL_ENV, make_engine
+from driftwarden.schemas.alert_tables import alert_deliveries, alert_endpoints, alert_silences, alerts
 
 app = command_app("Alerts: list, acknowledge, silence, re-enable routes, and deliver webhooks from the outbox.",
                   no_args_is_help=True)

@@ -22,11 +22,11 @@ from typing import Callable, Protocol
 
 import httpx
 
-from core.records import Delivery
-from alerting.rules import RetryPolicy, Route
-from alerting.signing import signature_headers
-from alerting.ssrf import Resolver, UnresolvableHostError, check_url, system_resolver
-from core.errors import DeliveryError
+from driftwarden.core.records import Delivery
+from driftwarden.alerting.rules import RetryPolicy, Route
+from driftwarden.alerting.signing import signature_headers
+from driftwarden.alerting.ssrf import Resolver, UnresolvableHostError, check_url, system_resolver
+from driftwarden.core.errors import DeliveryError
 
 USER_AGENT = "driftwarden-webhooks/1"
 

@@ -14,7 +14,7 @@ True
 
 from __future__ import annotations
 
-from schemas.alert_tables import alert_fingerprint as fingerprint
-from schemas.alert_tables import segment_key
+from driftwarden.schemas.alert_tables import alert_fingerprint as fingerprint
+from driftwarden.schemas.alert_tables import segment_key
 
 __all__ = ["fingerprint", "segment_key"]

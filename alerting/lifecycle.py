@@ -25,12 +25,12 @@ from typing import Any
 from sqlalchemy import Connection, and_, insert, select, update
 from sqlalchemy.engine import Row
 
-from alerting.fingerprint import fingerprint, segment_key
-from alerting.payloads import alert_document, group_key
-from core.records import Alert, FeatureOutcome, WindowReport, severity_rank, utc
-from alerting.rules import AlertRules
-from core.store import upsert
-from schemas.alert_tables import alert_events, alert_models, alert_outbox, alerts
+from driftwarden.alerting.fingerprint import fingerprint, segment_key
+from driftwarden.alerting.payloads import alert_document, group_key
+from driftwarden.core.records import Alert, FeatureOutcome, WindowReport, severity_rank, utc
+from driftwarden.alerting.rules import AlertRules
+from driftwarden.core.store import upsert
+from driftwarden.schemas.alert_tables import alert_events, alert_models, alert_outbox, alerts
 
 
 def enqueue_alerts(conn: Connection, report: WindowReport, rules: AlertRules, now: datetime) -> int:

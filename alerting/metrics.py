@@ -23,8 +23,8 @@ from prometheus_client.registry import Collector
 from sqlalchemy import Connection, Engine, and_, case, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from schemas.alert_tables import alert_deliveries, alerts
-from schemas.tables import dead_letters, segment_results, window_counts, window_results
+from driftwarden.schemas.alert_tables import alert_deliveries, alerts
+from driftwarden.schemas.tables import dead_letters, segment_results, window_counts, window_results
 
 log = logging.getLogger(__name__)
 LATE_REASON = "late"  # dead_letters.reason of events that missed their window (jobs/ writes it)

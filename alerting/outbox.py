@@ -30,11 +30,11 @@ from sqlalchemy import Connection, and_, delete, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Row
 
-from alerting.lifecycle import enqueue_alerts, labels_of, mark_no_data
-from alerting.payloads import render
-from core.records import utc
-from alerting.rules import AlertRules, Matcher, matches_all
-from schemas.alert_tables import alert_deliveries, alert_events, alert_groups, alert_outbox, alert_silences, alerts
+from driftwarden.alerting.lifecycle import enqueue_alerts, labels_of, mark_no_data
+from driftwarden.alerting.payloads import render
+from driftwarden.core.records import utc
+from driftwarden.alerting.rules import AlertRules, Matcher, matches_all
+from driftwarden.schemas.alert_tables import alert_deliveries, alert_events, alert_groups, alert_outbox, alert_silences, alerts
 
 __all__ = ["enqueue_alerts", "mark_no_data", "seal_due_groups", "active_silences", "is_silenced", "prune"]
 log = logging.getLogger(__name__)

@@ -18,9 +18,9 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Sequence
 from urllib.parse import quote
 
-from core.records import ALERT_STATUSES, Alert, FeatureOutcome, utc
-from alerting.fingerprint import segment_key
-from alerting.rules import AlertRules
+from driftwarden.core.records import ALERT_STATUSES, Alert, FeatureOutcome, utc
+from driftwarden.alerting.fingerprint import segment_key
+from driftwarden.alerting.rules import AlertRules
 
 NATIVE_VERSION = "3"
 NATIVE_TYPE = "driftwarden.alerts"

@@ -8,17 +8,18 @@ only findings that are drift by the decision rule and at least ``moderate`` beco
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from sqlalchemy import Connection
 
-from core.records import severity_rank
-from alerting.ssrf import UnsafeURLError, check_network, check_syntax
-from core.errors import ConfigError
-from schemas.config import describe_validation_error, read_yaml
+from driftwarden.core.records import WindowReport, severity_rank
+from driftwarden.alerting.ssrf import UnsafeURLError, check_network, check_syntax
+from driftwarden.core.errors import ConfigError
+from driftwarden.schemas.config import describe_validation_error, read_yaml
 
 FORMATS = ("native", "alertmanager", "slack")
 MATCHER_OPS = ("=", "!=", "=~", "!~", "glob", ">=")
@@ -165,6 +166,12 @@ class AlertRules(BaseModel):
     def routes_for(self, labels: dict[str, str]) -> list[Route]:
         """Return the routes whose matchers accept an alert with these labels."""
         return [r for r in self.routes if matches_all(r.matchers, labels)]
+
+    def enqueue(self, conn: Connection, report: WindowReport, now: datetime) -> int:
+        """Apply these rules to a stored window's verdicts in the caller's transaction (``core.records.AlertSink``)."""
+        from driftwarden.alerting.lifecycle import enqueue_alerts
+
+        return enqueue_alerts(conn, report, self, now)
 
 
 def load_rules(path: str | Path | None) -> AlertRules:

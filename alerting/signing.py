@@ -20,7 +20,7 @@ import os
 import time
 from typing import Iterable, Mapping
 
-from core.errors import ConfigError, DriftwardenError
+from driftwarden.core.errors import ConfigError, DriftwardenError
 
 SECRET_PREFIX = "whsec_"
 DEFAULT_TOLERANCE_S = 300

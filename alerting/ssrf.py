@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 from urllib.parse import urlsplit
 
-from core.errors import DeliveryError
+from driftwarden.core.errors import DeliveryError
 
 Resolver = Callable[[str, int], Sequence[str]]
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address

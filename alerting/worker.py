@@ -32,15 +32,15 @@ import httpx
 from sqlalchemy import Engine, and_, exists, func, insert, or_, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from alerting.delivery import AlertSink, EndpointGoneError, RetryableDeliveryError, WebhookSink, backoff_s, utcnow
-from alerting.metrics import DeliveryMetrics
-from alerting.outbox import mark_no_data, seal_due_groups
-from core.records import Delivery, utc
-from alerting.rules import AlertRules
-from alerting.signing import secrets_from_env
-from alerting.ssrf import UnsafeURLError
-from core.errors import ConfigError, DeliveryError
-from schemas.alert_tables import alert_deliveries, alert_endpoints
+from driftwarden.alerting.delivery import AlertSink, EndpointGoneError, RetryableDeliveryError, WebhookSink, backoff_s, utcnow
+from driftwarden.alerting.metrics import DeliveryMetrics
+from driftwarden.alerting.outbox import mark_no_data, seal_due_groups
+from driftwarden.core.records import Delivery, utc
+from driftwarden.alerting.rules import AlertRules
+from driftwarden.alerting.signing import secrets_from_env
+from driftwarden.alerting.ssrf import UnsafeURLError
+from driftwarden.core.errors import ConfigError, DeliveryError
+from driftwarden.schemas.alert_tables import alert_deliveries, alert_endpoints
 
 log = logging.getLogger(__name__)
 FAILPOINT_ENV = "DRIFTWARDEN_ALERTING_FAILPOINT"

@@ -16,14 +16,14 @@ from datetime import datetime, timedelta, timezone
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from alerting.metrics import StoreCollector
-from alerting.outbox import enqueue_alerts
-from core.records import FeatureOutcome, WindowReport
-from alerting.rules import AlertRules
-from alerting.testing import WebhookReceiver
-from alerting.worker import Dispatcher, build_sinks, make_client
-from core.store import make_engine, upsert
-from schemas.tables import window_results
+from driftwarden.alerting.metrics import StoreCollector
+from driftwarden.alerting.outbox import enqueue_alerts
+from driftwarden.core.records import FeatureOutcome, WindowReport
+from driftwarden.alerting.rules import AlertRules
+from driftwarden.alerting.testing import WebhookReceiver
+from driftwarden.alerting.worker import Dispatcher, build_sinks, make_client
+from driftwarden.core.store import make_engine, upsert
+from driftwarden.schemas.tables import window_results
 
 FEATURES = [f"f{i}" for i in range(10)]
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -44,12 +44,12 @@ from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jobs.pipeline import drift_policy  # noqa: E402
-from jobs.segments import other_key, top_segments  # noqa: E402
-from schemas.config import ThresholdConfig, WindowConfig  # noqa: E402
-from sketches import CategoricalSketch, HistogramSketch, Reference, ReservoirSample, analyze_segments, analyze_window  # noqa: E402
-from sketches.analysis import segment_events  # noqa: E402
-from sketches.reference import reference_from_window_sketches  # noqa: E402
+from driftwarden.pipeline.judging import drift_policy  # noqa: E402
+from driftwarden.pipeline.segments import other_key, top_segments  # noqa: E402
+from driftwarden.schemas.config import ThresholdConfig, WindowConfig  # noqa: E402
+from driftwarden.sketches import CategoricalSketch, HistogramSketch, Reference, ReservoirSample, analyze_segments, analyze_window  # noqa: E402
+from driftwarden.sketches.analysis import segment_events  # noqa: E402
+from driftwarden.sketches.reference import reference_from_window_sketches  # noqa: E402
 
 CATS = np.array(list("abcde"))
 SHARES = np.array([0.4, 0.3, 0.15, 0.1, 0.05])
@@ -229,7 +229,7 @@ def segment_values(rng: np.random.Generator, size: int, segments: int) -> np.nda
 
 
 def _segment_windows(columns: dict, fk: dict, top: tuple) -> dict:
-    """Each segment's window (the top keys, then the other segment: jobs/segments.py's rule) of one window's columns."""
+    """Each segment's window (the top keys, then the other segment: pipeline/segments.py's rule) of one window's columns."""
     values = columns[SEGMENT].astype(str)
     masks = {key: values == key[0] for key in top}
     masks[OTHER] = ~np.isin(values, [key[0] for key in top])

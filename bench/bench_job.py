@@ -78,7 +78,7 @@ CATEGORICAL = [f"c{i}" for i in range(5)]
 def fill_topic(topic: str, events: int, per_second_of_event_time: int, malformed_share: float = 0.0,
                segments: int = 0, partitions: int = 2) -> int:
     """Create a topic of ``partitions`` partitions holding ``events`` JSON events (:func:`bench_features`, with
-    ``segments``) and, among them, malformed records (tests/hostile_corpus.py: each rejected by
+    ``segments``) and, among them, malformed records (bench/hostile_corpus.py: each rejected by
     validation) making ``malformed_share`` of all records; returns how many malformed records it holds.
     The producer is idempotent: a partition holds its records in the order they were produced."""
     admin = AdminClient({"bootstrap.servers": BOOTSTRAP})
@@ -138,7 +138,7 @@ def _malformed_by_position(events: int, step: float, share: float) -> dict[int, 
     """Malformed records to insert before the event at each position, ``share`` of all records."""
     if share <= 0:
         return {}
-    from tests.hostile_corpus import malformed
+    from bench.hostile_corpus import malformed
 
     times = [int(T0 + i * step) for i in range(events)]
     by_position: dict[int, list[bytes]] = {}
@@ -151,7 +151,7 @@ def config_for(topic: str, segments: int = 0, segmented: bool = False, reference
     """Monitor config of the bench topic: warm-up reference of 3 windows; with ``segments`` > 0 the
     segment feature too and the reference file ``reference``, and when ``segmented``, segments by it
     (top ``segments``, min_count 200)."""
-    from schemas.config import MonitorConfig
+    from driftwarden.schemas.config import MonitorConfig
 
     features = {n: "numeric" for n in NUMERIC} | {c: "categorical" for c in CATEGORICAL}
     model: dict = {"name": "bench", "features": features}
@@ -174,7 +174,7 @@ WINDOW_SECONDS = 10
 def run_driftwarden(topic: str, store: Path, checkpoint_dir: Path | None = None, config=None) -> float:
     """Seconds the drift job takes to consume the whole topic (bounded); checkpoints every second
     into ``checkpoint_dir`` when given; ``config``: :func:`config_for` the topic by default."""
-    from jobs.drift_job import run_drift_job
+    from driftwarden.jobs.drift_job import run_drift_job
 
     config = config or config_for(topic)
     started = time.perf_counter()
@@ -186,8 +186,8 @@ def run_driftwarden(topic: str, store: Path, checkpoint_dir: Path | None = None,
 
 def run_plain_flink(topic: str) -> float:
     """Seconds a plain Flink SQL TUMBLE COUNT/AVG takes over the same topic (bounded)."""
-    from jobs.flink_env import make_table_env
-    from jobs.source import interval_sql
+    from driftwarden.jobs.flink_env import make_table_env
+    from driftwarden.jobs.source import interval_sql
 
     # Flink's defaults, not the drift job's memory and tuning: the baseline is plain Flink as it comes
     _, t_env = make_table_env(checkpoint_interval_ms=0, parallelism=PARALLELISM, memory={}, tuning={})
@@ -416,7 +416,7 @@ def reporter(port: int | None) -> None:
     The port is not registered with the local Prometheus (scripts/services.sh scrapes every second):
     the bench's own Scraper is the only one scraping, at the interval asked for.
     """
-    from jobs.flink_metrics import PORT_ENV
+    from driftwarden.jobs.flink_metrics import PORT_ENV
 
     os.environ[PORT_ENV] = str(port) if port else "off"  # read by jobs.flink_env.make_table_env
     # a run folder without Prometheus's file_sd folder: jobs.flink_metrics.register_scrape_target skips it
@@ -453,7 +453,7 @@ class Scraper:
 def _timed_reported(topic: str, store: Path, scraper: Scraper | None) -> tuple[float, float]:
     """:func:`timed` drift job; with a scraper, its reporter on a port of its own (the previous job's
     cluster may still hold the last one while the next starts)."""
-    from jobs.flink_metrics import free_port
+    from driftwarden.jobs.flink_metrics import free_port
 
     port = free_port() if scraper is not None else None
     reporter(port)
@@ -524,9 +524,9 @@ def compare_malformed(events: int, full: str, empty: str, folder: Path, run: str
 def build_segment_reference(path: Path, segments: int, windows: int) -> None:
     """A reference file of the bench model with the segment feature, segmented by it (top ``segments``), built by
     `reference build`'s function from a training snapshot of ``windows`` windows of the same generator (seed 1)."""
-    from jobs.pipeline import drift_policy
-    from jobs.reference_build import build_reference_set
-    from schemas.events import Event
+    from driftwarden.pipeline.judging import drift_policy
+    from driftwarden.pipeline.reference_build import build_reference_set
+    from driftwarden.schemas.events import Event
 
     per_window = 1000 * WINDOW_SECONDS
     start = T0 - 10 * windows * per_window  # training data from before the bench topic's windows
@@ -539,14 +539,14 @@ def build_segment_reference(path: Path, segments: int, windows: int) -> None:
 def bench_summaries(config, reference: Path, events: int, segments: int, windows: int = 3) -> list[bytes]:
     """The bytes of the summary the job judges for each of the first ``windows`` windows of the bench topic.
 
-    The bytes (sketches/FORMAT.md kind 17, kind 18 with segments) that :class:`jobs.pipeline.WindowRows`
+    The bytes (sketches/FORMAT.md kind 17, kind 18 with segments) that :class:`pipeline.summary.WindowRows`
     builds from the window's events (replay's summarizer; the live job's Java builds the same bytes,
     tests/test_segments_attribution.py).
     """
     from itertools import islice
 
-    from jobs.references import ReferenceSet
-    from jobs.pipeline import summarize_window
+    from driftwarden.pipeline.references import ReferenceSet
+    from driftwarden.pipeline.summary import summarize_window
 
     model = config.model("bench")
     top = ReferenceSet.load(reference).segment_keys("bench") if model.segments else None
@@ -563,10 +563,11 @@ def summary_bytes(summaries: list[bytes]) -> float:
 
 def sink_judging(config, reference: Path, summaries: list[bytes], repeats: int = 3) -> tuple[float, int]:
     """The sink's work on each summary but the store, in process: decode it and judge it against the reference
-    file (``jobs.pipeline.analyze_summary``, as ``jobs.udfs.AnalyzeWindow`` calls it). Returns the fastest of
+    file (``pipeline.judging.analyze_summary``, as ``jobs.udfs.AnalyzeWindow`` calls it). Returns the fastest of
     ``repeats`` passes in ms per window, and the (segment, feature) cells the gate scored per window."""
-    from jobs.pipeline import WindowSummary, analyze_summary, drift_policy, segment_references
-    from jobs.references import ReferenceSet
+    from driftwarden.pipeline.judging import analyze_summary, drift_policy, segment_references
+    from driftwarden.pipeline.summary import WindowSummary
+    from driftwarden.pipeline.references import ReferenceSet
 
     references = ReferenceSet.load(reference)
     model, policy = config.model("bench"), drift_policy(config.thresholds, config.window.size_ms)
@@ -760,8 +761,8 @@ def print_steady_state(events: int, first: list[tuple[float, float]], second: li
 
 
 def _fill_junk(topic: str, n: int) -> int:
-    """Append ``n`` malformed records (tests/hostile_corpus.py) to ``topic``; returns ``n``."""
-    from tests.hostile_corpus import malformed
+    """Append ``n`` malformed records (bench/hostile_corpus.py) to ``topic``; returns ``n``."""
+    from bench.hostile_corpus import malformed
 
     producer = Producer({"bootstrap.servers": BOOTSTRAP, "linger.ms": 50})
     times = [T0 + i for i in range(n + 1)]

@@ -21,13 +21,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from replay.latency import memory, samples  # noqa: E402
-from replay.latency.adapter import load_adapter  # noqa: E402
-from replay.latency.cli import run_and_report  # noqa: E402
-from replay.latency.inputs import build_pool, read_events  # noqa: E402
-from replay.latency.models import load_model  # noqa: E402
-from replay.latency.options import BenchOptions  # noqa: E402
-from replay.latency.report import validate_report  # noqa: E402
+from driftwarden.latency import memory, samples  # noqa: E402
+from driftwarden.latency.adapter import load_adapter  # noqa: E402
+from driftwarden.latency.cli import run_and_report  # noqa: E402
+from driftwarden.latency.inputs import build_pool, read_events  # noqa: E402
+from driftwarden.latency.models import load_model  # noqa: E402
+from driftwarden.latency.options import BenchOptions  # noqa: E402
+from driftwarden.latency.report import validate_report  # noqa: E402
 
 
 def make_fixtures(d: Path, width: int, extra: int) -> dict[str, Path]:

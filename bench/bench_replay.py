@@ -32,7 +32,7 @@ START_MS = 1_767_225_600_000 + 24 * 3_600_000 * 300  # 2026-10-28, in the past
 
 def generate(n: int) -> tuple[Path, Path]:
     """The cached stream and reference files (JSONL), written on first use."""
-    from replay.synthetic import incident_events
+    from driftwarden.replay.synthetic import incident_events
 
     CACHE.mkdir(parents=True, exist_ok=True)
     stream, reference = CACHE / f"replay-{n}.jsonl", CACHE / "replay-reference.jsonl"
@@ -68,8 +68,8 @@ def _cpu_seconds() -> float:
 def floor_file(path: Path, validate: bool = False) -> tuple[int, Clock]:
     """Read and parse every record of the file (orjson.loads, or parse_event when ``validate``),
     with the replay's own bulk reader."""
-    from core.event_files import iter_raw_batches
-    from schemas.events import parse_event
+    from driftwarden.core.event_files import iter_raw_batches
+    from driftwarden.schemas.events import parse_event
 
     parse = parse_event if validate else orjson.loads
     count = 0
@@ -83,10 +83,10 @@ def floor_file(path: Path, validate: bool = False) -> tuple[int, Clock]:
 
 def replay_file_timed(path: Path, reference: Path, workers: int) -> tuple[int, Clock, dict]:
     """Full replay of the file with ``workers`` validating processes; (records, seconds, report)."""
-    from replay.progress import ReplayProgress
-    from replay.report import build_report
-    from replay.run import replay_file
-    from replay.setup import load_setup
+    from driftwarden.replay.progress import ReplayProgress
+    from driftwarden.replay.report import build_report
+    from driftwarden.replay.run import replay_file
+    from driftwarden.replay.setup import load_setup
 
     setup = load_setup(None, reference, None, None)  # reference built outside the timed part
     with Clock() as clock:
@@ -132,7 +132,7 @@ def ensure_topic(path: Path, n: int) -> str:
 
 def floor_topic(topic: str, n: int) -> tuple[int, Clock]:
     """Read the topic's range and parse every record (orjson.loads)."""
-    from replay.kafka_range import read_topic
+    from driftwarden.replay.kafka_range import read_topic
 
     count = 0
     with Clock() as clock:
@@ -145,10 +145,10 @@ def floor_topic(topic: str, n: int) -> tuple[int, Clock]:
 
 def replay_topic_timed(topic: str, n: int, reference: Path, workers: int) -> tuple[int, Clock]:
     """Full replay of the topic's range; (records, seconds)."""
-    from replay.progress import ReplayProgress
-    from replay.report import build_report
-    from replay.run import replay_topic
-    from replay.setup import load_setup
+    from driftwarden.replay.progress import ReplayProgress
+    from driftwarden.replay.report import build_report
+    from driftwarden.replay.run import replay_topic
+    from driftwarden.replay.setup import load_setup
 
     setup = load_setup(None, reference, None, None)
     with Clock() as clock:
@@ -161,11 +161,11 @@ def replay_topic_timed(topic: str, n: int, reference: Path, workers: int) -> tup
 def stages(path: Path, reference: Path) -> None:
     """Where an in-process file replay's time goes: validate_batch alone, then the windows'
     summaries alone (both the replay's own code)."""
-    from jobs.pipeline import WindowRows, window_start
-    from replay.file_input import read_file
-    from core.gc_pause import gc_paused
-    from replay.setup import load_setup
-    from replay.validate import validate_batch
+    from driftwarden.pipeline.summary import WindowRows, window_start
+    from driftwarden.replay.file_input import read_file
+    from driftwarden.core.gc_pause import gc_paused
+    from driftwarden.replay.setup import load_setup
+    from driftwarden.replay.validate import validate_batch
 
     setup = load_setup(None, reference, None, None)
     model = setup.config.models[0]

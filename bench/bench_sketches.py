@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pyarrow as pa  # noqa: E402
 
-from replay.synthetic import zipf_ids  # noqa: E402
-from sketches import CategoricalSketch, DriftPolicy, NumericSketch, ReservoirSample, deep_test, gate_scores  # noqa: E402
-from sketches.reference import Reference, reference_from_window_sketches, value_counts  # noqa: E402
+from driftwarden.replay.synthetic import zipf_ids  # noqa: E402
+from driftwarden.sketches import CategoricalSketch, DriftPolicy, NumericSketch, ReservoirSample, deep_test, gate_scores  # noqa: E402
+from driftwarden.sketches.reference import Reference, reference_from_window_sketches, value_counts  # noqa: E402
 
 
 def best_of(repeats: int, fn) -> float:

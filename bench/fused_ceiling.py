@@ -12,7 +12,7 @@ JVM of its own, the pipelines in turns, over bench_job.py's topic. It also print
 the job's Python work per window (decode, judge, store) added.
 
 Before timing, the source task's window summaries over a small one-partition topic are checked equal,
-byte for byte, to Python's (``jobs.pipeline.WindowRows``) for the same records: the job's operator and
+byte for byte, to Python's (``pipeline.summary.WindowRows``) for the same records: the job's operator and
 replay summarize alike.
 """
 
@@ -50,7 +50,7 @@ def classpath(classes: Path) -> str:
     """The compiled bench class, Flink's own jars (PyFlink's lib), the Kafka connector and the job's UDF jar."""
     import pyflink
 
-    from jobs.flink_env import job_jars
+    from driftwarden.jobs.flink_env import job_jars
 
     jars = [url.removeprefix("file://") for url in job_jars()]
     return ":".join([str(classes), str(Path(pyflink.__file__).parent / "lib" / "*"), *jars])
@@ -78,8 +78,8 @@ def compile_ceiling(folder: Path) -> Path:
 def write_settings(topic: str, folder: Path) -> Path:
     """The job's source settings (jobs/drift_job.py ``source_settings``, bounded) for bench_job.py's config over
     ``topic``, written to ``folder/<topic>.json``."""
-    from jobs.drift_job import source_settings
-    from jobs.feature_spec import FeatureColumnSpec
+    from driftwarden.jobs.drift_job import source_settings
+    from driftwarden.jobs.feature_spec import FeatureColumnSpec
 
     config = bench_job.config_for(topic)
     path = folder / f"{topic}.json"
@@ -90,7 +90,7 @@ def write_settings(topic: str, folder: Path) -> Path:
 def run_pipeline(pipeline: str, classes: Path, full: Path, empty: Path, dump: Path | None = None) -> dict:
     """One pipeline's first run over the ``full`` settings' topic in a JVM of its own (the JVM started on ``empty``'s,
     the start-up timed on it again): wall and CPU seconds of the JVM, and the events summarized (or read)."""
-    from jobs.flink_env import EMBEDDED_GC, EMBEDDED_HEAP
+    from driftwarden.jobs.flink_env import EMBEDDED_GC, EMBEDDED_HEAP
 
     command = [jdk_tool("java"), EMBEDDED_HEAP, EMBEDDED_GC, "-cp", classpath(classes), MAIN_CLASS, pipeline, str(full),
                str(empty)] + ([str(dump)] if dump else [])
@@ -130,7 +130,7 @@ def python_summaries(topic: str, maps: list[dict], config, per_window: int) -> l
     """Python's summary bytes of each window of :func:`check_summaries`' one-partition topic (the last one too: the
     bounded job fires it at the end of its input). One event per millisecond: a window of ``per_window`` ms
     holds ``per_window`` events."""
-    from jobs.pipeline import WindowRows
+    from driftwarden.pipeline.summary import WindowRows
 
     model = config.model("bench")
     out = []
@@ -145,11 +145,12 @@ def python_summaries(topic: str, maps: list[dict], config, per_window: int) -> l
 def analysis_per_window(folder: Path, events: int, train_windows: int = 12) -> tuple[float, float]:
     """Milliseconds per window of the job's Python work on one bench window, in process: decode and judge
     (bench_job.sink_judging, the fastest of three passes over three windows) and the store's upsert on SQLite
-    (jobs.results.store_window, the same). The reference: ``train_windows`` windows of the same generator."""
-    from core.store import make_engine
-    from jobs.pipeline import WindowSummary, analyze_summary, drift_policy
-    from jobs.references import ReferenceSet
-    from jobs.results import store_window
+    (pipeline.results.store_window, the same). The reference: ``train_windows`` windows of the same generator."""
+    from driftwarden.core.store import make_engine
+    from driftwarden.pipeline.judging import analyze_summary, drift_policy
+    from driftwarden.pipeline.summary import WindowSummary
+    from driftwarden.pipeline.references import ReferenceSet
+    from driftwarden.pipeline.results import store_window
 
     reference = folder / "bench.dwref"
     bench_job.build_segment_reference(reference, 0, train_windows)

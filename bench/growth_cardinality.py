@@ -11,11 +11,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
-from jobs.pipeline import analyze_summary, drift_policy, summarize_window  # noqa: E402
-from schemas.config import MonitorConfig  # noqa: E402
-from jobs.references import reference_from_summaries  # noqa: E402
-from jobs.reference_build import build_reference_set  # noqa: E402
-from schemas.events import Event  # noqa: E402
+from driftwarden.pipeline.judging import analyze_summary, drift_policy
+from driftwarden.pipeline.summary import summarize_window  # noqa: E402
+from driftwarden.schemas.config import MonitorConfig  # noqa: E402
+from driftwarden.pipeline.references import reference_from_summaries  # noqa: E402
+from driftwarden.pipeline.reference_build import build_reference_set  # noqa: E402
+from driftwarden.schemas.events import Event  # noqa: E402
 
 PER_WINDOW, WINDOW_MS = 3000, 60_000
 CONFIG = MonitorConfig.model_validate({"models": [{"name": "m", "features": {"merchant": "categorical"}}]})

@@ -36,8 +36,8 @@ def main() -> None:
     parser.add_argument("--scrapes", type=int, default=100, help="back-to-back scrapes measured")
     parser.add_argument("--interval", type=float, default=15.0, help="scrape interval to price (deploy/prometheus: 15 s)")
     args = parser.parse_args()
-    from jobs.drift_job import run_drift_job
-    from jobs.flink_metrics import free_port
+    from driftwarden.jobs.drift_job import run_drift_job
+    from driftwarden.jobs.flink_metrics import free_port
 
     topic = f"bench-scrape-{uuid.uuid4().hex[:6]}"
     bench_job.fill_topic(topic, 1, 1000)

@@ -12,11 +12,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from jobs.pipeline import drift_policy, summarize_window  # noqa: E402
-from jobs.reference_build import build_reference_set  # noqa: E402
-from replay.synthetic import zipf_ids  # noqa: E402
-from schemas.config import MonitorConfig  # noqa: E402
-from schemas.events import Event  # noqa: E402
+from driftwarden.pipeline.judging import drift_policy
+from driftwarden.pipeline.summary import summarize_window  # noqa: E402
+from driftwarden.pipeline.reference_build import build_reference_set  # noqa: E402
+from driftwarden.replay.synthetic import zipf_ids  # noqa: E402
+from driftwarden.schemas.config import MonitorConfig  # noqa: E402
+from driftwarden.schemas.events import Event  # noqa: E402
 
 PER_WINDOW, WINDOW_MS = 3000, 60_000
 CONFIG = MonitorConfig.model_validate({"models": [{"name": "m", "features": {"merchant": "categorical"}}]})

@@ -13,8 +13,8 @@ from typing import Iterator
 
 import orjson
 
-from core.errors import InvalidEventError, ReplayError
-from schemas.events import Event, parse_event
+from driftwarden.core.errors import InvalidEventError, ReplayError
+from driftwarden.schemas.events import Event, parse_event
 
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, Protocol
 
 Severity = Literal["none", "minor", "moderate", "major"]
 SEVERITIES: tuple[str, ...] = ("none", "minor", "moderate", "major")
@@ -151,3 +151,12 @@ def _parse_time(value: str | datetime) -> datetime:
     if isinstance(value, datetime):
         return utc(value)
     return utc(datetime.fromisoformat(value.replace("Z", "+00:00")))
+
+
+class AlertSink(Protocol):
+    """What turns a stored window's verdicts into alerts, in the store transaction that stores them
+    (``alerting.rules.AlertRules``): the results writer calls it without knowing alerting."""
+
+    def enqueue(self, conn: Any, report: WindowReport, now: datetime) -> int:
+        """Apply the rules to ``report`` and queue what they fire; how many alerts changed."""
+        ...

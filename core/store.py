@@ -13,8 +13,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from core.errors import ConfigError, ServiceError
-from schemas.tables import ADDED_COLUMNS, SCHEMA_VERSION, metadata, schema_info
+from driftwarden.core.errors import ConfigError, ServiceError
+from driftwarden.schemas.tables import ADDED_COLUMNS, SCHEMA_VERSION, metadata, schema_info
 
 DEFAULT_STORE_URL = "sqlite:///driftwarden.db"
 STORE_URL_ENV = "DRIFTWARDEN_STORE_URL"
@@ -61,8 +61,8 @@ def _connect_args(url: str) -> dict[str, Any]:
 
 def create_schema(engine: Engine) -> None:
     """Create all tables (idempotent) and record the schema version."""
-    import schemas.latency_tables  # noqa: F401  (registers the latency benchmark runs on the metadata)
-    from schemas.alert_tables import finish_alert_upgrade, prepare_alert_upgrade  # (and the alerting tables)
+    import driftwarden.schemas.latency_tables  # noqa: F401  (registers the latency benchmark runs on the metadata)
+    from driftwarden.schemas.alert_tables import finish_alert_upgrade, prepare_alert_upgrade  # (and the alerting tables)
 
     try:
         with engine.begin() as conn:

@@ -13,8 +13,8 @@ import sys
 from rich.console import Console
 from rich.markup import escape
 
-from core.console import command_app
-from core.errors import DriftwardenError
+from driftwarden.core.console import command_app
+from driftwarden.core.errors import DriftwardenError
 
 app = command_app(
     "Streaming drift monitoring for ML model features on Apache Flink.",
@@ -29,13 +29,13 @@ def _register() -> None:
     """Attach each concern's commands to the root app."""
     # Each line below belongs to the folder it names; keep imports of heavy libraries
     # (pyflink, torch) inside the command functions so that --help stays fast.
-    from jobs.cli import reference_app, run_command; app.command("run")(run_command)  # noqa: E702
-    from jobs.cli import status_command; app.command("status")(status_command)  # noqa: E702
+    from driftwarden.jobs.cli import reference_app, run_command; app.command("run")(run_command)  # noqa: E702
+    from driftwarden.jobs.cli import status_command; app.command("status")(status_command)  # noqa: E702
     app.add_typer(reference_app, name="reference")
-    from alerting.cli import app as alerts_app; app.add_typer(alerts_app, name="alerts")  # noqa: E702
-    from alerting.dashboards.cli import app as dashboards_app; app.add_typer(dashboards_app, name="dashboards")  # noqa: E702,E501
-    from replay.latency.cli import bench_command; app.command("bench")(bench_command)  # noqa: E702
-    from replay.cli import replay_command; app.command("replay")(replay_command)  # noqa: E702
+    from driftwarden.alerting.cli import app as alerts_app; app.add_typer(alerts_app, name="alerts")  # noqa: E702
+    from driftwarden.alerting.dashboards.cli import app as dashboards_app; app.add_typer(dashboards_app, name="dashboards")  # noqa: E702,E501
+    from driftwarden.latency.cli import bench_command; app.command("bench")(bench_command)  # noqa: E702
+    from driftwarden.replay.cli import replay_command; app.command("replay")(replay_command)  # noqa: E702
     from driftwarden.demo.cli import app as demo_app; app.add_typer(demo_app, name="demo")  # noqa: E702
 
 

@@ -15,8 +15,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from core.console import command_app
-from core.errors import ConfigError, ServiceError
+from driftwarden.core.console import command_app
+from driftwarden.core.errors import ConfigError, ServiceError
 
 console = Console(stderr=True, soft_wrap=True)  # paths and URLs stay whole on one line, to copy
 REPO = Path(__file__).resolve().parent.parent
@@ -53,9 +53,9 @@ def run_command(
                                        "metrics: $DRIFTWARDEN_FLINK_METRICS_PORT (README)."),
 ) -> None:
     """Run the streaming drift job: Kafka in, sketches per window, gate, deep check, results out."""
-    from core.store import make_engine, redact_url
-    from jobs.flink_env import latest_checkpoint
-    from schemas.config import load_config
+    from driftwarden.core.store import make_engine, redact_url
+    from driftwarden.jobs.flink_env import latest_checkpoint
+    from driftwarden.schemas.config import load_config
 
     cfg = load_config(config)
     _scrub_environment(cfg, config)
@@ -82,7 +82,7 @@ def run_command(
     if jobmanager:
         _submit_to_cluster(jobmanager, args)
     else:
-        from jobs.drift_job import main as job_main
+        from driftwarden.jobs.drift_job import main as job_main
 
         # the embedded job runs its Python functions in this process: `kill -USR1 <pid>` prints every
         # thread's stack to stderr (a stuck sink shows where it waits), even while one holds the GIL
@@ -93,7 +93,7 @@ def run_command(
 def _run_embedded(job_main: Callable[[list[str]], None], args: list[str]) -> None:
     """Run the job in this process; a Java failure (the job could not start, or stopped) ends as a
     :class:`ServiceError` that names each exception of its chain, after the whole stack trace."""
-    from jobs.flink_errors import java_failure
+    from driftwarden.jobs.flink_errors import java_failure
 
     try:
         job_main(args)
@@ -116,7 +116,7 @@ def _scrub_environment(cfg, config_path: Path) -> None:
     os.environ.pop("PYFLINK_GATEWAY_DISABLED", None)
     if not cfg.alerting:
         return
-    from alerting.rules import load_rules
+    from driftwarden.alerting.rules import load_rules
 
     # a bad alerting section fails here, before the job, naming the file, line and field
     for route in load_rules(config_path).routes:
@@ -127,10 +127,10 @@ def _scrub_environment(cfg, config_path: Path) -> None:
 def _serve_metrics(url: str, port: int, cfg) -> None:
     from prometheus_client import CollectorRegistry
 
-    from alerting.metrics import StoreCollector, segment_caps, serve_metrics
-    from core.store import make_engine
-    from jobs.consumer_lag import ConsumerLagCollector
-    from jobs.store_retry import register_metrics
+    from driftwarden.alerting.metrics import StoreCollector, segment_caps, serve_metrics
+    from driftwarden.core.store import make_engine
+    from driftwarden.jobs.consumer_lag import ConsumerLagCollector
+    from driftwarden.jobs.store_retry import register_metrics
 
     registry = CollectorRegistry()
     # a scrape reads the store; segment labels: at most each model's top + other
@@ -162,7 +162,7 @@ def job_store_url(url: Optional[str]) -> str:
     ``$DRIFTWARDEN_STORE_URL`` holding one leaves this process's environment: Flink logs the
     command line and the environment of its Python workers.
     """
-    from core.store import STORE_URL_ENV, store_url
+    from driftwarden.core.store import STORE_URL_ENV, store_url
 
     private = password_to_pgpass(_absolute_sqlite(store_url(url)))
     if _password_of(os.environ.get(STORE_URL_ENV, "")):
@@ -236,10 +236,10 @@ def status_command(
                                              "as behind."),
 ) -> None:
     """Print the running job's lag, last window per model, checkpoints and outbox; exit 1 when behind, 2 unknown."""
-    from core.console import data_table
-    from core.store import make_engine, store_url as resolve_store_url
-    from jobs.status import Limits, collect_status
-    from schemas.config import load_config
+    from driftwarden.core.console import data_table
+    from driftwarden.core.store import make_engine, store_url as resolve_store_url
+    from driftwarden.jobs.status import Limits, collect_status
+    from driftwarden.schemas.config import load_config
 
     cfg = load_config(config)
     engine = make_engine(_absolute_sqlite(resolve_store_url(store_url or cfg.store_url)))
@@ -263,10 +263,10 @@ def reference_build_command(
                                                "prediction is monitored as feature 'prediction'."),
 ) -> None:
     """Turn a training snapshot into reference sketches, samples and calibrated gate thresholds."""
-    from core.event_files import load_events
-    from jobs.pipeline import drift_policy
-    from jobs.reference_build import build_reference_set, infer_feature_kinds
-    from schemas.config import MonitorConfig, load_config
+    from driftwarden.core.event_files import load_events
+    from driftwarden.pipeline.judging import drift_policy
+    from driftwarden.pipeline.reference_build import build_reference_set, infer_feature_kinds
+    from driftwarden.schemas.config import MonitorConfig, load_config
 
     cfg = load_config(config) if config else None
     events, rejected = load_events(input)

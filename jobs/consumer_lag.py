@@ -18,7 +18,7 @@ from typing import Iterator
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from schemas.config import SourceConfig
+from driftwarden.schemas.config import SourceConfig
 
 log = logging.getLogger(__name__)
 

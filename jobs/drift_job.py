@@ -37,16 +37,16 @@ import sys
 from pathlib import Path
 from typing import Mapping
 
-from core.store import make_engine
-from jobs.dead_letters import REASON_SEPARATOR
-from jobs.feature_spec import FeatureColumnSpec
-from jobs.flink_env import (StatementRunner, make_table_env, register_segment_function, register_summary_source,
+from driftwarden.core.store import make_engine
+from driftwarden.pipeline.dead_letters import REASON_SEPARATOR
+from driftwarden.jobs.feature_spec import FeatureColumnSpec
+from driftwarden.jobs.flink_env import (StatementRunner, make_table_env, register_segment_function, register_summary_source,
                             register_window_aggregate)
-from jobs.segments import SegmentKey, other_key, segment_value
-from jobs.source import STARTUP_MODES, interval_sql
-from jobs.udfs import ENVELOPE, LATE, analyze_window_udf, validate_record_udtf
-from schemas.events import parse_event_time
-from schemas.config import MonitorConfig, load_config
+from driftwarden.pipeline.segments import SegmentKey, other_key, segment_value
+from driftwarden.jobs.source import STARTUP_MODES, interval_sql
+from driftwarden.jobs.udfs import ENVELOPE, LATE, analyze_window_udf, validate_record_udtf
+from driftwarden.schemas.events import parse_event_time
+from driftwarden.schemas.config import MonitorConfig, load_config
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ def live_segments(config: MonitorConfig, reference_path: str | None) -> dict[str
     """
     if reference_path is None or not any(m.segments for m in config.models):
         return {}
-    from jobs.references import ReferenceSet
+    from driftwarden.pipeline.references import ReferenceSet
 
     references, out = ReferenceSet.load(reference_path), {}
     for model in config.models:
@@ -174,7 +174,7 @@ def segment_spec_json(segments: Mapping[str, tuple[tuple[str, ...], tuple[Segmen
                       spec: FeatureColumnSpec) -> str:
     """The spec of Java ``EventSegment``: per segmented model, which of its arguments after the model hold
     its ``by`` features, and its top keys (all but the other, last) as the values they stand for: the rule
-    of jobs/segments.py (a null value is ``(missing)``; a value named like a reserved segment is escaped,
+    of pipeline/segments.py (a null value is ``(missing)``; a value named like a reserved segment is escaped,
     and compared as the value it stands for)."""
     columns = _segment_columns(segments, spec)
     return json.dumps({model: {"args": [columns.index(spec.columns_of[model][name]) for name in by],

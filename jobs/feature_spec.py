@@ -34,10 +34,10 @@ import json
 from dataclasses import dataclass
 from typing import Mapping
 
-from schemas.config import MonitorConfig
-from schemas.events import NUMERIC, PREDICTION
-from sketches.categorical import DEFAULT_MAX_EXACT as MAX_EXACT
-from sketches.histogram import DEFAULT_PRECISION as HISTOGRAM_PRECISION
+from driftwarden.schemas.config import MonitorConfig
+from driftwarden.schemas.events import NUMERIC, PREDICTION
+from driftwarden.sketches.categorical import DEFAULT_MAX_EXACT as MAX_EXACT
+from driftwarden.sketches.histogram import DEFAULT_PRECISION as HISTOGRAM_PRECISION
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ class FeatureColumnSpec:
 
     def row_values(self, model: str, values: tuple[tuple, tuple] | None) -> list:
         """One record's values in column order (c0, c1, ...): its model's monitored values as
-        :func:`jobs.columns.configured_values` splits them (None: not monitored), None elsewhere."""
+        :func:`pipeline.columns.configured_values` splits them (None: not monitored), None elsewhere."""
         row: list = [None] * len(self.kinds)
         if values is None:
             return row

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Callable, Iterator, Mapping
 
-from core.errors import ConfigError
+from driftwarden.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyflink.table import TableResult
@@ -104,7 +104,7 @@ def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, i
     from pyflink.datastream import CheckpointingMode, StreamExecutionEnvironment
     from pyflink.table import EnvironmentSettings, StreamTableEnvironment
 
-    from jobs.flink_metrics import JOB_NAME, embedded_reporter
+    from driftwarden.jobs.flink_metrics import JOB_NAME, embedded_reporter
 
     reporter_jars, reporter = embedded_reporter(JAR_DIR)
     config = Configuration()

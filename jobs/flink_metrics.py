@@ -60,7 +60,7 @@ def embedded_reporter(jar_dir: Path) -> tuple[list[str], dict[str, str]]:
         return [], {}
     jar = jar_dir / REPORTER_JAR
     if not jar.is_file():
-        from core.errors import ConfigError
+        from driftwarden.core.errors import ConfigError
 
         raise ConfigError(f"missing jar {jar}: run scripts/bootstrap.sh (or set {PORT_ENV}=off)")
     port = wanted or str(free_port())

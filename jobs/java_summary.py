@@ -15,8 +15,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from core.errors import ConfigError
-from jobs.flink_env import JAR_DIR, UDF_JAR
+from driftwarden.core.errors import ConfigError
+from driftwarden.jobs.flink_env import JAR_DIR, UDF_JAR
 
 SUMMARY_DUMP = "dev.driftwarden.flink.SummaryDump"
 #: the pyflink jars that hold the Flink classes the harness needs: flink-core (TypeSerializer,

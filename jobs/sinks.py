@@ -14,10 +14,10 @@ from datetime import datetime, timezone
 from pyflink.table import DataTypes
 from pyflink.table.udf import FunctionContext, ScalarFunction, udf
 
-from core.store import make_engine, upsert
-from jobs.pipeline import window_start
-from schemas.events import utc_from_ms
-from schemas.tables import window_counts
+from driftwarden.core.store import make_engine, upsert
+from driftwarden.pipeline.summary import window_start
+from driftwarden.schemas.events import utc_from_ms
+from driftwarden.schemas.tables import window_counts
 
 
 def window_bounds(event_ms: int, window_ms: int) -> tuple[datetime, datetime]:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from core.store import make_engine
-from jobs.flink_env import StatementRunner, make_table_env
-from jobs.sinks import store_window_counts
-from jobs.source import interval_sql, kafka_source_ddl
-from schemas.config import SourceConfig
+from driftwarden.core.store import make_engine
+from driftwarden.jobs.flink_env import StatementRunner, make_table_env
+from driftwarden.jobs.sinks import store_window_counts
+from driftwarden.jobs.source import interval_sql, kafka_source_ddl
+from driftwarden.schemas.config import SourceConfig
 
 SMOKE_WINDOW_MS = 10_000
 
@@ -74,7 +74,7 @@ def print_counts(store_url: str) -> None:
     """Print what the smoke job stored: windows and events per model."""
     from sqlalchemy import func, select
 
-    from schemas.tables import window_counts
+    from driftwarden.schemas.tables import window_counts
 
     with make_engine(store_url).connect() as conn:
         rows = conn.execute(select(window_counts.c.model, func.count(), func.sum(window_counts.c.events))

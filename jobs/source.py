@@ -15,8 +15,8 @@ intact instead of breaking the Arrow transfer to Python.
 
 from __future__ import annotations
 
-from schemas.config import MAX_DURATION_MS, SourceConfig
-from schemas.events import parse_event_time
+from driftwarden.schemas.config import MAX_DURATION_MS, SourceConfig
+from driftwarden.schemas.events import parse_event_time
 
 STARTUP_MODES = {"earliest": "earliest-offset", "latest": "latest-offset", "committed": "group-offsets"}
 

@@ -22,12 +22,12 @@ from datetime import datetime, timezone
 import httpx
 from sqlalchemy import Engine, func, select
 
-from alerting.dashboards.health import SIGNALS
-from alerting.dashboards.macros import expand_promql
-from jobs.consumer_lag import PartitionLag, consumer_lags
-from schemas.alert_tables import alert_deliveries
-from schemas.config import MonitorConfig
-from schemas.tables import window_counts
+from driftwarden.alerting.dashboards.health import SIGNALS
+from driftwarden.alerting.dashboards.macros import expand_promql
+from driftwarden.jobs.consumer_lag import PartitionLag, consumer_lags
+from driftwarden.schemas.alert_tables import alert_deliveries
+from driftwarden.schemas.config import MonitorConfig
+from driftwarden.schemas.tables import window_counts
 
 OK, BEHIND, UNKNOWN = "ok", "behind", "unknown"
 

@@ -4,7 +4,7 @@ A window's transaction (results, counts, alerts, its dead letters) is retried wh
 of the store's availability (connection refused or lost, server shutting down: SQLAlchemy's
 ``OperationalError`` and ``InterfaceError``); every write is idempotent, so a retry after a commit
 whose answer was lost stores nothing twice. Errors of a row's content are not retried here (see
-``jobs.dead_letters.store_dead_letters``). The wait is bounded (:data:`RETRY_FOR_S`); after it the
+``pipeline.dead_letters.store_dead_letters``). The wait is bounded (:data:`RETRY_FOR_S`); after it the
 error reaches Flink, whose restart strategy then ends the job with the error.
 
 Each retry is logged and counted in ``driftwarden_store_write_retries_total{sink}``, and

@@ -30,14 +30,15 @@ from pyflink.common import Row
 from pyflink.table import DataTypes
 from pyflink.table.udf import FunctionContext, ScalarFunction, TableFunction, udf, udtf
 
-from core.errors import InvalidEventError
-from jobs.dead_letters import REASON_SEPARATOR, DeadLetterWriter, Rejected, dead_letter_row
-from jobs.feature_spec import FeatureColumnSpec
-from jobs.store_retry import with_store_retries
-from jobs.window_metrics import WindowMetrics
-from schemas.config import MonitorConfig, feature_kinds_lookup
-from jobs.columns import configured_values
-from schemas.events import CATEGORICAL, validate_event
+from driftwarden.core.errors import InvalidEventError
+from driftwarden.jobs.dead_letter_topic import DeadLetterWriter
+from driftwarden.pipeline.dead_letters import REASON_SEPARATOR, Rejected, dead_letter_row
+from driftwarden.jobs.feature_spec import FeatureColumnSpec
+from driftwarden.jobs.store_retry import with_store_retries
+from driftwarden.jobs.window_metrics import WindowMetrics
+from driftwarden.schemas.config import MonitorConfig, feature_kinds_lookup
+from driftwarden.pipeline.columns import configured_values
+from driftwarden.schemas.events import CATEGORICAL, validate_event
 
 __all__ = ["REASON_SEPARATOR", "ENVELOPE", "reject_reason", "feature_kinds_lookup", "ValidateRecord", "AnalyzeWindow",
            "validate_record_udtf", "analyze_window_udf"]
@@ -92,8 +93,8 @@ class ValidateRecord(TableFunction):
         self.store_url = store_url
 
     def open(self, function_context: FunctionContext) -> None:
-        from core.store import make_engine
-        from jobs.bundles import install_bundle_hook
+        from driftwarden.core.store import make_engine
+        from driftwarden.jobs.bundles import install_bundle_hook
 
         install_bundle_hook()
         self.engine = make_engine(self.store_url, create=False)
@@ -124,9 +125,9 @@ class ValidateRecord(TableFunction):
             self._recount_late(conn)
 
     def _recount_late(self, conn) -> None:
-        """Each window with a late event among the rows, if already stored, counts them (jobs/results.py)."""
-        from jobs.results import recount_late
-        from jobs.sinks import window_bounds
+        """Each window with a late event among the rows, if already stored, counts them (pipeline/results.py)."""
+        from driftwarden.pipeline.results import recount_late
+        from driftwarden.jobs.sinks import window_bounds
 
         windows = {(row["model"], window_bounds(int(row["event_time"].timestamp() * 1000), self.config.window.size_ms))
                    for row in self.rows if row["reason"] == LATE and row["event_time"] is not None}
@@ -182,10 +183,10 @@ class AnalyzeWindow(ScalarFunction):
         self.reference_path = reference_path
 
     def open(self, function_context: FunctionContext) -> None:
-        from alerting.rules import parse_rules
-        from core.store import make_engine
-        from jobs.pipeline import drift_policy
-        from jobs.references import ReferenceSet, StoredReferences
+        from driftwarden.alerting.rules import parse_rules
+        from driftwarden.core.store import make_engine
+        from driftwarden.pipeline.judging import drift_policy
+        from driftwarden.pipeline.references import ReferenceSet, StoredReferences
 
         self.engine = make_engine(self.store_url, create=False)
         self.policy = drift_policy(self.config.thresholds, self.config.window.size_ms)
@@ -195,7 +196,7 @@ class AnalyzeWindow(ScalarFunction):
         self.window_metrics = WindowMetrics.open(function_context, self.config)  # jobs/window_metrics.py
 
     def eval(self, summary_bytes: bytes) -> int:
-        from jobs.pipeline import WindowSummary
+        from driftwarden.pipeline.summary import WindowSummary
 
         summary = WindowSummary.deserialize(summary_bytes)
         report = with_store_retries("results", lambda: self._store(summary))
@@ -210,10 +211,10 @@ class AnalyzeWindow(ScalarFunction):
 
     def _judge_and_store(self, conn, summary):
         """Judge the window and store it; its report, None when it was stored already (:meth:`_already_final`)."""
-        from jobs.pipeline import analyze_summary, segment_references
-        from jobs.results import previous_cusum, store_window
-        from schemas.events import utc_from_ms
-        from sketches import Reference
+        from driftwarden.pipeline.judging import analyze_summary, segment_references
+        from driftwarden.pipeline.results import previous_cusum, store_window
+        from driftwarden.schemas.events import utc_from_ms
+        from driftwarden.sketches import Reference
 
         if self._already_final(conn, summary):
             return None
@@ -240,8 +241,8 @@ class AnalyzeWindow(ScalarFunction):
         job's watermark pass a partition) is logged and counted, and never replaces the stored one
         (nor enters a rolling reference).
         """
-        from jobs.results import stored_events
-        from schemas.events import utc_from_ms
+        from driftwarden.pipeline.results import stored_events
+        from driftwarden.schemas.events import utc_from_ms
 
         events = stored_events(conn, summary.model, utc_from_ms(summary.window_start_ms))
         if events is None:

@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from core.console import data_table
-from core.errors import ConfigError, DriftwardenError
+from driftwarden.core.console import data_table
+from driftwarden.core.errors import ConfigError, DriftwardenError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:59092"
 
@@ -50,9 +50,9 @@ def replay_command(
 
 def _replay(console, topic, start, end, input_file, reference, config, model, features, bootstrap,
             report_json, report_html, to_topic, pace, store, workers, progress) -> None:
-    from replay.progress import ReplayProgress
-    from replay.publish import parse_pace
-    from replay.setup import load_setup
+    from driftwarden.replay.progress import ReplayProgress
+    from driftwarden.replay.publish import parse_pace
+    from driftwarden.replay.setup import load_setup
 
     range_ms = _check_source(topic, start, end, input_file)
     speedup = parse_pace(pace)
@@ -69,7 +69,7 @@ def _replay(console, topic, start, end, input_file, reference, config, model, fe
 
 
 def _check_source(topic, start, end, input_file) -> tuple[int, int] | None:
-    from replay.times import check_range, parse_time
+    from driftwarden.replay.times import check_range, parse_time
 
     if (topic is None) == (input_file is None):
         raise ConfigError("give exactly one source: --topic T --from TIME --to TIME, or --input FILE")
@@ -85,13 +85,13 @@ def _check_source(topic, start, end, input_file) -> tuple[int, int] | None:
 
 
 def _republisher(bootstrap: str, to_topic: str, speedup: float):
-    from replay.publish import Republisher, target_partitions
+    from driftwarden.replay.publish import Republisher, target_partitions
 
     return Republisher(bootstrap, to_topic, speedup, target_partitions(bootstrap, to_topic))
 
 
 def _run(topic, range_ms, input_file, bootstrap, setup, bar, sink, workers):
-    from replay.run import replay_file, replay_topic
+    from driftwarden.replay.run import replay_file, replay_topic
 
     if input_file is not None:
         return replay_file(input_file, setup, bar, sink, workers)
@@ -99,26 +99,26 @@ def _run(topic, range_ms, input_file, bootstrap, setup, bar, sink, workers):
 
 
 def _outputs(console, outcome, setup, source, report_json, report_html, store) -> None:
-    from replay.report import build_report, write_report
+    from driftwarden.replay.report import build_report, write_report
 
     doc = build_report(outcome, setup, source)
     if report_json is not None:
         write_report(doc, report_json)
         console.print(f"JSON report: {escape(str(report_json))}")
     if report_html is not None:
-        from replay.report_html import write_html
+        from driftwarden.replay.report_html import write_html
 
         write_html(doc, outcome, report_html)
         console.print(f"HTML report: {escape(str(report_html))}")
     if store is not None:
-        from replay.store import store_outcome
+        from driftwarden.replay.store import store_outcome
 
         console.print(f"stored {store_outcome(store, outcome)} windows")
     _summary(console, doc)
 
 
 def _summary(console: Console, doc: dict) -> None:
-    from schemas.alert_tables import segment_key
+    from driftwarden.schemas.alert_tables import segment_key
 
     counts = doc["counts"]
     console.print("records: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + f"; windows {len(doc['windows'])}")

@@ -3,8 +3,8 @@
 Records go through the same steps, in the same code, as in ``jobs/drift_job.py``: validation
 (``validate_event`` with the configured kinds), event-time windows with per-partition watermarks
 and late events, each on-time event's features appended to its window's
-:class:`jobs.pipeline.WindowRows` (the same summary bytes the live job's Java aggregate builds, see
-sketches/FORMAT.md), then :func:`jobs.pipeline.analyze_summary` against the reference the live
+:class:`pipeline.summary.WindowRows` (the same summary bytes the live job's Java aggregate builds, see
+sketches/FORMAT.md), then :func:`pipeline.judging.analyze_summary` against the reference the live
 job would use. Only the transport differs: records come from a file or a bounded topic read.
 """
 
@@ -19,15 +19,16 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import pyarrow as pa
 
-from core.records import WindowReport
-from jobs.pipeline import WindowRows, WindowSummary, analyze_summary, cusum_state, segment_references
-from replay.ordering import PartitionMerger
-from replay.records import RawRecord
-from replay.setup import ReplaySetup
-from replay.validate import Rejection, ValidatedBatch, reject_future, validate_batch
-from replay.windowing import OpenWindow, Windower
-from schemas.events import Event
-from sketches import Reference
+from driftwarden.core.records import WindowReport
+from driftwarden.pipeline.judging import analyze_summary, cusum_state, segment_references
+from driftwarden.pipeline.summary import WindowRows, WindowSummary
+from driftwarden.replay.ordering import PartitionMerger
+from driftwarden.replay.records import RawRecord
+from driftwarden.replay.setup import ReplaySetup
+from driftwarden.replay.validate import Rejection, ValidatedBatch, reject_future, validate_batch
+from driftwarden.replay.windowing import OpenWindow, Windower
+from driftwarden.schemas.events import Event
+from driftwarden.sketches import Reference
 
 RecordSink = Callable[[RawRecord, "int | None"], None]
 

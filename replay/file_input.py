@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from core.errors import ReplayError
-from core.event_files import JSONL_SUFFIXES, iter_raw_batches, not_a_file
-from replay.records import RawRecord
+from driftwarden.core.errors import ReplayError
+from driftwarden.core.event_files import JSONL_SUFFIXES, iter_raw_batches, not_a_file
+from driftwarden.replay.records import RawRecord
 
 _MAGIC = {b"PAR1": "Parquet", b"\x1f\x8b": "gzip", b"DWSK": "a driftwarden reference file"}
 

@@ -6,9 +6,9 @@ from datetime import datetime
 
 import numpy as np
 
-from core.records import severity_rank
-from sketches import distances
-from sketches.gate import bin_edges, category_probs
+from driftwarden.core.records import severity_rank
+from driftwarden.sketches import distances
+from driftwarden.sketches.gate import bin_edges, category_probs
 
 
 def psi_contributions(detail, bins: int = 10) -> tuple[list[str], list[float]] | None:
@@ -50,7 +50,7 @@ def unseen_summary(detail, doc: dict) -> dict | None:
     """Unseen-value share of the first drifted window against the reference's baseline and threshold."""
     if profile_of(detail) is None:
         return None
-    from sketches.reference import baseline_unseen_share
+    from driftwarden.sketches.reference import baseline_unseen_share
 
     ref = detail.reference
     return {"window": profile_of(detail).unseen_share(detail.window_sketch) if detail.window_sketch else None,

@@ -16,9 +16,9 @@ from typing import Iterator
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from core.errors import ReplayError, ServiceError
-from replay.records import RawRecord
-from schemas.events import rfc3339
+from driftwarden.core.errors import ReplayError, ServiceError
+from driftwarden.replay.records import RawRecord
+from driftwarden.schemas.events import rfc3339
 
 #: Seconds without a single record, while offsets remain, after which the read gives up.
 STALL_TIMEOUT_S = 30.0

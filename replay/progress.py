@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from schemas.events import rfc3339
+from driftwarden.schemas.events import rfc3339
 
 
 class ReplayProgress:

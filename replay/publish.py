@@ -14,8 +14,8 @@ import time
 
 from confluent_kafka import KafkaException, Producer
 
-from core.errors import ConfigError, ServiceError
-from replay.records import RawRecord
+from driftwarden.core.errors import ConfigError, ServiceError
+from driftwarden.replay.records import RawRecord
 
 _PACE = re.compile(r"^x(\d+(?:\.\d+)?)$")
 #: Serve delivery callbacks every this many records.
@@ -81,7 +81,7 @@ class Republisher:
 
 def target_partitions(bootstrap: str, topic: str) -> int:
     """Partition count of the target topic; ConfigError when it does not exist."""
-    from replay.kafka_range import replay_consumer
+    from driftwarden.replay.kafka_range import replay_consumer
 
     consumer = replay_consumer(bootstrap)
     try:

@@ -1,12 +1,12 @@
 """The reference each replayed window is judged against, chosen as the live job chooses it.
 
-* ``file``: a :class:`jobs.references.ReferenceSet` (built, or built here from raw events).
+* ``file``: a :class:`pipeline.references.ReferenceSet` (built, or built here from raw events).
 * ``warmup``: the first ``warmup_windows`` windows of each model in the range are the reference;
   they are judged against nothing (counts only), later windows against their merge.
 * ``rolling``: the last ``rolling_windows`` windows that start at least ``lag_windows`` windows
   before the judged one; no reference (counts only) until that many exist.
 
-The rules mirror :class:`jobs.references.StoredReferences`, which keeps the same windows in SQL.
+The rules mirror :class:`pipeline.references.StoredReferences`, which keeps the same windows in SQL.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections import defaultdict, deque
 from typing import Iterable, Protocol
 
-from jobs.pipeline import WindowSummary
-from jobs.references import ReferenceSet, reference_from_summaries
-from jobs.segments import SegmentKey
-from schemas.config import MonitorConfig
-from sketches import DriftPolicy, Reference
+from driftwarden.pipeline.summary import WindowSummary
+from driftwarden.pipeline.references import ReferenceSet, reference_from_summaries
+from driftwarden.pipeline.segments import SegmentKey
+from driftwarden.schemas.config import MonitorConfig
+from driftwarden.sketches import DriftPolicy, Reference
 
 
 class ReferenceProvider(Protocol):

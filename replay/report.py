@@ -15,20 +15,21 @@ from __future__ import annotations
 
 import json
 import math
+from importlib import resources
 import time
 from functools import lru_cache
 from pathlib import Path
 
 import orjson
 
-from core.records import FeatureOutcome, severity_rank
-from core.errors import ReplayError
-from replay.engine import ReplayOutcome, WindowResult
-from replay.setup import ReplaySetup
-from schemas.events import rfc3339
+from driftwarden.core.records import FeatureOutcome, severity_rank
+from driftwarden.core.errors import ReplayError
+from driftwarden.replay.engine import ReplayOutcome, WindowResult
+from driftwarden.replay.setup import ReplaySetup
+from driftwarden.schemas.events import rfc3339
 
 SCHEMA_VERSION = 3
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "replay_report.schema.json"
+SCHEMA_PATH = resources.files("driftwarden.schemas") / "replay_report.schema.json"  # package data, in a checkout or a wheel
 #: At most this many rejected (and late) records are listed; the counts always hold them all.
 MAX_LISTED = 10_000
 

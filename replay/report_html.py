@@ -22,10 +22,10 @@ from typing import Iterator
 
 import numpy as np
 
-from core.errors import ReplayError
-from replay.engine import DriftDetail, ReplayOutcome
-from replay.html_data import effect_ranking, feature_timeline, moved_values, profile_of, psi_contributions, unseen_summary
-from schemas.events import rfc3339
+from driftwarden.core.errors import ReplayError
+from driftwarden.replay.engine import DriftDetail, ReplayOutcome
+from driftwarden.replay.html_data import effect_ranking, feature_timeline, moved_values, profile_of, psi_contributions, unseen_summary
+from driftwarden.schemas.events import rfc3339
 
 #: At most this many drifted features get plots (the table lists them all).
 MAX_PLOTTED = 30

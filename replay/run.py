@@ -7,16 +7,16 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from core.gc_pause import gc_paused
-from replay.engine import Replayer, ReplayOutcome, RecordSink
-from replay.file_input import check_file, read_batches
-from replay.kafka_range import PartitionRange, read_topic
-from replay.progress import ReplayProgress
-from replay.records import RawRecord
-from replay.setup import ReplaySetup
-from replay.validate import ValidatedBatch
-from replay.workers import ValidationPool, auto_workers
-from schemas.events import rfc3339
+from driftwarden.core.gc_pause import gc_paused
+from driftwarden.replay.engine import Replayer, ReplayOutcome, RecordSink
+from driftwarden.replay.file_input import check_file, read_batches
+from driftwarden.replay.kafka_range import PartitionRange, read_topic
+from driftwarden.replay.progress import ReplayProgress
+from driftwarden.replay.records import RawRecord
+from driftwarden.replay.setup import ReplaySetup
+from driftwarden.replay.validate import ValidatedBatch
+from driftwarden.replay.workers import ValidationPool, auto_workers
+from driftwarden.schemas.events import rfc3339
 
 #: A full garbage collection every this many batches (about 1,000,000 records).
 GC_EVERY_BATCHES = 200

@@ -11,16 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.errors import ConfigError
-from core.event_files import load_events, not_a_file
-from jobs.pipeline import drift_policy
-from jobs.reference_build import build_reference_set, infer_feature_kinds
-from jobs.references import ReferenceSet, is_reference_file
-from replay.file_input import check_file
-from replay.references import FileReferences, ReferenceProvider, WindowReferences
-from schemas.config import ModelConfig, MonitorConfig, load_config
-from schemas.events import PREDICTION
-from sketches import DriftPolicy
+from driftwarden.core.errors import ConfigError
+from driftwarden.core.event_files import load_events, not_a_file
+from driftwarden.pipeline.judging import drift_policy
+from driftwarden.pipeline.reference_build import build_reference_set, infer_feature_kinds
+from driftwarden.pipeline.references import ReferenceSet, is_reference_file
+from driftwarden.replay.file_input import check_file
+from driftwarden.replay.references import FileReferences, ReferenceProvider, WindowReferences
+from driftwarden.schemas.config import ModelConfig, MonitorConfig, load_config
+from driftwarden.schemas.events import PREDICTION
+from driftwarden.sketches import DriftPolicy
 
 
 @dataclass

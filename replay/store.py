@@ -1,6 +1,6 @@
 """``--store URL``: write a replay's results with the live job's own writer, idempotently.
 
-Each window goes through :func:`jobs.results.store_window` (upserts keyed by (model, feature,
+Each window goes through :func:`pipeline.results.store_window` (upserts keyed by (model, feature,
 window) and (model, window)); rejected and late records go to ``dead_letters`` with
 insert-or-ignore keyed by (topic, partition, offset), a file's records as (path, 0, line).
 Storing the same replay twice leaves the same rows. No alerts are enqueued: a replay reports.
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from core.errors import ServiceError
-from core.store import make_engine
-from jobs.dead_letters import REASON_SEPARATOR, Rejected, dead_letter_row, store_dead_letters
-from jobs.results import store_window
-from replay.engine import ReplayOutcome
-from replay.records import RawRecord
+from driftwarden.core.errors import ServiceError
+from driftwarden.core.store import make_engine
+from driftwarden.pipeline.dead_letters import REASON_SEPARATOR, Rejected, dead_letter_row, store_dead_letters
+from driftwarden.pipeline.results import store_window
+from driftwarden.replay.engine import ReplayOutcome
+from driftwarden.replay.records import RawRecord
 
 CHUNK = 500
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from core.errors import ConfigError, InvalidEventError
-from schemas.events import parse_event_time, rfc3339
+from driftwarden.core.errors import ConfigError, InvalidEventError
+from driftwarden.schemas.events import parse_event_time, rfc3339
 
 
 def parse_time(text: str, option: str) -> int:

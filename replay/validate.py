@@ -16,11 +16,11 @@ from typing import Sequence
 
 import pyarrow as pa
 
-from core.errors import InvalidEventError
-from jobs.columns import configured_values, feature_columns
-from replay.records import RawRecord
-from schemas.config import MonitorConfig, feature_kinds_lookup
-from schemas.events import FeatureKinds, is_future, validate_event
+from driftwarden.core.errors import InvalidEventError
+from driftwarden.pipeline.columns import configured_values, feature_columns
+from driftwarden.replay.records import RawRecord
+from driftwarden.schemas.config import MonitorConfig, feature_kinds_lookup
+from driftwarden.schemas.events import FeatureKinds, is_future, validate_event
 
 #: Longest detail kept per rejected record in a report.
 DETAIL_CHARS = 300

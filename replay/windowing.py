@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from jobs.pipeline import WindowRows
+from driftwarden.pipeline.summary import WindowRows
 
 #: Makes a window's rows for a model; None for a model that is counted but not sketched.
 RowsFactory = Callable[[str], "WindowRows | None"]
@@ -66,7 +66,7 @@ class Windower:
         Returns the window the event joins (the caller adds its features there), or None when it
         joins none: it is late (counted in :attr:`late_by_window` when ``keep``) or not kept.
         """
-        start = event_ms - event_ms % self.window_ms  # jobs.pipeline.window_start, inlined: per event
+        start = event_ms - event_ms % self.window_ms  # pipeline.summary.window_start, inlined: per event
         window = None
         if start + self.window_ms - 1 > self._marks.get(partition, self._watermark):
             if keep:

@@ -19,10 +19,10 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Iterable, Iterator
 
-from core.errors import ReplayError
-from replay.records import RawRecord
-from replay.validate import ValidatedBatch, validate_batch
-from schemas.config import MonitorConfig
+from driftwarden.core.errors import ReplayError
+from driftwarden.replay.records import RawRecord
+from driftwarden.replay.validate import ValidatedBatch, validate_batch
+from driftwarden.schemas.config import MonitorConfig
 
 #: Records from which ``--workers auto`` uses worker processes (below, start-up costs more than it saves).
 AUTO_MIN_RECORDS = 200_000

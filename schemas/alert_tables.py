@@ -39,8 +39,8 @@ from sqlalchemy import (
 
 from sqlalchemy.dialects import postgresql, sqlite
 
-from core.errors import ConfigError
-from schemas.tables import metadata
+from driftwarden.core.errors import ConfigError
+from driftwarden.schemas.tables import metadata
 
 ALERT_SCHEMA_VERSION = 2
 _ID = BigInteger().with_variant(Integer, "sqlite")

@@ -27,8 +27,8 @@ from typing import Any, Callable, Literal, Mapping
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from core.errors import ConfigError
-from schemas.events import PREDICTION, FeatureKinds
+from driftwarden.core.errors import ConfigError
+from driftwarden.schemas.events import PREDICTION, FeatureKinds
 
 FeatureKind = Literal["numeric", "categorical"]
 
@@ -85,8 +85,8 @@ class SourceConfig(_Strict):
     def _check_start(cls, value: str) -> str:
         if value in ("earliest", "latest", "committed"):
             return value
-        from schemas.events import parse_event_time
-        from core.errors import InvalidEventError
+        from driftwarden.schemas.events import parse_event_time
+        from driftwarden.core.errors import InvalidEventError
 
         try:
             parse_event_time(value)
@@ -203,7 +203,7 @@ class ThresholdConfig(_Strict):
 
 
 class SegmentConfig(_Strict):
-    """How a model's traffic is cut into segments (``jobs/segments.py``), e.g. ``{by: [country]}``.
+    """How a model's traffic is cut into segments (``pipeline/segments.py``), e.g. ``{by: [country]}``.
 
     A segment is one tuple of the ``by`` features' values (categorical features of the model, in
     ``by`` order). The ``top`` segments by volume in the reference get a reference and a summary

@@ -13,7 +13,7 @@ A bad event raises :class:`InvalidEventError` whose ``reason`` is one of
 >>> parse_event(b'{"model": "m", "features": {}}')
 Traceback (most recent call last):
 ...
-core.errors.InvalidEventError: missing_event_time
+driftwarden.core.errors.InvalidEventError: missing_event_time
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping
 
 import orjson
 
-from core.errors import InvalidEventError
+from driftwarden.core.errors import InvalidEventError
 
 # Epoch-millisecond bounds that catch seconds-instead-of-milliseconds and garbage: 2000-01-01 .. 2100-01-01.
 MIN_EVENT_MS = 946_684_800_000

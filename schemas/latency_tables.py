@@ -1,4 +1,4 @@
-"""SQL table of the latency benchmark (owned by replay/latency): one row per (run, cell, arm).
+"""SQL table of the latency benchmark (owned by latency): one row per (run, cell, arm).
 
 Declared on :data:`schemas.tables.metadata`; importing this module registers the table so that
 ``core.store.create_schema`` creates it. A Grafana panel plots ``p50_ms``/``p99_ms`` over
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from sqlalchemy import BigInteger, Column, DateTime, Float, Integer, String, Table, UniqueConstraint
 
-from schemas.tables import metadata
+from driftwarden.schemas.tables import metadata
 
 latency_runs = Table(
     "latency_runs",

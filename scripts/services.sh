@@ -201,7 +201,7 @@ start_flink() {
   ln -sf "$home"/lib/*.jar "$home"/opt/flink-python-*.jar "$RUN/flink/lib/"
   cp "$home/conf/"log4j*.properties "$home/conf/"logback*.xml "$conf/"
   # exceptions logged without loading classes: a finished job's threads log through its closed class loader
-  PYTHONPATH="$REPO" "$VENV/bin/python" -c 'import sys; from pathlib import Path; from jobs.flink_env import log4j_plain_throwables as plain
+  PYTHONPATH="$REPO" "$VENV/bin/python" -c 'import sys; from pathlib import Path; from driftwarden.jobs.flink_env import log4j_plain_throwables as plain
 for name in sys.argv[1:]: plain(Path(name), Path(name))' "$conf/"log4j*.properties || die "could not write Flink's log configuration in $conf"
   sed -e "s#@RUN@#$RUN/flink#g" -e "s#@PYTHON@#$VENV/bin/python#g" \
       -e "s#@REST_PORT@#$FLINK_REST_PORT#g" -e "s#@RPC_PORT@#$FLINK_RPC_PORT#g" \

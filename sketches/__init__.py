@@ -9,19 +9,19 @@ head of a high-cardinality categorical reference), ``deep`` and ``policy`` (exac
 verdict), ``analysis`` (one window, end to end).
 """
 
-from sketches.analysis import FeatureVerdict, analyze_segments, analyze_window
-from sketches.calibration import calibrate_thresholds, leave_one_out_scores, score_dof
-from sketches.categorical import CategoricalSketch
-from sketches.deep import DeepResult, benjamini_hochberg, deep_test, missing_rate_pvalue
-from sketches.fdr import hierarchical_bh
-from sketches.feature import FEATURE_KINDS, FeatureSketch, copy_sketch, deserialize_sketch, new_sketch
-from sketches.histogram import HistogramSketch
-from sketches.gate import SCORE_NAMES, GateScores, GateThresholds, gate_alarm, gate_scores
-from sketches.numeric import NumericSketch
-from sketches.policy import DriftPolicy, Verdict, verdict
-from sketches.reference import FeatureReference, Reference, build_feature_reference
-from sketches.reservoir import ReservoirSample
-from sketches.sample import EventSample
+from driftwarden.sketches.analysis import FeatureVerdict, analyze_segments, analyze_window
+from driftwarden.sketches.calibration import calibrate_thresholds, leave_one_out_scores, score_dof
+from driftwarden.sketches.categorical import CategoricalSketch
+from driftwarden.sketches.deep import DeepResult, benjamini_hochberg, deep_test, missing_rate_pvalue
+from driftwarden.sketches.fdr import hierarchical_bh
+from driftwarden.sketches.feature import FEATURE_KINDS, FeatureSketch, copy_sketch, deserialize_sketch, new_sketch
+from driftwarden.sketches.histogram import HistogramSketch
+from driftwarden.sketches.gate import SCORE_NAMES, GateScores, GateThresholds, gate_alarm, gate_scores
+from driftwarden.sketches.numeric import NumericSketch
+from driftwarden.sketches.policy import DriftPolicy, Verdict, verdict
+from driftwarden.sketches.reference import FeatureReference, Reference, build_feature_reference
+from driftwarden.sketches.reservoir import ReservoirSample
+from driftwarden.sketches.sample import EventSample
 
 __all__ = [
     "CategoricalSketch", "DeepResult", "EventSample", "HistogramSketch", "DriftPolicy", "FEATURE_KINDS", "FeatureReference", "FeatureSketch",

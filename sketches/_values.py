@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.errors import SketchError
+from driftwarden.core.errors import SketchError
 
 
 def _where(name: str | None) -> str:

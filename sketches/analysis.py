@@ -39,18 +39,18 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from sketches.calibration import thresholds_for_count
-from sketches.categorical import CategoricalSketch
-from sketches.deep import DeepResult, deep_test, missing_rate_pvalue, profile_test
-from sketches.fdr import hierarchical_adjusted
-from sketches.feature import FeatureSketch, is_numeric
-from sketches.histogram import HistogramSketch
-from sketches.gate import GateCell, GateScores, gate_alarm, gate_scores_many
-from sketches.policy import DriftPolicy, verdict
-from sketches.reference import FeatureReference, Reference, baseline_unseen_share, unseen_null
-from sketches.reservoir import ReservoirSample
-from sketches.sequential import CusumState, cusum_threshold, next_state, window_z
-from sketches.window_tests import TestResult, WindowTests, category_tests, histogram_tests
+from driftwarden.sketches.calibration import thresholds_for_count
+from driftwarden.sketches.categorical import CategoricalSketch
+from driftwarden.sketches.deep import DeepResult, deep_test, missing_rate_pvalue, profile_test
+from driftwarden.sketches.fdr import hierarchical_adjusted
+from driftwarden.sketches.feature import FeatureSketch, is_numeric
+from driftwarden.sketches.histogram import HistogramSketch
+from driftwarden.sketches.gate import GateCell, GateScores, gate_alarm, gate_scores_many
+from driftwarden.sketches.policy import DriftPolicy, verdict
+from driftwarden.sketches.reference import FeatureReference, Reference, baseline_unseen_share, unseen_null
+from driftwarden.sketches.reservoir import ReservoirSample
+from driftwarden.sketches.sequential import CusumState, cusum_threshold, next_state, window_z
+from driftwarden.sketches.window_tests import TestResult, WindowTests, category_tests, histogram_tests
 
 
 @dataclass(frozen=True)

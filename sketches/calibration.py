@@ -33,9 +33,9 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from sketches.feature import FeatureSketch, copy_sketch, is_numeric
-from sketches.profile import CategoricalProfile
-from sketches.gate import SCORE_NAMES, GateCell, GateThresholds, bin_edges, gate_scores_many, score_names
+from driftwarden.sketches.feature import FeatureSketch, copy_sketch, is_numeric
+from driftwarden.sketches.profile import CategoricalProfile
+from driftwarden.sketches.gate import SCORE_NAMES, GateCell, GateThresholds, bin_edges, gate_scores_many, score_names
 
 #: Scores that are the same test to second order share one slice of the rate: JS ~ chi2 / (8 ln 2).
 SCORE_FAMILY = {"js": "chi2"}

@@ -17,10 +17,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.errors import SerializationError, SketchError
-from sketches._values import check_string_column, count_strings
-from sketches.hashing import value_hash, value_hashes
-from sketches.serialization import KIND_CATEGORICAL_CAPPED, Reader, Writer
+from driftwarden.core.errors import SerializationError, SketchError
+from driftwarden.sketches._values import check_string_column, count_strings
+from driftwarden.sketches.hashing import value_hash, value_hashes
+from driftwarden.sketches.serialization import KIND_CATEGORICAL_CAPPED, Reader, Writer
 
 #: ``threshold`` while nothing was dropped: every 63-bit value hash is below it.
 UNCAPPED = 2 ** 63 - 1

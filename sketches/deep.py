@@ -19,12 +19,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special, stats
 
-from sketches import distances
-from sketches.categorical import CategoricalSketch
-from sketches.hashing import value_hashes
-from sketches.profile import CategoricalProfile
-from sketches.reservoir import ReservoirSample
-from sketches.window_tests import Region, TestResult
+from driftwarden.sketches import distances
+from driftwarden.sketches.categorical import CategoricalSketch
+from driftwarden.sketches.hashing import value_hashes
+from driftwarden.sketches.profile import CategoricalProfile
+from driftwarden.sketches.reservoir import ReservoirSample
+from driftwarden.sketches.window_tests import Region, TestResult
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from sketches.deep import benjamini_hochberg
+from driftwarden.sketches.deep import benjamini_hochberg
 
 
 def simes(p_values: Sequence[float]) -> float:

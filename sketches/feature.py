@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Union
 
-from sketches.categorical import CategoricalSketch
-from sketches.histogram import HistogramSketch
-from sketches.numeric import NumericSketch
-from sketches.serialization import (KIND_CATEGORICAL_CAPPED, KIND_NUMERIC_HIST, KIND_NUMERIC_HIST_PACKED,
+from driftwarden.sketches.categorical import CategoricalSketch
+from driftwarden.sketches.histogram import HistogramSketch
+from driftwarden.sketches.numeric import NumericSketch
+from driftwarden.sketches.serialization import (KIND_CATEGORICAL_CAPPED, KIND_NUMERIC_HIST, KIND_NUMERIC_HIST_PACKED,
                                     KIND_NUMERIC_KLL, KIND_NUMERIC_TDIGEST, Reader)
 
 FeatureSketch = Union[HistogramSketch, NumericSketch, CategoricalSketch]

@@ -36,14 +36,14 @@ from typing import Sequence
 
 import numpy as np
 
-from core.errors import SketchError
-from sketches import distances
-from sketches.categorical import CategoricalSketch
-from sketches.feature import FeatureSketch, is_numeric
-from sketches.histogram import HistogramSketch
-from sketches.histogram_stack import StackedHistograms, stack
-from sketches.numeric import NumericSketch
-from sketches.profile import CategoricalProfile
+from driftwarden.core.errors import SketchError
+from driftwarden.sketches import distances
+from driftwarden.sketches.categorical import CategoricalSketch
+from driftwarden.sketches.feature import FeatureSketch, is_numeric
+from driftwarden.sketches.histogram import HistogramSketch
+from driftwarden.sketches.histogram_stack import StackedHistograms, stack
+from driftwarden.sketches.numeric import NumericSketch
+from driftwarden.sketches.profile import CategoricalProfile
 
 #: Ranks at which the two quantile functions are compared for the EMD estimate.
 EMD_GRID = 512

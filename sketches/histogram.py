@@ -24,9 +24,9 @@ from typing import Any, Callable, Hashable
 import numpy as np
 from numpy.typing import ArrayLike
 
-from core.errors import SerializationError, SketchError
-from sketches._values import as_float_array
-from sketches.serialization import KIND_NUMERIC_HIST, KIND_NUMERIC_HIST_PACKED, Reader, Writer
+from driftwarden.core.errors import SerializationError, SketchError
+from driftwarden.sketches._values import as_float_array
+from driftwarden.sketches.serialization import KIND_NUMERIC_HIST, KIND_NUMERIC_HIST_PACKED, Reader, Writer
 
 _INF_BITS = 0x7FF0000000000000
 #: Mantissa bits kept before any coarsening: 52, every distinct value starts in its own bucket.

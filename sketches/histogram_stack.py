@@ -27,8 +27,8 @@ from typing import Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
-from core.errors import SketchError
-from sketches.histogram import HistogramSketch, bucket_edges, cdf_curves, quantiles_at
+from driftwarden.core.errors import SketchError
+from driftwarden.sketches.histogram import HistogramSketch, bucket_edges, cdf_curves, quantiles_at
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ import datasketches as ds
 import numpy as np
 from numpy.typing import ArrayLike
 
-from core.errors import SketchError
-from sketches._values import as_float_array
-from sketches.serialization import KIND_NUMERIC_KLL, KIND_NUMERIC_TDIGEST, Reader, Writer, wrap_native
+from driftwarden.core.errors import SketchError
+from driftwarden.sketches._values import as_float_array
+from driftwarden.sketches.serialization import KIND_NUMERIC_KLL, KIND_NUMERIC_TDIGEST, Reader, Writer, wrap_native
 
 #: Documented single-sided normalised rank error of a t-digest, used where KLL reports its own.
 #: t-digest has no proven bound; its centroids are widest near the median, where quantile

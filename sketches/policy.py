@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sketches.deep import DeepResult
+from driftwarden.sketches.deep import DeepResult
 
 SEVERITIES = ("none", "minor", "moderate", "major")
 WEEK_MS = 7 * 24 * 3600 * 1000
@@ -45,7 +45,7 @@ class DriftPolicy:
     false-positive rate of a high-cardinality categorical reference (``sketches/profile.py``).
     ``sequential_alpha``: per-window false-alarm probability spent by the slow-drift CUSUM across all
     features and both directions (``sketches/sequential.py``); 0 turns it off (the default here;
-    ``jobs.pipeline.drift_policy`` gives it half the monitor's budget).
+    ``pipeline.judging.drift_policy`` gives it half the monitor's budget).
     """
 
     alpha: float = 0.05

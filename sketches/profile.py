@@ -30,10 +30,10 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from core.errors import SerializationError, SketchError
-from sketches.categorical import UNCAPPED, CategoricalSketch
-from sketches.hashing import mix64, value_hashes
-from sketches.serialization import KIND_CATEGORICAL_PROFILE, Reader, Writer
+from driftwarden.core.errors import SerializationError, SketchError
+from driftwarden.sketches.categorical import UNCAPPED, CategoricalSketch
+from driftwarden.sketches.hashing import mix64, value_hashes
+from driftwarden.sketches.serialization import KIND_CATEGORICAL_PROFILE, Reader, Writer
 
 #: Default false-positive rate of the membership filter.
 DEFAULT_FPR = 0.01

@@ -13,17 +13,17 @@ from typing import Any
 
 import numpy as np
 
-from core.errors import SerializationError
-from sketches.calibration import (calibrate_thresholds, leave_one_out, leave_one_out_scores, leave_two_out,
+from driftwarden.core.errors import SerializationError
+from driftwarden.sketches.calibration import (calibrate_thresholds, leave_one_out, leave_one_out_scores, leave_two_out,
                                   merged_profile_or_none, score_dof)
-from sketches.deep import unseen_estimate
-from sketches.feature import FEATURE_KINDS, FeatureSketch, copy_sketch, deserialize_sketch, new_sketch
-from sketches.gate import SCORE_NAMES, GateThresholds
-from sketches._values import count_strings
-from sketches.policy import DriftPolicy
-from sketches.reservoir import ReservoirSample
-from sketches.profile import CategoricalProfile, merged_profile, window_profiles
-from sketches.serialization import KIND_REFERENCE, KIND_REFERENCE_PROFILED, Reader, Writer
+from driftwarden.sketches.deep import unseen_estimate
+from driftwarden.sketches.feature import FEATURE_KINDS, FeatureSketch, copy_sketch, deserialize_sketch, new_sketch
+from driftwarden.sketches.gate import SCORE_NAMES, GateThresholds
+from driftwarden.sketches._values import count_strings
+from driftwarden.sketches.policy import DriftPolicy
+from driftwarden.sketches.reservoir import ReservoirSample
+from driftwarden.sketches.profile import CategoricalProfile, merged_profile, window_profiles
+from driftwarden.sketches.serialization import KIND_REFERENCE, KIND_REFERENCE_PROFILED, Reader, Writer
 
 #: Extra ``null_scores`` columns of a high-cardinality categorical reference, after ``SCORE_NAMES``:
 #: each window's :class:`sketches.deep.UnseenEstimate` against the other windows, and its share against

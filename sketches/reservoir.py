@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from core.errors import SerializationError, SketchError
-from sketches._values import as_float_array, count_strings, is_string_input
-from sketches.serialization import KIND_RESERVOIR, Reader, Writer
+from driftwarden.core.errors import SerializationError, SketchError
+from driftwarden.sketches._values import as_float_array, count_strings, is_string_input
+from driftwarden.sketches.serialization import KIND_RESERVOIR, Reader, Writer
 
 _KIND_CODES = {None: 0, "float": 1, "str": 3}
 _STR_ONE_BY_ONE = 2  # strings written one field each (read for older bytes; written as 3, packed, since)

@@ -30,9 +30,9 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import pyarrow as pa
 
-from core.errors import SerializationError, SketchError
-from sketches.reservoir import ReservoirSample
-from sketches.serialization import KIND_EVENT_SAMPLE, Reader, Writer
+from driftwarden.core.errors import SerializationError, SketchError
+from driftwarden.sketches.reservoir import ReservoirSample
+from driftwarden.sketches.serialization import KIND_EVENT_SAMPLE, Reader, Writer
 
 _KIND_CODES = {"numeric": 1, "categorical": 2}
 

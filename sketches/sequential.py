@@ -35,11 +35,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize
 
-from sketches.categorical import CategoricalSketch
-from sketches.deep import _unseen_baseline, unseen_estimate
-from sketches.feature import FeatureSketch, is_numeric
-from sketches.reference import FeatureReference, baseline_unseen_share, unseen_null
-from sketches.reservoir import ReservoirSample
+from driftwarden.sketches.categorical import CategoricalSketch
+from driftwarden.sketches.deep import _unseen_baseline, unseen_estimate
+from driftwarden.sketches.feature import FeatureSketch, is_numeric
+from driftwarden.sketches.reference import FeatureReference, baseline_unseen_share, unseen_null
+from driftwarden.sketches.reservoir import ReservoirSample
 
 #: Reference value k of the CUSUM (in standard errors of one window's score).
 CUSUM_K = 1.0

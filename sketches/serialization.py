@@ -18,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
-from core.errors import SerializationError
+from driftwarden.core.errors import SerializationError
 
 MAGIC = b"DWSK"
 FORMAT_VERSION = 1

@@ -47,9 +47,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from sketches import distances
-from sketches.categorical import CategoricalSketch
-from sketches.histogram import HistogramSketch, bucket_lower
+from driftwarden.sketches import distances
+from driftwarden.sketches.categorical import CategoricalSketch
+from driftwarden.sketches.histogram import HistogramSketch, bucket_lower
 
 #: Smallest pooled expected window count of a chi-square bin (bins are merged up to it).
 MIN_EXPECTED = 5.0

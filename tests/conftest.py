@@ -67,7 +67,7 @@ def pg_engine(pg_url: str):
     """A SQLAlchemy engine on a fresh, empty PostgreSQL schema of its own, dropped afterwards."""
     from sqlalchemy import create_engine, text
 
-    from core.store import make_engine
+    from driftwarden.core.store import make_engine
 
     schema = f"t_{uuid.uuid4().hex[:10]}"
     admin = create_engine(pg_url.replace("postgresql://", "postgresql+psycopg://"))

@@ -17,7 +17,7 @@ import orjson
 import yaml
 from confluent_kafka import Producer
 
-from jobs.flink_metrics import free_port
+from driftwarden.jobs.flink_metrics import free_port
 
 MODEL = "health-m"
 WINDOW_S = 10

@@ -9,9 +9,9 @@ import numpy as np
 import yaml
 from sqlalchemy import select
 
-from core.store import make_engine
-from schemas.events import parse_event_time, rfc3339
-from schemas.tables import dead_letters, window_counts, window_results
+from driftwarden.core.store import make_engine
+from driftwarden.schemas.events import parse_event_time, rfc3339
+from driftwarden.schemas.tables import dead_letters, window_counts, window_results
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 WINDOW_MS = 10_000

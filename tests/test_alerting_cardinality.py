@@ -23,19 +23,20 @@ import jsonschema
 import numpy as np
 import pytest
 
-from alerting.delivery import WebhookSink
-from alerting.rules import AlertRules
-from alerting.signing import verify_webhook
-from alerting.testing import WebhookReceiver
-from alerting.worker import Dispatcher, build_sinks, make_client
-from core.store import make_engine
-from jobs.pipeline import analyze_summary, drift_policy, summarize_window
-from jobs.reference_build import build_reference_set
-from jobs.results import store_window
-from replay.synthetic import zipf_ids
-from schemas.config import MonitorConfig
-from schemas.events import Event
-from sketches.reference import baseline_unseen_share
+from driftwarden.alerting.delivery import WebhookSink
+from driftwarden.alerting.rules import AlertRules
+from driftwarden.alerting.signing import verify_webhook
+from driftwarden.alerting.testing import WebhookReceiver
+from driftwarden.alerting.worker import Dispatcher, build_sinks, make_client
+from driftwarden.core.store import make_engine
+from driftwarden.pipeline.judging import analyze_summary, drift_policy
+from driftwarden.pipeline.summary import summarize_window
+from driftwarden.pipeline.reference_build import build_reference_set
+from driftwarden.pipeline.results import store_window
+from driftwarden.replay.synthetic import zipf_ids
+from driftwarden.schemas.config import MonitorConfig
+from driftwarden.schemas.events import Event
+from driftwarden.sketches.reference import baseline_unseen_share
 
 SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "schemas" / "webhook_payload.schema.json").read_text())
 HOSTILE = '<!channel> "m0" & <https://evil.example|click>\n*now*'
@@ -157,8 +158,8 @@ def check_bodies(bodies: dict[str, dict], report) -> None:
 
 def test_a_low_cardinality_feature_keeps_the_version_2_shape() -> None:
     """No profile, no evidence: the feature document has no unseen_share or moved_values keys."""
-    from alerting.payloads import feature_document
-    from core.records import FeatureOutcome
+    from driftwarden.alerting.payloads import feature_document
+    from driftwarden.core.records import FeatureOutcome
 
     plain = feature_document(FeatureOutcome("country", "categorical", 500, drifted=True, severity="major"))
     assert "unseen_share" not in plain and "moved_values" not in plain

@@ -9,12 +9,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from alerting.outbox import enqueue_alerts
-from core.records import FeatureOutcome, WindowReport
-from alerting.rules import AlertRules
-from alerting.testing import WebhookReceiver
+from driftwarden.alerting.outbox import enqueue_alerts
+from driftwarden.core.records import FeatureOutcome, WindowReport
+from driftwarden.alerting.rules import AlertRules
+from driftwarden.alerting.testing import WebhookReceiver
 from driftwarden.cli import app
-from core.store import make_engine
+from driftwarden.core.store import make_engine
 
 runner = CliRunner()
 COMMANDS = [["alerts", "list"], ["alerts", "ack"], ["alerts", "silence"], ["alerts", "deliver"], ["alerts", "enable"], ["alerts", "prune"],
@@ -98,7 +98,7 @@ def test_dashboards_push_without_env_is_a_config_error(monkeypatch) -> None:
 
 
 def test_enable_requeues_what_a_410_disabled(tmp_path) -> None:
-    from alerting.testing import Reply
+    from driftwarden.alerting.testing import Reply
 
     answers = iter([410, 200])
     with WebhookReceiver(lambda _r: Reply(next(answers))) as receiver:
@@ -165,9 +165,9 @@ def test_enable_keeps_each_groups_order_when_a_requeued_notification_fails_again
 
     from sqlalchemy import select
 
-    from alerting.delivery import EndpointGoneError, RetryableDeliveryError
-    from alerting.worker import Dispatcher
-    from schemas.alert_tables import alert_deliveries
+    from driftwarden.alerting.delivery import EndpointGoneError, RetryableDeliveryError
+    from driftwarden.alerting.worker import Dispatcher
+    from driftwarden.schemas.alert_tables import alert_deliveries
 
     store = f"sqlite:///{tmp_path / 'order.db'}"
     rules = AlertRules(group_wait="0s", group_interval="0s", resolve_after_windows=1,

@@ -15,12 +15,12 @@ import pytest
 import yaml
 from sqlalchemy import select
 
-from alerting.outbox import enqueue_alerts
-from core.records import FeatureOutcome, WindowReport
-from alerting.rules import load_rules
-from alerting.testing import Reply, WebhookReceiver
-from core.store import make_engine
-from schemas.alert_tables import alert_deliveries
+from driftwarden.alerting.outbox import enqueue_alerts
+from driftwarden.core.records import FeatureOutcome, WindowReport
+from driftwarden.alerting.rules import load_rules
+from driftwarden.alerting.testing import Reply, WebhookReceiver
+from driftwarden.core.store import make_engine
+from driftwarden.schemas.alert_tables import alert_deliveries
 
 REPO = Path(__file__).resolve().parent.parent
 MODELS = 3

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from alerting.dashboards.definitions import all_dashboards, model_dashboard
-from alerting.dashboards.macros import expand_promql, expand_sql, leftover_macros, sql_values
-from alerting.dashboards.model import PromQuery, SqlQuery
-from alerting.dashboards.provisioning import write_provisioning
-from alerting.dashboards.push import grafana_settings, push_dashboards
-from alerting.testing import Reply, WebhookReceiver
-from core.errors import ConfigError
+from driftwarden.alerting.dashboards.definitions import all_dashboards, model_dashboard
+from driftwarden.alerting.dashboards.macros import expand_promql, expand_sql, leftover_macros, sql_values
+from driftwarden.alerting.dashboards.model import PromQuery, SqlQuery
+from driftwarden.alerting.dashboards.provisioning import write_provisioning
+from driftwarden.alerting.dashboards.push import grafana_settings, push_dashboards
+from driftwarden.alerting.testing import Reply, WebhookReceiver
+from driftwarden.core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -90,7 +90,7 @@ def test_push_posts_every_dashboard_with_the_token() -> None:
 
 
 def test_push_refused_by_grafana_is_a_service_error() -> None:
-    from core.errors import ServiceError
+    from driftwarden.core.errors import ServiceError
 
     denied = Reply(401, {"content-type": "application/json"}, body=b'{"message": "invalid API key"}')
     with WebhookReceiver(lambda _r: denied) as grafana:

@@ -15,15 +15,15 @@ import pytest
 from prometheus_client import CollectorRegistry
 from sqlalchemy import func, select
 
-from alerting.delivery import RetryableDeliveryError, WebhookSink
-from alerting.metrics import DeliveryMetrics
-from alerting.outbox import enqueue_alerts
-from core.records import Delivery, FeatureOutcome, WindowReport
-from alerting.rules import AlertRules, Route
-from alerting.testing import Reply, WebhookReceiver
-from alerting.worker import Dispatcher, build_sinks
-from core.store import make_engine
-from schemas.alert_tables import alert_deliveries, alert_outbox, alerts
+from driftwarden.alerting.delivery import RetryableDeliveryError, WebhookSink
+from driftwarden.alerting.metrics import DeliveryMetrics
+from driftwarden.alerting.outbox import enqueue_alerts
+from driftwarden.core.records import Delivery, FeatureOutcome, WindowReport
+from driftwarden.alerting.rules import AlertRules, Route
+from driftwarden.alerting.testing import Reply, WebhookReceiver
+from driftwarden.alerting.worker import Dispatcher, build_sinks
+from driftwarden.core.store import make_engine
+from driftwarden.schemas.alert_tables import alert_deliveries, alert_outbox, alerts
 
 SECRET = "whsec_" + base64.b64encode(b"integration-secret-32-bytes-long").decode()
 T0 = datetime.now(timezone.utc).replace(microsecond=0)

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from alerting.delivery import (
+from driftwarden.alerting.delivery import (
     EndpointGoneError,
     RejectedDeliveryError,
     RetryableDeliveryError,
@@ -19,13 +19,13 @@ from alerting.delivery import (
     classify,
     parse_retry_after,
 )
-from alerting.outbox import enqueue_alerts
-from core.records import Delivery, FeatureOutcome, WindowReport
-from alerting.rules import AlertRules, Route
-from alerting.signing import verify_webhook
-from alerting.worker import Dispatcher
-from core.store import make_engine
-from schemas.alert_tables import alert_deliveries, alert_endpoints
+from driftwarden.alerting.outbox import enqueue_alerts
+from driftwarden.core.records import Delivery, FeatureOutcome, WindowReport
+from driftwarden.alerting.rules import AlertRules, Route
+from driftwarden.alerting.signing import verify_webhook
+from driftwarden.alerting.worker import Dispatcher
+from driftwarden.core.store import make_engine
+from driftwarden.schemas.alert_tables import alert_deliveries, alert_endpoints
 
 PUBLIC = "93.184.216.34"
 KEY = b"unit-test-secret-unit-test-secret"
@@ -200,7 +200,7 @@ def test_delivery_past_max_age_is_dead(harness_factory) -> None:
 
 
 def test_lease_shorter_than_a_timeout_is_refused(tmp_path) -> None:
-    from core.errors import ConfigError
+    from driftwarden.core.errors import ConfigError
 
     engine = make_engine(f"sqlite:///{tmp_path / 'l.db'}")
     rules = AlertRules(routes=[{"name": "r", "url": "https://hooks.example.com/hook", "timeout_s": 10}])

@@ -1,7 +1,7 @@
 """End to end on real parts: features drift one by one, then stop one by one; every alert's lifecycle arrives in order.
 
 Verdicts come from ``driftwarden replay`` (the job's own decisions) over a generated stream and are
-written window by window, paced, through the job's store writer (``jobs.results.store_window``: results
+written window by window, paced, through the job's store writer (``pipeline.results.store_window``: results
 and alert outbox in one transaction) on PostgreSQL. A real ``driftwarden alerts deliver`` process
 delivers to a real ``driftwarden demo receiver`` process that answers 503 for its first 5 s and is
 killed (``kill -9``) and restarted once mid-run. Then, per alert identity: the notifications arrived in
@@ -27,11 +27,11 @@ import pytest
 import yaml
 from sqlalchemy import select
 
-from core.records import report_from_dict
-from alerting.rules import load_rules
-from jobs.results import store_window
-from schemas.alert_tables import alert_deliveries, alert_outbox
-from schemas.tables import window_results
+from driftwarden.core.records import report_from_dict
+from driftwarden.alerting.rules import load_rules
+from driftwarden.pipeline.results import store_window
+from driftwarden.schemas.alert_tables import alert_deliveries, alert_outbox
+from driftwarden.schemas.tables import window_results
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 REPO = Path(__file__).resolve().parent.parent

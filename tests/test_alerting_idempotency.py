@@ -9,11 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
-from alerting.outbox import enqueue_alerts
-from core.records import FeatureOutcome, WindowReport
-from alerting.rules import AlertRules
-from core.store import make_engine
-from schemas.alert_tables import alert_events, alert_outbox
+from driftwarden.alerting.outbox import enqueue_alerts
+from driftwarden.core.records import FeatureOutcome, WindowReport
+from driftwarden.alerting.rules import AlertRules
+from driftwarden.core.store import make_engine
+from driftwarden.schemas.alert_tables import alert_events, alert_outbox
 
 T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
 RULES = AlertRules(resolve_after_windows=2, min_severity="minor", routes=[{"name": "r", "url": "http://127.0.0.1:9/", "allow_private": True}])

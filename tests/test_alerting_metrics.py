@@ -8,9 +8,9 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from sqlalchemy import create_engine
 
-from alerting.metrics import DeliveryMetrics, StoreCollector
-from core.store import make_engine, upsert
-from schemas.tables import dead_letters, window_counts, window_results
+from driftwarden.alerting.metrics import DeliveryMetrics, StoreCollector
+from driftwarden.core.store import make_engine, upsert
+from driftwarden.schemas.tables import dead_letters, window_counts, window_results
 
 T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
 

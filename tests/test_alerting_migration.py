@@ -10,12 +10,12 @@ import pytest
 from sqlalchemy import (BigInteger, Column, DateTime, Index, Integer, MetaData, String, Table, Text, UniqueConstraint,
                         create_engine, insert, inspect, select, text)
 
-from alerting.fingerprint import fingerprint
-from alerting.outbox import enqueue_alerts, seal_due_groups
-from core.records import FeatureOutcome, WindowReport
-from alerting.rules import AlertRules
-from core.store import make_engine
-from schemas.alert_tables import alert_deliveries, alert_outbox, alert_schema, alerts
+from driftwarden.alerting.fingerprint import fingerprint
+from driftwarden.alerting.outbox import enqueue_alerts, seal_due_groups
+from driftwarden.core.records import FeatureOutcome, WindowReport
+from driftwarden.alerting.rules import AlertRules
+from driftwarden.core.store import make_engine
+from driftwarden.schemas.alert_tables import alert_deliveries, alert_outbox, alert_schema, alerts
 
 T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
 MINUTE = timedelta(minutes=1)

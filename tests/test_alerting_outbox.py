@@ -12,13 +12,13 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from sqlalchemy import func, select, update
 
-from alerting.fingerprint import fingerprint
-from alerting.outbox import enqueue_alerts, mark_no_data, seal_due_groups
-from core.records import FeatureOutcome, WindowReport
-from alerting.rules import AlertRules
-from core.store import make_engine, upsert
-from schemas.alert_tables import alert_deliveries, alert_events, alert_outbox, alert_silences, alerts
-from schemas.tables import window_results
+from driftwarden.alerting.fingerprint import fingerprint
+from driftwarden.alerting.outbox import enqueue_alerts, mark_no_data, seal_due_groups
+from driftwarden.core.records import FeatureOutcome, WindowReport
+from driftwarden.alerting.rules import AlertRules
+from driftwarden.core.store import make_engine, upsert
+from driftwarden.schemas.alert_tables import alert_deliveries, alert_events, alert_outbox, alert_silences, alerts
+from driftwarden.schemas.tables import window_results
 
 T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
 MINUTE = timedelta(minutes=1)

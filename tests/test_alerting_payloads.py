@@ -10,10 +10,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from alerting.fingerprint import fingerprint, segment_key
-from alerting.payloads import alert_document, render, slack_escape
-from core.records import Alert, FeatureOutcome
-from alerting.rules import AlertRules
+from driftwarden.alerting.fingerprint import fingerprint, segment_key
+from driftwarden.alerting.payloads import alert_document, render, slack_escape
+from driftwarden.core.records import Alert, FeatureOutcome
+from driftwarden.alerting.rules import AlertRules
 
 SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "schemas" / "webhook_payload.schema.json").read_text())
 T0 = datetime(2026, 3, 1, 12, tzinfo=timezone.utc)

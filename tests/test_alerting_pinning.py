@@ -9,10 +9,10 @@ from datetime import datetime, timezone
 import httpx
 import pytest
 
-from alerting.delivery import RetryableDeliveryError, WebhookSink
-from core.records import Delivery
-from alerting.rules import Route
-from alerting.testing import WebhookReceiver
+from driftwarden.alerting.delivery import RetryableDeliveryError, WebhookSink
+from driftwarden.core.records import Delivery
+from driftwarden.alerting.rules import Route
+from driftwarden.alerting.testing import WebhookReceiver
 
 DELIVERY = Delivery(1, "msg_pin", "r", "m", b"{}", 0, datetime(2026, 3, 1, tzinfo=timezone.utc))
 

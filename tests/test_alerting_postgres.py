@@ -10,12 +10,12 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from sqlalchemy import func, select
 
-from alerting.outbox import enqueue_alerts
-from core.records import FeatureOutcome, WindowReport
-from alerting.rules import AlertRules
-from alerting.testing import WebhookReceiver
-from alerting.worker import Dispatcher, build_sinks, make_client
-from schemas.alert_tables import alert_deliveries, alert_outbox, alerts
+from driftwarden.alerting.outbox import enqueue_alerts
+from driftwarden.core.records import FeatureOutcome, WindowReport
+from driftwarden.alerting.rules import AlertRules
+from driftwarden.alerting.testing import WebhookReceiver
+from driftwarden.alerting.worker import Dispatcher, build_sinks, make_client
+from driftwarden.schemas.alert_tables import alert_deliveries, alert_outbox, alerts
 
 pytestmark = pytest.mark.services
 MODELS, WINDOWS, FEATURES = 8, 9, 4

@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from alerting.signing import signature_headers
+from driftwarden.alerting.signing import signature_headers
 from driftwarden.demo.receiver import MAX_BODY, DemoReceiver, content_length
 
 KEY = b"receiver-test-key-receiver-test-key"

@@ -8,10 +8,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import yaml
 
-import alerting.fingerprint
-from core.records import FeatureOutcome, WindowReport, report_from_dict
-from alerting.rules import AlertRules, Matcher, load_rules
-from core.errors import ConfigError
+from driftwarden.alerting import fingerprint
+from driftwarden.core.records import FeatureOutcome, WindowReport, report_from_dict
+from driftwarden.alerting.rules import AlertRules, Matcher, load_rules
+from driftwarden.core.errors import ConfigError
 
 
 def test_defaults_match_the_contract() -> None:
@@ -85,7 +85,7 @@ def test_records_refuse_nonsense() -> None:
 
 
 def test_docstring_examples() -> None:
-    failures, tried = doctest.testmod(alerting.fingerprint)
+    failures, tried = doctest.testmod(fingerprint)
     assert tried > 0 and failures == 0
 
 
@@ -111,7 +111,7 @@ def test_the_readmes_and_the_demo_show_the_default_rules() -> None:
     budget, timers, hysteresis), and the demo's own config (`make demo`) leaves min_severity at its default."""
     from pathlib import Path
 
-    from alerting.rules import parse_rules
+    from driftwarden.alerting.rules import parse_rules
     from driftwarden.demo.stack import monitor_config
 
     repo = Path(__file__).resolve().parent.parent

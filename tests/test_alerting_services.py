@@ -1,6 +1,6 @@
 """Every Grafana panel query runs for real: SQL on PostgreSQL holding results, PromQL on Prometheus.
 
-The store is filled through the streaming job's own write path (``jobs.results.store_window``:
+The store is filled through the streaming job's own write path (``pipeline.results.store_window``:
 window_results and window_counts upserted and enqueue_alerts in one transaction; dead letters
 inserted as the job's dead-letter sink does), alerts
 are delivered by the real dispatcher to a real receiver, and Prometheus scrapes a real
@@ -22,18 +22,18 @@ import pytest
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine, text
 
-from alerting.dashboards.definitions import SEGMENT_VARIABLE, all_dashboards, model_dashboard
-from alerting.dashboards.health import UID as HEALTH_UID
-from alerting.dashboards.macros import expand_promql, expand_sql, leftover_macros, sql_values, substitute
-from alerting.dashboards.model import PromQuery, SqlQuery
-from alerting.metrics import DeliveryMetrics, StoreCollector, serve_metrics
-from core.records import FeatureOutcome, WindowReport
-from alerting.rules import AlertRules
-from alerting.testing import Reply, WebhookReceiver
-from alerting.worker import Dispatcher, build_sinks, make_client
-from core.store import insert_ignore
-from jobs.results import store_window
-from schemas.tables import dead_letters
+from driftwarden.alerting.dashboards.definitions import SEGMENT_VARIABLE, all_dashboards, model_dashboard
+from driftwarden.alerting.dashboards.health import UID as HEALTH_UID
+from driftwarden.alerting.dashboards.macros import expand_promql, expand_sql, leftover_macros, sql_values, substitute
+from driftwarden.alerting.dashboards.model import PromQuery, SqlQuery
+from driftwarden.alerting.metrics import DeliveryMetrics, StoreCollector, serve_metrics
+from driftwarden.core.records import FeatureOutcome, WindowReport
+from driftwarden.alerting.rules import AlertRules
+from driftwarden.alerting.testing import Reply, WebhookReceiver
+from driftwarden.alerting.worker import Dispatcher, build_sinks, make_client
+from driftwarden.core.store import insert_ignore
+from driftwarden.pipeline.results import store_window
+from driftwarden.schemas.tables import dead_letters
 
 pytestmark = pytest.mark.services
 FEATURES = ["amount", "age", "country", "device", "hour"]

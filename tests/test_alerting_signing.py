@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from alerting.signing import WebhookVerificationError, decode_secret, secrets_from_env, signature_headers, verify_webhook
-from core.errors import ConfigError
+from driftwarden.alerting.signing import WebhookVerificationError, decode_secret, secrets_from_env, signature_headers, verify_webhook
+from driftwarden.core.errors import ConfigError
 
 KEY = b"0123456789abcdef0123456789abcdef"
 WHSEC = "whsec_" + base64.b64encode(KEY).decode()

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from alerting.ssrf import UnsafeURLError, check_url
+from driftwarden.alerting.ssrf import UnsafeURLError, check_url
 
 PUBLIC = "93.184.216.34"
 
@@ -144,7 +144,7 @@ def test_allow_list_does_not_open_everything(url: str) -> None:
 def test_site_local_ipv6_is_refused_although_python_calls_it_global() -> None:
     import ipaddress
 
-    from alerting.ssrf import forbidden_reason
+    from driftwarden.alerting.ssrf import forbidden_reason
 
     assert ipaddress.ip_address("fec0::1").is_global  # Python 3.11's view: why the guard checks it itself
     assert forbidden_reason(ipaddress.ip_address("fec0::1")) == "site-local"
@@ -168,15 +168,15 @@ def test_a_listed_network_never_opens_multicast_or_unspecified() -> None:
 
 
 def test_a_control_character_in_a_route_url_is_a_config_error_at_start_up() -> None:
-    from alerting.rules import parse_rules
-    from core.errors import ConfigError
+    from driftwarden.alerting.rules import parse_rules
+    from driftwarden.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="control character"):
         parse_rules({"routes": [{"name": "r", "url": "http://exa\x00mple.com/"}]})
 
 
 def test_the_system_resolver_turns_a_bad_host_into_our_error() -> None:
-    from alerting.ssrf import UnresolvableHostError, system_resolver
+    from driftwarden.alerting.ssrf import UnresolvableHostError, system_resolver
 
     with pytest.raises(UnresolvableHostError):
         system_resolver("exa\x00mple.com", 80)
@@ -186,8 +186,8 @@ def test_the_system_resolver_turns_a_bad_host_into_our_error() -> None:
                          ids=lambda c: f"U+{ord(c):04X}")
 def test_any_control_character_in_a_host_is_a_config_error_at_start_up(char: str) -> None:
     """C0, DEL and C1 (Unicode category Cc): the resolver would refuse each at every attempt, retried for a day."""
-    from alerting.rules import parse_rules
-    from core.errors import ConfigError
+    from driftwarden.alerting.rules import parse_rules
+    from driftwarden.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="control character"):
         parse_rules({"routes": [{"name": "r", "url": f"http://exa{char}mple.com/"}]})
@@ -196,9 +196,9 @@ def test_any_control_character_in_a_host_is_a_config_error_at_start_up(char: str
 @pytest.mark.parametrize("host", ["a..b.example.com", "a" * 64 + ".example.com", "exa\u2028mple.com",
                                   "exa\u202emple.com"], ids=["empty-label", "long-label", "line-separator", "bidi"])
 def test_a_host_name_no_resolver_can_look_up_is_a_config_error_at_start_up(host: str) -> None:
-    from alerting.rules import parse_rules
-    from alerting.ssrf import system_resolver
-    from core.errors import ConfigError
+    from driftwarden.alerting.rules import parse_rules
+    from driftwarden.alerting.ssrf import system_resolver
+    from driftwarden.core.errors import ConfigError
 
     with pytest.raises(UnsafeURLError):  # what each delivery attempt would meet: retried until max_age_s
         system_resolver(host, 80)
@@ -209,6 +209,6 @@ def test_a_host_name_no_resolver_can_look_up_is_a_config_error_at_start_up(host:
 @pytest.mark.parametrize("url", ["https://bücher.example/hook", "http://my_host.internal:8080/", "http://[2001:db8::1]/",
                                  "https://" + "a" * 63 + ".example.com/"])
 def test_unusual_but_valid_host_names_load(url: str) -> None:
-    from alerting.rules import parse_rules
+    from driftwarden.alerting.rules import parse_rules
 
     assert parse_rules({"routes": [{"name": "r", "url": url}]}).routes[0].url == url

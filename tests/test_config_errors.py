@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from driftwarden.cli import app
-from core.errors import ConfigError
-from schemas.config import MAX_DEPTH, load_config
+from driftwarden.core.errors import ConfigError
+from driftwarden.schemas.config import MAX_DEPTH, load_config
 
 MODELS = "models: [{name: m, features: {x: numeric}}]\n"
 
@@ -162,7 +162,7 @@ BAD_ALERTING = [
 
 @pytest.mark.parametrize("case,content,expected", BAD_ALERTING, ids=[c[0] for c in BAD_ALERTING])
 def test_a_bad_alerting_section_names_file_line_and_field(tmp_path, case, content, expected):
-    from alerting.rules import load_rules
+    from driftwarden.alerting.rules import load_rules
 
     path = tmp_path / f"{case}.yaml"
     path.write_text(content)
@@ -174,7 +174,7 @@ def test_a_bad_alerting_section_names_file_line_and_field(tmp_path, case, conten
 
 
 def test_a_monitor_config_without_alerting_has_the_default_rules(tmp_path):
-    from alerting.rules import AlertRules, load_rules
+    from driftwarden.alerting.rules import AlertRules, load_rules
 
     path = tmp_path / "monitor.yaml"
     path.write_text(f"window: {{size: 60s}}\n{MODELS}")

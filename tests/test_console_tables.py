@@ -12,7 +12,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from driftwarden.cli import app
-from replay.cli import _summary
+from driftwarden.replay.cli import _summary
 from tests.test_alerting_cli import store_with_alert
 
 runner = CliRunner()

@@ -23,12 +23,12 @@ import orjson
 import pytest
 from sqlalchemy import select
 
-from alerting.signing import signature_headers
+from driftwarden.alerting.signing import signature_headers
 from driftwarden.demo.receiver import DemoReceiver
 from driftwarden.demo.scenario import (CATEGORICAL, FEATURE_KINDS, NEW_CATEGORY_VALUE, NUMERIC, StreamGenerator,
                                        make_schedule)
 from driftwarden.demo.stack import RUN_MARKER_ENV, JobProcess, marked_processes
-from schemas.events import parse_event, parse_event_time
+from driftwarden.schemas.events import parse_event, parse_event_time
 
 REPO = Path(__file__).resolve().parent.parent
 T0 = 1_767_225_600_000
@@ -266,8 +266,8 @@ def test_ctrl_c_mid_run_stops_job_worker_receiver_and_producer(kafka_bootstrap, 
 
 def _store_rows(url: str, model: str) -> list[tuple[str, str | None, int, str]]:
     """(feature, segment or None for the global view, window start ms, severity) of every stored verdict."""
-    from core.store import make_engine
-    from schemas.tables import segment_results, window_results
+    from driftwarden.core.store import make_engine
+    from driftwarden.schemas.tables import segment_results, window_results
 
     engine = make_engine(url, create=False)
     with engine.connect() as conn:
@@ -282,8 +282,8 @@ def _store_rows(url: str, model: str) -> list[tuple[str, str | None, int, str]]:
 
 
 def _deliveries(url: str, route: str) -> list[str]:
-    from core.store import make_engine
-    from schemas.alert_tables import alert_deliveries
+    from driftwarden.core.store import make_engine
+    from driftwarden.schemas.alert_tables import alert_deliveries
 
     engine = make_engine(url, create=False)
     with engine.connect() as conn:
@@ -334,8 +334,8 @@ def test_marker_finds_a_marked_child_and_not_after_it_ends():
 
 def test_compose_monitor_config_matches_the_generator():
     """deploy/demo/monitor.yaml watches exactly what `demo produce` publishes, with a valid alert route."""
-    from alerting.rules import parse_rules
-    from schemas.config import load_config
+    from driftwarden.alerting.rules import parse_rules
+    from driftwarden.schemas.config import load_config
 
     cfg = load_config(REPO / "deploy/demo/monitor.yaml")
     assert dict(cfg.model("credit-risk").features) == FEATURE_KINDS
@@ -413,6 +413,6 @@ def test_the_demo_check_fails_on_a_late_catch_a_false_alarm_an_early_alert_or_a_
 
 
 def _rfc(ms: int) -> str:
-    from schemas.events import rfc3339
+    from driftwarden.schemas.events import rfc3339
 
     return rfc3339(ms)

@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from driftwarden.cli import app
-from jobs.pipeline import WindowRows, WindowSummary, merge_summaries
-from replay.synthetic import incident_events
-from schemas.config import ModelConfig
-from sketches import HistogramSketch
+from driftwarden.pipeline.summary import WindowRows, WindowSummary, merge_summaries
+from driftwarden.replay.synthetic import incident_events
+from driftwarden.schemas.config import ModelConfig
+from driftwarden.sketches import HistogramSketch
 
 CONFIG = ModelConfig(name="m", features={"x": "numeric", "y": "numeric", "c": "categorical"}, sample_size=50)
 TRICKY = [0.0, -0.0, 1.0, -1.0, 5e-324, -5e-324, 1.7976931348623157e308, -1.7976931348623157e308,

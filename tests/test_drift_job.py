@@ -11,8 +11,8 @@ from confluent_kafka import Consumer, TopicPartition
 from typer.testing import CliRunner
 
 from driftwarden.cli import app
-from jobs.drift_job import run_drift_job
-from schemas.config import load_config
+from driftwarden.jobs.drift_job import run_drift_job
+from driftwarden.schemas.config import load_config
 from tests.job_helpers import (T0, WINDOW_MS, assert_same_results, stored_counts, stored_dead_letters, stored_verdicts, stream,
                                with_late_records, write_config)
 from tests.kafka_helpers import create_topic, produce
@@ -43,7 +43,7 @@ def _config(tmp_path: Path, topic: str, bootstrap: str, reference_file: Path, **
 
 
 def _expected_counts(events: list[dict]) -> Counter:
-    from schemas.events import parse_event_time
+    from driftwarden.schemas.events import parse_event_time
 
     return Counter(("m", parse_event_time(e["event_time"]) // WINDOW_MS * WINDOW_MS) for e in events)
 

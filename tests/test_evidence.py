@@ -11,18 +11,19 @@ import numpy as np
 import pytest
 from sqlalchemy import inspect, select, text, update
 
-from alerting.fingerprint import fingerprint
-from alerting.payloads import alert_document, render
-from alerting.rules import AlertRules
-from core.records import Alert
-from core.store import make_engine
-from jobs.pipeline import analyze_summary, summarize_window
-from jobs.references import reference_from_summaries
-from jobs.results import store_window
-from replay.report import SCHEMA_VERSION as REPORT_VERSION, feature_entry, validate_report
-from schemas.config import ModelConfig
-from schemas.tables import SCHEMA_VERSION, schema_info, window_results
-from sketches import DriftPolicy
+from driftwarden.alerting.fingerprint import fingerprint
+from driftwarden.alerting.payloads import alert_document, render
+from driftwarden.alerting.rules import AlertRules
+from driftwarden.core.records import Alert
+from driftwarden.core.store import make_engine
+from driftwarden.pipeline.judging import analyze_summary
+from driftwarden.pipeline.summary import summarize_window
+from driftwarden.pipeline.references import reference_from_summaries
+from driftwarden.pipeline.results import store_window
+from driftwarden.replay.report import SCHEMA_VERSION as REPORT_VERSION, feature_entry, validate_report
+from driftwarden.schemas.config import ModelConfig
+from driftwarden.schemas.tables import SCHEMA_VERSION, schema_info, window_results
+from driftwarden.sketches import DriftPolicy
 
 CONFIG = ModelConfig(name="m", features={"x": "numeric", "c": "categorical"})
 CATS = np.array(list("abcde"))

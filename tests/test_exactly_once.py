@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from jobs.drift_job import run_drift_job
-from jobs.flink_env import latest_checkpoint
-from schemas.config import load_config
-from schemas.events import parse_event_time
+from driftwarden.jobs.drift_job import run_drift_job
+from driftwarden.jobs.flink_env import latest_checkpoint
+from driftwarden.schemas.config import load_config
+from driftwarden.schemas.events import parse_event_time
 from tests.job_helpers import (T0, WINDOW_MS, assert_same_results, late_partitions, stored_counts,
                                stored_dead_letter_keys, stored_late, stored_verdicts, stream, write_config)
 from tests.kafka_helpers import create_topic, produce_to_partitions

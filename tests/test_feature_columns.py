@@ -16,10 +16,10 @@ import random
 import orjson
 import pytest
 
-from core.errors import InvalidEventError
-from jobs.feature_spec import FeatureColumnSpec
-from schemas.config import MonitorConfig, feature_kinds_lookup
-from schemas.events import PREDICTION, validate_event
+from driftwarden.core.errors import InvalidEventError
+from driftwarden.jobs.feature_spec import FeatureColumnSpec
+from driftwarden.schemas.config import MonitorConfig, feature_kinds_lookup
+from driftwarden.schemas.events import PREDICTION, validate_event
 
 CONFIG = MonitorConfig.model_validate({"models": [
     {"name": "m", "features": {"x": "numeric", "y": "numeric", "c": "categorical"}},
@@ -133,7 +133,7 @@ def java_rows():
     """Run DW_FEATURES over the tricky and random events; (payload, row) pairs in input order."""
     from pyflink.table import DataTypes
 
-    from jobs.flink_env import make_table_env
+    from driftwarden.jobs.flink_env import make_table_env
 
     spec = FeatureColumnSpec.from_config(CONFIG)
     payloads = TRICKY + _random_events(3000)
@@ -212,8 +212,8 @@ def test_the_prediction_takes_its_column_alike_in_java_the_live_validator_and_re
     """Record for record: Java's column for the records it vouches for, ValidateRecord's (the live
     job's Python path) and replay's (validate_batch) for every valid one, hold the event's prediction
     for a model that monitors it and nothing for one that does not."""
-    from jobs.udfs import ValidateRecord
-    from replay.validate import validate_batch
+    from driftwarden.jobs.udfs import ValidateRecord
+    from driftwarden.replay.validate import validate_batch
 
     spec, pairs = java_rows
     column = spec.prediction_of["m"]
@@ -264,8 +264,8 @@ def test_java_event_time_is_pythons_for_every_event_it_keeps():
     rejects the event time: a huge integer is not read as its low 64 bits (2**64 + T is not T)."""
     from pyflink.table import DataTypes
 
-    from jobs.flink_env import make_table_env
-    from schemas.events import parse_event_time
+    from driftwarden.jobs.flink_env import make_table_env
+    from driftwarden.schemas.events import parse_event_time
 
     payloads = [f'{{"event_time": {t}, "model": "m", "features": {{}}}}'.encode() for t in EVENT_TIMES]
     _, t_env = make_table_env(checkpoint_interval_ms=0, streaming=False)

@@ -11,8 +11,8 @@ import yaml
 from py4j.protocol import Py4JJavaError
 from pyflink.util.exceptions import CatalogException
 
-from jobs.flink_env import make_table_env
-from jobs.flink_errors import is_stack_frame, java_failure
+from driftwarden.jobs.flink_env import make_table_env
+from driftwarden.jobs.flink_errors import is_stack_frame, java_failure
 
 REPO = Path(__file__).resolve().parent.parent
 

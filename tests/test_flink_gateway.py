@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parent.parent
 WRITE_200_KIB_TO_JVM_STDERR = """
-from jobs.flink_env import _start_gateway_with_heap
+from driftwarden.jobs.flink_env import _start_gateway_with_heap
 from pyflink.java_gateway import get_gateway
 
 import os
@@ -58,7 +58,7 @@ def test_the_gateway_jvm_goes_on_after_writing_more_than_a_pipe_holds_to_its_std
 LOG_THROUGH_A_CLOSED_CLASS_LOADER = """
 from py4j.protocol import Py4JJavaError
 
-from jobs.flink_env import _jvm_with_job_jars, _start_gateway_with_heap
+from driftwarden.jobs.flink_env import _jvm_with_job_jars, _start_gateway_with_heap
 from pyflink.java_gateway import get_gateway
 
 _start_gateway_with_heap()
@@ -99,7 +99,7 @@ def test_every_log4j_pattern_of_pyflink_ends_in_a_plain_throwable(tmp_path):
     file that already says it is not written again."""
     import pyflink
 
-    from jobs.flink_env import log4j_plain_throwables
+    from driftwarden.jobs.flink_env import log4j_plain_throwables
 
     stocks = sorted((Path(pyflink.__file__).parent / "conf").glob("log4j*.properties"))
     assert len(stocks) >= 3
@@ -117,7 +117,7 @@ def test_every_log4j_pattern_of_pyflink_ends_in_a_plain_throwable(tmp_path):
 
 def test_jvm_args_keep_what_the_caller_set(tmp_path):
     """JVM_ARGS of the caller win: a heap or a collector given there replaces the embedded default."""
-    from jobs.flink_env import EMBEDDED_GC, EMBEDDED_HEAP, gateway_jvm_args
+    from driftwarden.jobs.flink_env import EMBEDDED_GC, EMBEDDED_HEAP, gateway_jvm_args
 
     defaults = gateway_jvm_args("", tmp_path, tmp_path).split()
     assert EMBEDDED_HEAP in defaults and EMBEDDED_GC in defaults
@@ -136,7 +136,7 @@ def test_jvm_args_keep_what_the_caller_set(tmp_path):
 def test_the_embedded_jvms_temporary_folders_go_away_after_their_process(tmp_path):
     """embedded_tmp_dir: this process's folder made; an ended process's folder removed with what it left
     (Flink's unpacked RPC jar); a running process's and anything not named by a pid kept."""
-    from jobs.flink_env import embedded_tmp_dir
+    from driftwarden.jobs.flink_env import embedded_tmp_dir
 
     ended = subprocess.Popen(["true"])
     ended.wait()
@@ -156,7 +156,7 @@ def test_the_gateway_jvm_keeps_its_temporary_files_in_the_run_folder():
     folder's tmp/flink-embedded/<pid>, not in /tmp where nothing removed them."""
     from pyflink.java_gateway import get_gateway
 
-    from jobs.flink_env import make_table_env, run_dir
+    from driftwarden.jobs.flink_env import make_table_env, run_dir
 
     make_table_env(parallelism=1)
     assert get_gateway().jvm.System.getProperty("java.io.tmpdir") == \
@@ -173,7 +173,7 @@ def test_forwarding_goes_on_draining_when_our_stderr_is_closed():
     """A closed stderr (a daemonised job) must not stop the draining: the JVM would block again."""
     import io
 
-    from jobs.flink_env import _forward_lines
+    from driftwarden.jobs.flink_env import _forward_lines
 
     closed = io.StringIO()
     closed.close()

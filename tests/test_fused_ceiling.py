@@ -1,5 +1,5 @@
 """bench/fused_ceiling.py's fused operator does the drift job's per-event work: over a real Kafka topic, its
-window summaries equal Python's (jobs.pipeline.WindowRows) byte for byte, so its ceiling is a ceiling of
+window summaries equal Python's (pipeline.summary.WindowRows) byte for byte, so its ceiling is a ceiling of
 that work and not of less."""
 
 from __future__ import annotations

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.errors import SketchError
-from sketches import CategoricalSketch, NumericSketch
-from sketches.gate import STACK_SIZE, GateCell, _cell_scores, gate_scores_many
-from sketches.histogram import HistogramSketch
-from sketches.histogram_stack import stack
+from driftwarden.core.errors import SketchError
+from driftwarden.sketches import CategoricalSketch, NumericSketch
+from driftwarden.sketches.gate import STACK_SIZE, GateCell, _cell_scores, gate_scores_many
+from driftwarden.sketches.histogram import HistogramSketch
+from driftwarden.sketches.histogram_stack import stack
 from tests.test_sketches_numeric import TRICKY
 
 RNG = np.random.default_rng(7)

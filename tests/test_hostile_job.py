@@ -17,12 +17,12 @@ from sqlalchemy import create_engine, select, text
 from typer.testing import CliRunner
 
 from driftwarden.cli import app
-from core.store import store_text
-from jobs.drift_job import run_drift_job
-from schemas.config import load_config
-from schemas.events import parse_event_time, rfc3339
-from schemas.tables import dead_letters
-from tests.hostile_corpus import hostile_valid, interleave, malformed
+from driftwarden.core.store import store_text
+from driftwarden.jobs.drift_job import run_drift_job
+from driftwarden.schemas.config import load_config
+from driftwarden.schemas.events import parse_event_time, rfc3339
+from driftwarden.schemas.tables import dead_letters
+from bench.hostile_corpus import hostile_valid, interleave, malformed
 from tests.job_helpers import (T0, WINDOW_MS, late_partitions, stored_counts, stored_dead_letters, stored_late,
                                stream, write_warmup_config)
 from tests.kafka_helpers import create_topic, produce, produce_to_partitions

@@ -11,13 +11,13 @@ from datetime import datetime, timezone
 import pytest
 from sqlalchemy import select, text
 
-from core.records import FeatureOutcome, WindowReport
-from alerting.rules import parse_rules
-from core.store import ALTERED_MARKER, make_engine, store_text
-from jobs.dead_letters import UNSTORABLE, Rejected, dead_letter_row, payload_text, store_dead_letters
-from jobs.results import store_window
-from schemas.alert_tables import alert_outbox, alerts
-from schemas.tables import dead_letters, window_counts, window_results
+from driftwarden.core.records import FeatureOutcome, WindowReport
+from driftwarden.alerting.rules import parse_rules
+from driftwarden.core.store import ALTERED_MARKER, make_engine, store_text
+from driftwarden.pipeline.dead_letters import UNSTORABLE, Rejected, dead_letter_row, payload_text, store_dead_letters
+from driftwarden.pipeline.results import store_window
+from driftwarden.schemas.alert_tables import alert_outbox, alerts
+from driftwarden.schemas.tables import dead_letters, window_counts, window_results
 
 NUL_MODEL = "m\x00odel"
 LONG_MODEL = "m" * 300

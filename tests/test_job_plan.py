@@ -14,11 +14,11 @@ import re
 
 import pytest
 
-from jobs.drift_job import register, window_statement
-from jobs.flink_env import make_table_env
-from jobs.segments import other_key
-from jobs.source import kafka_source_ddl
-from schemas.config import SourceConfig, load_config
+from driftwarden.jobs.drift_job import register, window_statement
+from driftwarden.jobs.flink_env import make_table_env
+from driftwarden.pipeline.segments import other_key
+from driftwarden.jobs.source import kafka_source_ddl
+from driftwarden.schemas.config import SourceConfig, load_config
 from tests.job_helpers import write_config
 
 

@@ -11,9 +11,9 @@ import yaml
 from typer.testing import CliRunner
 
 from driftwarden.cli import app
-from jobs.cli import _scrub_environment, job_store_url, password_to_pgpass
-from core.errors import ConfigError
-from schemas.config import load_config
+from driftwarden.jobs.cli import _scrub_environment, job_store_url, password_to_pgpass
+from driftwarden.core.errors import ConfigError
+from driftwarden.schemas.config import load_config
 
 runner = CliRunner()
 
@@ -65,7 +65,7 @@ def test_reference_build_prints_names_from_events_as_they_are(tmp_path):
 
 
 def test_postgres_password_goes_to_a_private_pgpass_file(tmp_path, monkeypatch):
-    monkeypatch.setattr("jobs.cli.RUN_DIR", tmp_path)
+    monkeypatch.setattr("driftwarden.jobs.cli.RUN_DIR", tmp_path)
     url = password_to_pgpass("postgresql://user:pa:ss@db.example:5433/drift")
     assert "pa:ss" not in url and url == "postgresql://user@db.example:5433/drift"
     pgpass = tmp_path / "pgpass"
@@ -76,7 +76,7 @@ def test_postgres_password_goes_to_a_private_pgpass_file(tmp_path, monkeypatch):
 
 
 def test_a_password_in_the_query_goes_to_pgpass_too(tmp_path, monkeypatch):
-    monkeypatch.setattr("jobs.cli.RUN_DIR", tmp_path)
+    monkeypatch.setattr("driftwarden.jobs.cli.RUN_DIR", tmp_path)
     url = password_to_pgpass("postgresql+psycopg://db.example/drift?user=u&password=s3cr%3At&sslmode=require")
     assert url == "postgresql+psycopg://db.example/drift?sslmode=require&user=u"
     assert (tmp_path / "pgpass").read_text() == "db.example:5432:drift:u:s3cr\\:t\n"
@@ -85,7 +85,7 @@ def test_a_password_in_the_query_goes_to_pgpass_too(tmp_path, monkeypatch):
 
 
 def test_a_password_in_the_environment_variable_leaves_the_environment(tmp_path, monkeypatch):
-    monkeypatch.setattr("jobs.cli.RUN_DIR", tmp_path)
+    monkeypatch.setattr("driftwarden.jobs.cli.RUN_DIR", tmp_path)
     monkeypatch.setenv("DRIFTWARDEN_STORE_URL", "postgresql://u:hunter2@db.example/drift")
     assert job_store_url(None) == "postgresql://u@db.example/drift"
     assert "DRIFTWARDEN_STORE_URL" not in os.environ and "hunter2" in (tmp_path / "pgpass").read_text()
@@ -95,7 +95,7 @@ def test_a_password_in_the_environment_variable_leaves_the_environment(tmp_path,
 
 
 def test_redacted_urls_hide_both_password_forms():
-    from core.store import redact_url
+    from driftwarden.core.store import redact_url
 
     assert redact_url("postgresql://u:pw1@h/db?password=pw2&sslmode=require") == "postgresql://u:***@h/db?sslmode=require"
     assert redact_url("not a url:pw@h?password=pw2") == "h"

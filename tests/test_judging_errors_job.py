@@ -16,12 +16,12 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from typer.testing import CliRunner
 
-from alerting.metrics import StoreCollector
-from core.store import make_engine
+from driftwarden.alerting.metrics import StoreCollector
+from driftwarden.core.store import make_engine
 from driftwarden.cli import app
-from jobs.drift_job import run_drift_job
-from schemas.config import load_config
-from schemas.events import parse_event_time
+from driftwarden.jobs.drift_job import run_drift_job
+from driftwarden.schemas.config import load_config
+from driftwarden.schemas.events import parse_event_time
 from tests.job_helpers import T0, WINDOW_MS, stored_counts, stored_verdicts, stream, write_config
 from tests.kafka_helpers import create_topic, produce
 
@@ -57,16 +57,16 @@ def setup(tmp_path_factory):
 
 
 def _force_f1_to_raise(monkeypatch) -> None:
-    import sketches.analysis
+    from driftwarden.sketches import analysis
 
-    real = sketches.analysis.gate_scores_many
+    real = analysis.gate_scores_many
 
     def gate_scores_many(cells, bins):
         if any(cell.name == "f1" for cell in cells):
             raise RuntimeError("forced for f1")
         return real(cells, bins)
 
-    monkeypatch.setattr(sketches.analysis, "gate_scores_many", gate_scores_many)
+    monkeypatch.setattr(analysis, "gate_scores_many", gate_scores_many)
 
 
 def _judging_errors(url: str) -> dict[str, float]:

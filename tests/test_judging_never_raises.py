@@ -4,7 +4,7 @@
   major drift, its new-category share 100%, the new values named in the evidence, with 1, 2 or many
   reference categories, with and without nulls, in the global view and in a segment.
 * A property-based search over pairs of reference and window summaries of every kind the job
-  builds drives :func:`jobs.pipeline.analyze_summary` (the function the live job and replay call):
+  builds drives :func:`pipeline.judging.analyze_summary` (the function the live job and replay call):
   every pair is judged, no exception, no feature left "not judged".
 * Defence in depth: a statistic forced to raise for one feature leaves that feature "not judged:
   <exception type>", logged once with its model and window, and the rest of the window judged.
@@ -23,10 +23,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs.pipeline import analyze_summary, cusum_state, drift_policy, segment_references, summarize_window
-from jobs.reference_build import build_reference_set
-from schemas.config import MonitorConfig
-from schemas.events import Event
+from driftwarden.pipeline.judging import analyze_summary, cusum_state, drift_policy, segment_references
+from driftwarden.pipeline.summary import summarize_window
+from driftwarden.pipeline.reference_build import build_reference_set
+from driftwarden.schemas.config import MonitorConfig
+from driftwarden.schemas.events import Event
 
 WINDOW_MS = 60_000
 T0 = 1_790_000_040_000
@@ -200,7 +201,7 @@ def test_no_pair_of_summaries_makes_judging_raise():
 def test_a_statistic_that_raises_leaves_one_feature_not_judged(monkeypatch, caplog):
     """``histogram_tests`` (x's deep test) raises: x is "not judged: ZeroDivisionError", logged once with
     its model and window; c, drifted in the same window, is judged and drifted."""
-    import sketches.analysis
+    from driftwarden.sketches import analysis
 
     def broken(*_args, **_kwargs):
         raise ZeroDivisionError("forced")
@@ -208,8 +209,8 @@ def test_a_statistic_that_raises_leaves_one_feature_not_judged(monkeypatch, capl
     rng = np.random.default_rng(2)
     reference = [{"x": rng.normal(size=500).tolist(), "c": rng.choice(["a", "b"], 500).tolist()} for _ in range(6)]
     shifted = {"x": rng.normal(3, 1, 500).tolist(), "c": ["z"] * 500}
-    monkeypatch.setattr(sketches.analysis, "histogram_tests", broken)
-    with caplog.at_level(logging.ERROR, logger="jobs.pipeline"):
+    monkeypatch.setattr(analysis, "histogram_tests", broken)
+    with caplog.at_level(logging.ERROR, logger="driftwarden.pipeline.summary"):
         [report] = _judge(_config({"x": "numeric", "c": "categorical"}), reference, [shifted])
     by_name = {f.name: f for f in report.features}
     x, c = by_name["x"], by_name["c"]
@@ -224,12 +225,12 @@ def test_a_statistic_that_raises_leaves_one_feature_not_judged(monkeypatch, capl
 
 def test_a_step_across_features_that_raises_leaves_every_feature_not_judged(monkeypatch):
     """Should the FDR step itself raise, the window is still reported: every feature "not judged", counts kept."""
-    import sketches.analysis
+    from driftwarden.sketches import analysis
 
     def broken(*_args, **_kwargs):
         raise FloatingPointError("forced")
 
-    monkeypatch.setattr(sketches.analysis, "hierarchical_adjusted", broken)
+    monkeypatch.setattr(analysis, "hierarchical_adjusted", broken)
     rng = np.random.default_rng(3)
     reference = [{"x": rng.normal(size=300).tolist()} for _ in range(6)]
     [report] = _judge(_config({"x": "numeric"}), reference, [{"x": rng.normal(size=300).tolist()}])

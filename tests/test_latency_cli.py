@@ -14,10 +14,10 @@ from sqlalchemy import create_engine, text
 from typer.testing import CliRunner
 
 from driftwarden.cli import app
-from replay.latency import report as reports, samples
-from replay.latency.errors import AdapterError, BenchOptionError, ModelFormatError
-from replay.latency.models import TORCH_EXPORT, load_model
-from replay.latency.telemetry import Telemetry
+from driftwarden.latency import report as reports, samples
+from driftwarden.latency.errors import AdapterError, BenchOptionError, ModelFormatError
+from driftwarden.latency.models import TORCH_EXPORT, load_model
+from driftwarden.latency.telemetry import Telemetry
 
 
 QUICK = ["--min-duration", "0.2", "--batch-sizes", "1,8", "--threads", "1", "--memory-iterations", "40", "--no-progress"]
@@ -132,7 +132,7 @@ def test_bad_options_are_refused() -> None:
     result = invoke("--baseline", "a", "--candidate", "b", "--reference-input", "c", "--batch-sizes", "1,x")
     assert result.exit_code == 2 and "1,8,64" in result.output
     with pytest.raises(BenchOptionError, match="rounds"):
-        from replay.latency.options import BenchOptions
+        from driftwarden.latency.options import BenchOptions
 
         BenchOptions(Path("a"), Path("b"), Path("c"), rounds=1)
 
@@ -175,8 +175,8 @@ def test_every_option_shows_its_default_in_help() -> None:
 
 def test_dtype_the_model_cannot_run_is_reported_unsupported(tmp_path: Path, files: dict[str, Path]) -> None:
     torch.jit.script(_Fp32Only()).save(str(tmp_path / "fp32only.pt"))
-    from replay.latency import runner
-    from replay.latency.options import BenchOptions
+    from driftwarden.latency import runner
+    from driftwarden.latency.options import BenchOptions
 
     options = BenchOptions(tmp_path / "fp32only.pt", tmp_path / "fp32only.pt", files["ref"], adapter=files["adapter"],
                            batch_sizes=(4,), dtypes=("fp32", "bf16"), min_duration_s=0.1, memory_iterations=0)

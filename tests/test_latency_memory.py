@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch  # a declared dependency (the bench extra, installed by make setup): fail, never skip
 
-from replay.latency import memory, samples
-from replay.latency.adapter import load_adapter
-from replay.latency.inputs import build_pool, read_events
-from replay.latency.models import load_model
+from driftwarden.latency import memory, samples
+from driftwarden.latency.adapter import load_adapter
+from driftwarden.latency.inputs import build_pool, read_events
+from driftwarden.latency.models import load_model
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pynvml
 import pytest
 
-from replay.latency.telemetry import Telemetry
+from driftwarden.latency.telemetry import Telemetry
 
 
 class FakeNvml:

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch  # a declared dependency (the bench extra, installed by make setup): fail, never skip
 
-from replay.latency import samples
-from replay.latency.adapter import AdapterConfig, InputSpec, bucket_for, build_batch, parse_sequence
-from replay.latency.inputs import build_pool, read_events
-from replay.latency.errors import BenchInputError
-from replay.latency.timing import CpuTimer, run_chunk, summarise
+from driftwarden.latency import samples
+from driftwarden.latency.adapter import AdapterConfig, InputSpec, bucket_for, build_batch, parse_sequence
+from driftwarden.latency.inputs import build_pool, read_events
+from driftwarden.latency.errors import BenchInputError
+from driftwarden.latency.timing import CpuTimer, run_chunk, summarise
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch  # a declared dependency (the bench extra, installed by make setup): fail, never skip
 
-from replay.latency import runner, samples, verdict
-from replay.latency.options import BenchOptions
+from driftwarden.latency import runner, samples, verdict
+from driftwarden.latency.options import BenchOptions
 
 
 SHORT = dict(min_duration_s=0.3, min_count=100, warmup=10, memory_iterations=0, threads=1)

@@ -1,16 +1,18 @@
 """Imports flow one way (DESIGN.md "Layout"): a module never imports a module of a higher layer.
 
-Layers, lowest first:
+Layers, lowest first, by folder (every module of a folder is in its folder's layer):
 
-0. bottom    errors, records, events, config, tables, store, event files (``schemas/``, ``core/``)
+0. bottom    errors, records, events, config, tables, store, event files (``core/``, ``schemas/``)
 1. sketches  the statistics (``sketches/``)
-2. pipeline  the per-window pipeline shared by the job and replay (``jobs/pipeline.py`` and the
-             modules it is built from)
-3. services  ``jobs/``, ``replay/``, ``alerting/`` (may import each other and anything below)
-4. top       the console command and the demo (``driftwarden/``)
+2. pipeline  what the live job, replay, reference build and notebooks share (``pipeline/``)
+3. services  ``jobs/``, ``replay/``, ``latency/``, ``alerting/`` (may import each other and anything below)
+4. top       the console command, the demo and the front door (``driftwarden/``)
+5. bench     the benchmarks (``bench/``)
+6. tests     the tests and their helpers (``tests/``)
 
 Every ``import`` and ``from ... import`` counts, at module level or inside a function (a lazy
-import is still a dependency). A module's layer is the one of the longest prefix in LAYERS.
+import is still a dependency). Every module of ours is imported as ``driftwarden.<folder>...``
+(``bench`` and ``tests`` by their own names); a bare ``import jobs`` would load a second copy.
 """
 
 from __future__ import annotations
@@ -22,26 +24,31 @@ import pytest
 
 from tests.conftest import REPO
 
-PACKAGES = ("core", "schemas", "sketches", "jobs", "alerting", "replay", "driftwarden")
-
-#: module prefix -> layer; the longest matching prefix wins.
-LAYERS: dict[str, int] = {
-    "core": 0,  # the bottom package: errors, store, event files, records (docs/LAYOUT_PLAN.md moved them here)
-    "schemas": 0,
-    "sketches": 1,
-    "jobs.pipeline": 2, "jobs.columns": 2, "jobs.segments": 2, "jobs.dead_letters": 2, "jobs.references": 2, "jobs.reference_build": 2,
-    "jobs": 3, "replay": 3, "alerting": 3,
-    "driftwarden": 4,
+#: Folder -> (its modules' import prefix, layer).
+FOLDERS: dict[str, tuple[str, int]] = {
+    "core": ("driftwarden.core", 0), "schemas": ("driftwarden.schemas", 0),
+    "sketches": ("driftwarden.sketches", 1),
+    "pipeline": ("driftwarden.pipeline", 2),
+    "jobs": ("driftwarden.jobs", 3), "replay": ("driftwarden.replay", 3), "latency": ("driftwarden.latency", 3),
+    "alerting": ("driftwarden.alerting", 3),
+    "driftwarden": ("driftwarden", 4),
+    "bench": ("bench", 5),
+    "tests": ("tests", 6),
 }
-LAYER_NAMES = ("bottom", "sketches", "pipeline", "services", "top")
+#: module prefix -> layer; the longest matching prefix wins.
+LAYERS: dict[str, int] = {prefix: layer for prefix, layer in FOLDERS.values()}
+LAYER_NAMES = ("bottom", "sketches", "pipeline", "services", "top", "bench", "tests")
+#: Top-level names of our folders: imported bare, they would load a second copy of a module.
+BARE_NAMES = tuple(folder for folder, (prefix, _) in FOLDERS.items() if prefix != folder)
 
-#: Upward imports allowed, each (importer, imported module). Empty since docs/LAYOUT_PLAN.md moved the
-#: bottom layer out of ``driftwarden/`` and ``alerting/`` into ``core/`` (commit 5baf1ef). Never add
-#: to it: a new upward import is a design change, not an exception.
+#: Upward imports allowed, each (importer, imported module). Empty: a new upward import is a design
+#: change, not an exception. Never add to it.
 KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset()
 
 #: What the statistics must never import (DESIGN.md: no Flink, Kafka, SQL or HTTP in sketches/).
 SKETCHES_FORBIDDEN = ("pyflink", "confluent_kafka", "sqlalchemy", "psycopg", "httpx", "requests", "urllib")
+#: What the pipeline must never import (DESIGN.md: the pipeline layer imports no Flink or Kafka).
+PIPELINE_FORBIDDEN = ("pyflink", "confluent_kafka")
 
 
 def layer_of(module: str) -> int | None:
@@ -55,13 +62,13 @@ def layer_of(module: str) -> int | None:
 
 
 def module_sources(root: Path = REPO) -> dict[str, str]:
-    """Every module of our packages: dotted name -> source text."""
+    """Every module of our folders (bench/ and tests/ included): dotted import name -> source text."""
     sources = {}
-    for package in PACKAGES:
-        for path in sorted((root / package).rglob("*.py")):
-            parts = path.relative_to(root).with_suffix("").parts
-            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-            sources[name] = path.read_text(encoding="utf-8")
+    for folder, (prefix, _) in FOLDERS.items():
+        for path in sorted((root / folder).rglob("*.py")):
+            parts = path.relative_to(root / folder).with_suffix("").parts
+            parts = parts[:-1] if parts[-1] == "__init__" else parts
+            sources[".".join((prefix, *parts))] = path.read_text(encoding="utf-8")
     return sources
 
 
@@ -131,21 +138,41 @@ def test_the_known_upward_imports_still_exist(upward):
 
 
 def test_sketches_import_no_flink_kafka_sql_or_http(sources):
+    assert _imports_of_layer(sources, 1, SKETCHES_FORBIDDEN) == set()
+
+
+def test_the_pipeline_imports_no_flink_or_kafka(sources):
+    assert _imports_of_layer(sources, 2, PIPELINE_FORBIDDEN) == set()
+
+
+def test_no_module_is_imported_by_a_bare_folder_name(sources):
+    """``from jobs.cli import ...`` would work in a checkout and load a second ``jobs.cli`` beside
+    ``driftwarden.jobs.cli``; installed, there is no ``jobs``."""
+    bare = {(name, target) for name, source in sources.items()
+            for target in imported_modules(name, source, set(sources)) if target.split(".")[0] in BARE_NAMES}
+    assert not bare, bare
+
+
+def _imports_of_layer(sources: dict[str, str], layer: int, forbidden: tuple[str, ...]) -> set[tuple[str, str]]:
+    """(module, import) pairs where a module of ``layer`` imports one of the ``forbidden`` libraries."""
     known = set(sources)
-    bad = {(name, target) for name, source in sources.items() if layer_of(name) == 1
-           for target in imported_modules(name, source, known) if target.split(".")[0] in SKETCHES_FORBIDDEN}
-    assert not bad, bad
+    return {(name, target) for name, source in sources.items() if layer_of(name) == layer
+            for target in imported_modules(name, source, known) if target.split(".")[0] in forbidden}
 
 
 @pytest.mark.parametrize("importer,line,points_up", [
-    ("sketches.fake", "from jobs.cli import run_command", True),           # sketches -> services
-    ("sketches.fake", "def f():\n    import replay.report", True),          # a lazy import counts
-    ("schemas.fake", "from sketches import NumericSketch", True),           # bottom -> sketches
-    ("jobs.pipeline", "from . import udfs", True),                          # relative: pipeline -> jobs
-    ("sketches.fake", "from .numeric import NumericSketch", False),         # same layer
-    ("replay.fake", "from core.records import WindowReport", False),    # services -> services
-    ("driftwarden.fake", "from jobs.cli import run_command", False),        # top -> services
-    ("jobs.udfs", "from jobs.pipeline import WindowRows", False),           # services -> pipeline
+    ("driftwarden.sketches.fake", "from driftwarden.jobs.cli import run_command", True),     # sketches -> services
+    ("driftwarden.sketches.fake", "def f():\n    import driftwarden.replay.report", True),  # a lazy import counts
+    ("driftwarden.schemas.fake", "from driftwarden.sketches import NumericSketch", True),   # bottom -> sketches
+    ("driftwarden.pipeline.summary", "from ..jobs import udfs", True),                       # relative: pipeline -> jobs
+    ("driftwarden.pipeline.fake", "from driftwarden.alerting.rules import AlertRules", True),  # pipeline -> services
+    ("bench.fake", "from tests.job_helpers import stream", True),                            # bench -> tests
+    ("driftwarden.jobs.fake", "from driftwarden import cli", True),                          # services -> top
+    ("driftwarden.sketches.fake", "from .numeric import NumericSketch", False),              # same layer
+    ("driftwarden.replay.fake", "from driftwarden.core.records import WindowReport", False),  # services -> bottom
+    ("driftwarden.fake", "from driftwarden.jobs.cli import run_command", False),            # top -> services
+    ("driftwarden.jobs.udfs", "from driftwarden.pipeline.summary import WindowRows", False),  # services -> pipeline
+    ("tests.fake", "from bench.hostile_corpus import malformed", False),                     # tests -> bench
 ])
 def test_the_checker_sees_an_upward_import(sources, upward, importer, line, points_up):
     """The rule can fail: a module with one added import is flagged exactly when it points up."""

@@ -19,8 +19,8 @@ import grpc
 import pytest
 from apache_beam.portability.api.org.apache.beam.model.fn_execution.v1 import beam_fn_api_pb2
 
-from jobs.flink_env import BEAM_BOOT, launches, worker_launcher
-from jobs.loopback_boot import START_WORKER, start_worker_error, start_worker_request
+from driftwarden.jobs.flink_env import BEAM_BOOT, launches, worker_launcher
+from driftwarden.jobs.loopback_boot import START_WORKER, start_worker_error, start_worker_request
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 from bench_job import _process_tree  # noqa: E402
@@ -115,7 +115,7 @@ EMBEDDED_JOB = """
 import time
 from pyflink.table import DataTypes
 from pyflink.table.udf import udf
-from jobs.flink_env import make_table_env
+from driftwarden.jobs.flink_env import make_table_env
 
 _, t_env = make_table_env(checkpoint_interval_ms=0)
 t_env.create_temporary_function("slow", udf(lambda x: (time.sleep(0.5), x)[1], result_type=DataTypes.BIGINT()))

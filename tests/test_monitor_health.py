@@ -20,13 +20,13 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from alerting.dashboards.health import SIGNALS, health_dashboard
-from alerting.dashboards.macros import expand_promql
-from alerting.dashboards.model import PromQuery
+from driftwarden.alerting.dashboards.health import SIGNALS, health_dashboard
+from driftwarden.alerting.dashboards.macros import expand_promql
+from driftwarden.alerting.dashboards.model import PromQuery
 from driftwarden.cli import app
-from jobs.flink_metrics import EXCLUDED_VARIABLES
-from jobs.window_metrics import FRESHNESS_BUCKETS_S, OTHER_MODEL, WindowMetrics
-from schemas.config import MonitorConfig
+from driftwarden.jobs.flink_metrics import EXCLUDED_VARIABLES
+from driftwarden.jobs.window_metrics import FRESHNESS_BUCKETS_S, OTHER_MODEL, WindowMetrics
+from driftwarden.schemas.config import MonitorConfig
 from tests.health_helpers import MODEL, LiveJob, LiveProducer, free_port, write_live_config
 from tests.kafka_helpers import create_topic
 

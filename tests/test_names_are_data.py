@@ -15,8 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from driftwarden.cli import app, main
-from core.errors import ConfigError
-from replay.synthetic import incident_events
+from driftwarden.core.errors import ConfigError
+from driftwarden.replay.synthetic import incident_events
 
 MODEL = "[/x][link=https://evil.example]fraud[/link][bold]"
 FEATURE = "<script>alert(1)</script>$x$"

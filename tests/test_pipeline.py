@@ -8,15 +8,16 @@ import pytest
 
 from sqlalchemy import func, select
 
-from core.errors import SerializationError
-from core.store import make_engine
-from core.errors import InvalidEventError
-from jobs.pipeline import WindowRows, WindowSummary, analyze_summary, drift_policy, summarize_window
-from jobs.references import ReferenceSet, StoredReferences, is_reference_file
-from jobs.source import kafka_source_ddl
-from schemas.config import MonitorConfig, SourceConfig, feature_kinds_lookup
-from schemas.events import validate_event
-from schemas.tables import window_summaries
+from driftwarden.core.errors import SerializationError
+from driftwarden.core.store import make_engine
+from driftwarden.core.errors import InvalidEventError
+from driftwarden.pipeline.judging import analyze_summary, drift_policy
+from driftwarden.pipeline.summary import WindowRows, WindowSummary, summarize_window
+from driftwarden.pipeline.references import ReferenceSet, StoredReferences, is_reference_file
+from driftwarden.jobs.source import kafka_source_ddl
+from driftwarden.schemas.config import MonitorConfig, SourceConfig, feature_kinds_lookup
+from driftwarden.schemas.events import validate_event
+from driftwarden.schemas.tables import window_summaries
 
 WINDOW = 10_000
 CONFIG = MonitorConfig.model_validate({
@@ -126,7 +127,7 @@ def test_rolling_reference_uses_the_last_m_windows_before_the_lag(tmp_path):
 
 def test_a_stored_reference_is_built_once_per_set_of_windows(tmp_path, monkeypatch):
     """Windows judged against the same stored windows reuse the reference; a new set rebuilds it."""
-    import jobs.references as references
+    import driftwarden.pipeline.references as references
 
     builds = []
     real = references.reference_from_summaries

@@ -16,7 +16,7 @@ import time
 import pytest
 from py4j.protocol import Py4JJavaError
 
-from jobs.flink_env import StatementRunner, make_table_env
+from driftwarden.jobs.flink_env import StatementRunner, make_table_env
 
 SOURCE = ("CREATE TEMPORARY TABLE src (x INT) WITH ('connector' = 'datagen', 'fields.x.kind' = 'sequence', "
           "'fields.x.start' = '1', 'fields.x.end' = '5')")

@@ -20,13 +20,13 @@ import yaml
 from sqlalchemy import select
 from typer.testing import CliRunner
 
-from core.errors import ConfigError
+from driftwarden.core.errors import ConfigError
 from driftwarden.cli import app
-from jobs.feature_spec import FeatureColumnSpec
-from jobs.pipeline import WindowRows
-from replay.validate import validate_batch
-from schemas.config import ModelConfig, MonitorConfig, load_config
-from schemas.tables import window_results
+from driftwarden.jobs.feature_spec import FeatureColumnSpec
+from driftwarden.pipeline.summary import WindowRows
+from driftwarden.replay.validate import validate_batch
+from driftwarden.schemas.config import ModelConfig, MonitorConfig, load_config
+from driftwarden.schemas.tables import window_results
 from tests.job_helpers import FEATURES, WINDOW_MS, assert_same_results, stored_verdicts, stream, write_config
 
 SHIFT_FROM = 5
@@ -60,7 +60,7 @@ def with_predictions(events: list[dict], shift_from: int | None = None, seed: in
 
 
 def _event_ms(event: dict) -> int:
-    from schemas.events import parse_event_time
+    from driftwarden.schemas.events import parse_event_time
 
     return parse_event_time(event["event_time"])
 
@@ -164,8 +164,9 @@ def test_with_monitoring_off_a_feature_named_prediction_is_read_from_the_feature
 
 def test_a_stream_without_predictions_reports_none():
     """A reference and a window whose events carry no prediction: nothing to judge, nothing reported."""
-    from jobs.pipeline import analyze_summary, drift_policy, summarize_window
-    from jobs.references import reference_from_summaries
+    from driftwarden.pipeline.judging import analyze_summary, drift_policy
+    from driftwarden.pipeline.summary import summarize_window
+    from driftwarden.pipeline.references import reference_from_summaries
 
     config = ModelConfig(name="m", features={"x": "numeric"})
     rng = np.random.default_rng(0)
@@ -187,9 +188,9 @@ def test_the_live_job_attributes_the_shift_to_prediction_as_replay_does(scenario
     summaries merged): the stored results attribute the drift to ``prediction`` from the first
     shifted window on, raise an alert on feature ``prediction``, and equal replay's stored results
     column for column."""
-    from jobs.drift_job import run_drift_job
-    from schemas.alert_tables import alerts
-    from core.store import make_engine
+    from driftwarden.jobs.drift_job import run_drift_job
+    from driftwarden.schemas.alert_tables import alerts
+    from driftwarden.core.store import make_engine
     from tests.kafka_helpers import create_topic, produce
 
     create_topic(kafka_bootstrap, topic_name, partitions=2)
@@ -227,9 +228,9 @@ def test_the_dashboards_per_feature_panels_show_prediction(scenario, pg_engine):
 
     from sqlalchemy import text
 
-    from alerting.dashboards.definitions import model_dashboard
-    from alerting.dashboards.macros import expand_sql
-    from alerting.dashboards.model import SqlQuery
+    from driftwarden.alerting.dashboards.definitions import model_dashboard
+    from driftwarden.alerting.dashboards.macros import expand_sql
+    from driftwarden.alerting.dashboards.model import SqlQuery
 
     _replay(scenario, "--config", str(scenario["config"]), "--store", pg_engine.url.render_as_string(hide_password=False))
     now = datetime.now(timezone.utc)

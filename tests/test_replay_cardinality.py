@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from driftwarden.cli import app
-from replay.report import validate_report
-from replay.synthetic import zipf_ids
+from driftwarden.replay.report import validate_report
+from driftwarden.replay.synthetic import zipf_ids
 
 T0, WINDOW_MS, PER_WINDOW = 1_767_225_600_000, 60_000, 3000  # 2026-01-01T00:00:00Z
 

@@ -11,9 +11,9 @@ from sqlalchemy import func, select
 from typer.testing import CliRunner
 
 from driftwarden.cli import app
-from replay.report import validate_report
-from replay.synthetic import incident_events
-from schemas.tables import dead_letters, window_counts, window_results
+from driftwarden.replay.report import validate_report
+from driftwarden.replay.synthetic import incident_events
+from driftwarden.schemas.tables import dead_letters, window_counts, window_results
 
 NOW_MIN = int(time.time() * 1000) // 60_000 * 60_000
 T0 = NOW_MIN - 3 * 3_600_000
@@ -54,10 +54,10 @@ def files(tmp_path_factory):
 
 def _built(raw, path):
     """Build a reference file from raw events, as `driftwarden reference build` does."""
-    from core.event_files import load_events
-    from jobs.pipeline import drift_policy
-    from jobs.reference_build import build_reference_set, infer_feature_kinds
-    from replay.setup import default_config
+    from driftwarden.core.event_files import load_events
+    from driftwarden.pipeline.judging import drift_policy
+    from driftwarden.pipeline.reference_build import build_reference_set, infer_feature_kinds
+    from driftwarden.replay.setup import default_config
 
     events, _ = load_events(raw)
     config = default_config(infer_feature_kinds(events))
@@ -138,7 +138,7 @@ def test_worker_processes_give_the_report_of_an_in_process_replay(files, tmp_pat
 def test_auto_workers_only_for_large_inputs():
     import os
 
-    from replay.workers import AUTO_MIN_RECORDS, auto_workers
+    from driftwarden.replay.workers import AUTO_MIN_RECORDS, auto_workers
 
     cores = len(os.sched_getaffinity(0))
     assert auto_workers(AUTO_MIN_RECORDS - 1) == 0
@@ -223,7 +223,7 @@ def test_store_twice_leaves_no_duplicate_rows(files, tmp_path):
     for _ in range(2):
         result = replay("--input", files["jsonl"], "--reference", files["reference"], "--store", url)
         assert result.exit_code == 0, result.output
-    from core.store import make_engine
+    from driftwarden.core.store import make_engine
 
     engine = make_engine(url)
     with engine.connect() as conn:
@@ -298,10 +298,10 @@ def test_a_worker_that_dies_ends_the_replay_with_a_clear_error(files):
     import os
     import signal
 
-    from core.errors import ReplayError
-    from replay.records import RawRecord
-    from replay.workers import ValidationPool
-    from schemas.config import MonitorConfig
+    from driftwarden.core.errors import ReplayError
+    from driftwarden.replay.records import RawRecord
+    from driftwarden.replay.workers import ValidationPool
+    from driftwarden.schemas.config import MonitorConfig
 
     config = MonitorConfig.model_validate({"models": [{"name": "m", "features": {"x": "numeric"}}]})
     record = RawRecord(("f", 1), 0, b'{"event_time": 1767225600000, "model": "m", "features": {"x": 2}}')

@@ -18,9 +18,9 @@ from confluent_kafka.admin import AdminClient
 from typer.testing import CliRunner
 
 from driftwarden.cli import app
-from replay.synthetic import incident_events
+from driftwarden.replay.synthetic import incident_events
 from tests.job_helpers import assert_same_results, stored_counts, stored_verdicts
-from schemas.events import rfc3339
+from driftwarden.schemas.events import rfc3339
 from tests.kafka_helpers import create_topic
 
 pytestmark = [pytest.mark.services]
@@ -67,10 +67,10 @@ def incident(kafka_bootstrap, tmp_path_factory):
 
 
 def _reference_file(folder):
-    from jobs.pipeline import drift_policy
-    from jobs.reference_build import build_reference_set
-    from schemas.config import MonitorConfig
-    from schemas.events import parse_event
+    from driftwarden.pipeline.judging import drift_policy
+    from driftwarden.pipeline.reference_build import build_reference_set
+    from driftwarden.schemas.config import MonitorConfig
+    from driftwarden.schemas.events import parse_event
 
     events = [parse_event(orjson.dumps(e)) for e in incident_events(8000, T0 - 4 * 3_600_000, 100, None, seed=4)]
     config = MonitorConfig.model_validate(
@@ -96,8 +96,8 @@ def replay_report(incident, *extra, start=T0, end=END + 1):
 @pytest.mark.slow
 @pytest.mark.parametrize("parallelism", [1, 2])
 def test_replay_stores_exactly_what_the_live_job_stores(incident, kafka_bootstrap, tmp_path, parallelism):
-    from jobs.drift_job import run_drift_job
-    from schemas.config import load_config
+    from driftwarden.jobs.drift_job import run_drift_job
+    from driftwarden.schemas.config import load_config
 
     live_url, replay_url = f"sqlite:///{tmp_path}/live.db", f"sqlite:///{tmp_path}/replay.db"
     run_drift_job(load_config(incident["config"]), live_url, str(incident["reference"]), bounded=True,
@@ -118,8 +118,8 @@ def test_replay_stores_exactly_what_the_live_job_stores(incident, kafka_bootstra
 def _live_rows(url: str) -> dict:
     from sqlalchemy import select
 
-    from core.store import make_engine
-    from schemas.tables import window_results
+    from driftwarden.core.store import make_engine
+    from driftwarden.schemas.tables import window_results
 
     engine = make_engine(url)
     with engine.connect() as conn:
@@ -131,8 +131,8 @@ def _live_rows(url: str) -> dict:
 def _live_counts(url: str) -> dict:
     from sqlalchemy import select
 
-    from core.store import make_engine
-    from schemas.tables import window_counts
+    from driftwarden.core.store import make_engine
+    from driftwarden.schemas.tables import window_counts
 
     engine = make_engine(url)
     with engine.connect() as conn:
@@ -209,8 +209,8 @@ def _read_all(bootstrap: str, topic: str, expected: int) -> list[tuple[bytes, in
 
 
 def test_pace_sleeps_by_event_time_gaps(kafka_bootstrap, topic_name):
-    from replay.publish import Republisher, parse_pace
-    from replay.records import RawRecord
+    from driftwarden.replay.publish import Republisher, parse_pace
+    from driftwarden.replay.records import RawRecord
 
     create_topic(kafka_bootstrap, topic_name, partitions=1)
     slept = []

@@ -8,11 +8,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from core.errors import ReplayError
-from core.records import FeatureOutcome, WindowReport
-from replay.engine import ReplayOutcome, WindowResult
-from replay.report import SCHEMA_VERSION, build_report, validate_report
-from replay.report_html import render_html
+from driftwarden.core.errors import ReplayError
+from driftwarden.core.records import FeatureOutcome, WindowReport
+from driftwarden.replay.engine import ReplayOutcome, WindowResult
+from driftwarden.replay.report import SCHEMA_VERSION, build_report, validate_report
+from driftwarden.replay.report_html import render_html
 
 T0 = datetime(2026, 3, 1, 12, tzinfo=timezone.utc)
 MINUTE = timedelta(minutes=1)

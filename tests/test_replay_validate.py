@@ -5,8 +5,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from replay.validate import ValidatedBatch, validate_batch
-from schemas.config import MonitorConfig
+from driftwarden.replay.validate import ValidatedBatch, validate_batch
+from driftwarden.schemas.config import MonitorConfig
 
 CONFIG = MonitorConfig.model_validate({"models": [
     {"name": "a", "features": {"x": "numeric", "c": "categorical"}},
@@ -29,7 +29,7 @@ VALUES = [
 
 @pytest.mark.parametrize("order", [1, -1])
 def test_verdicts_and_reasons_match_the_live_jobs(order):
-    from jobs.udfs import REASON_SEPARATOR, reject_reason
+    from driftwarden.jobs.udfs import REASON_SEPARATOR, reject_reason
 
     raws = [orjson.dumps(value) for value in VALUES[::order]]
     batch = validate_batch(raws, CONFIG)
@@ -54,7 +54,7 @@ def test_the_live_jobs_python_validation_counts_unknown_features_as_replay_does(
     """ValidateRecord (the live job's validator for what Java cannot vouch for) and validate_batch
     agree on every valid record's unknown-feature count: an unmonitored model's features are
     counted, not judged unknown."""
-    from jobs.udfs import ValidateRecord
+    from driftwarden.jobs.udfs import ValidateRecord
 
     raws = [orjson.dumps(v) for v in VALUES + [{"event_time": T, "model": "a", "features": {"x": 1.0, "q": 3, "r": None}}]]
     batch = validate_batch(raws, CONFIG)

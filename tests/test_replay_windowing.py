@@ -8,12 +8,12 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from jobs.pipeline import WindowRows
-from replay.engine import Replayer
-from replay.ordering import PartitionMerger
-from replay.records import RawRecord
-from replay.windowing import Windower
-from schemas.config import ModelConfig, MonitorConfig
+from driftwarden.pipeline.summary import WindowRows
+from driftwarden.replay.engine import Replayer
+from driftwarden.replay.ordering import PartitionMerger
+from driftwarden.replay.records import RawRecord
+from driftwarden.replay.windowing import Windower
+from driftwarden.schemas.config import ModelConfig, MonitorConfig
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z, a window boundary
 S = 1000
@@ -133,9 +133,9 @@ def test_a_vectorised_batch_windows_events_as_one_by_one_adds_do(events, batch, 
 
 
 def test_counts_hold_the_invariants_on_out_of_order_input():
-    from replay.references import WindowReferences
-    from replay.setup import ReplaySetup
-    from jobs.pipeline import drift_policy
+    from driftwarden.replay.references import WindowReferences
+    from driftwarden.replay.setup import ReplaySetup
+    from driftwarden.pipeline.judging import drift_policy
 
     config = MonitorConfig.model_validate({"window": {"size": "60s", "out_of_orderness": "5s"},
                                            "models": [{"name": "m", "features": {"x": "numeric"}}]})
@@ -171,8 +171,8 @@ def test_counts_hold_the_invariants_on_out_of_order_input():
 @pytest.mark.parametrize("text, ok", [("2026-01-01T00:00:00Z", True), ("1767225600000", True),
                                       ("2026-01-01 00:00", False), ("soon", False)])
 def test_times_accept_rfc3339_and_epoch_ms_only(text, ok):
-    from core.errors import ConfigError
-    from replay.times import parse_time
+    from driftwarden.core.errors import ConfigError
+    from driftwarden.replay.times import parse_time
 
     if ok:
         assert parse_time(text, "--from") == T0

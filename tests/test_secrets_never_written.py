@@ -21,7 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 from driftwarden.cli import app
-from replay.synthetic import incident_events
+from driftwarden.replay.synthetic import incident_events
 from tests.conftest import REPO
 from tests.job_helpers import T0, stored_counts, stream, write_config
 from tests.kafka_helpers import create_topic, produce
@@ -168,7 +168,7 @@ def test_demo_keeps_the_password_out_of_the_job_command_and_summary(tmp_path, mo
     from driftwarden.demo.runner import DemoOptions, DemoRun
 
     pw1, pw2 = _secrets()
-    monkeypatch.setattr("jobs.cli.RUN_DIR", tmp_path)
+    monkeypatch.setattr("driftwarden.jobs.cli.RUN_DIR", tmp_path)
     monkeypatch.delenv("PGPASSFILE", raising=False)
     opts = DemoOptions("127.0.0.1:59092", f"postgresql://u:{pw1}@db.example/d?password={pw2}", 20, 5, 2000, 10, 1, 3,
                        False, tmp_path, 10)

@@ -1,6 +1,6 @@
 """Segment metrics on /metrics: the latest score and severity per (model, feature, segment), labels capped per model.
 
-The store is filled through the job's write path (``jobs.results.store_window``), on SQLite and the real PostgreSQL.
+The store is filled through the job's write path (``pipeline.results.store_window``), on SQLite and the real PostgreSQL.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from prometheus_client import CollectorRegistry
 
-from alerting.metrics import OTHER_SEGMENT, SEGMENT_CAP, StoreCollector, segment_caps
-from core.records import FeatureOutcome, WindowReport
-from core.store import make_engine
-from jobs.results import store_window
-from schemas.config import MonitorConfig
+from driftwarden.alerting.metrics import OTHER_SEGMENT, SEGMENT_CAP, StoreCollector, segment_caps
+from driftwarden.core.records import FeatureOutcome, WindowReport
+from driftwarden.core.store import make_engine
+from driftwarden.pipeline.results import store_window
+from driftwarden.schemas.config import MonitorConfig
 
 T0 = datetime(2026, 3, 1, 12, tzinfo=timezone.utc)
 MINUTE = timedelta(minutes=1)

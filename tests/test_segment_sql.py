@@ -1,6 +1,6 @@
 """The live job's segment of an event (SQL ``dw_segment``, Java ``EventSegment``) is the segment replay gives it.
 
-Replay cuts a window's events into segments with ``jobs.segments`` (``segment_keys`` folded to the top keys);
+Replay cuts a window's events into segments with ``pipeline.segments`` (``segment_keys`` folded to the top keys);
 the live job calls ``dw_segment`` in its SQL. Both are run here on the same rows, in a real Flink job (bounded):
 several segmented models with different ``by`` features (two of them sharing a column), nulls (the missing
 segment), values named like the reserved segments, values outside the top keys (other), a model without
@@ -13,12 +13,12 @@ import itertools
 
 import pyarrow as pa
 
-from jobs.drift_job import register_segment_function, segment_spec_json, segment_sql
-from jobs.feature_spec import FeatureColumnSpec
-from jobs.flink_env import make_table_env
-from jobs.segments import MISSING, fold_to_top, other_key, segment_keys
-from jobs.source import sql_literal
-from schemas.config import MonitorConfig
+from driftwarden.jobs.drift_job import register_segment_function, segment_spec_json, segment_sql
+from driftwarden.jobs.feature_spec import FeatureColumnSpec
+from driftwarden.jobs.flink_env import make_table_env
+from driftwarden.pipeline.segments import MISSING, fold_to_top, other_key, segment_keys
+from driftwarden.jobs.source import sql_literal
+from driftwarden.schemas.config import MonitorConfig
 
 CONFIG = MonitorConfig.model_validate({"models": [
     {"name": "shop", "features": {"x": "numeric", "country": "categorical"}, "segments": {"by": ["country"]}},
@@ -36,7 +36,7 @@ VALUES = ["US", "DE", "(other)", "(missing)", "((missing))", "ios", "android", N
 
 
 def _replay_segment(model: str, values: dict[str, str | None]) -> int:
-    """The segment index replay's rule gives one event (jobs/segments.py), -1 for an unsegmented model."""
+    """The segment index replay's rule gives one event (pipeline/segments.py), -1 for an unsegmented model."""
     if model not in SEGMENTS:
         return -1
     by, keys = SEGMENTS[model]

@@ -7,12 +7,12 @@ from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import func, inspect, select, text, update
 
-from alerting.rules import AlertRules
-from core.records import FeatureOutcome, WindowReport
-from core.store import make_engine
-from jobs.results import store_window
-from schemas.alert_tables import alerts
-from schemas.tables import SCHEMA_VERSION, schema_info, segment_results, window_results
+from driftwarden.alerting.rules import AlertRules
+from driftwarden.core.records import FeatureOutcome, WindowReport
+from driftwarden.core.store import make_engine
+from driftwarden.pipeline.results import store_window
+from driftwarden.schemas.alert_tables import alerts
+from driftwarden.schemas.tables import SCHEMA_VERSION, schema_info, segment_results, window_results
 
 T0 = datetime(2026, 3, 1, 12, tzinfo=timezone.utc)
 MINUTE = timedelta(minutes=1)

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.errors import SerializationError
-from jobs.pipeline import KIND_WINDOW, KIND_WINDOW_SEGMENTED, WindowRows, WindowSummary, merge_summaries
-from jobs.segments import (MISSING, OTHER, fold_to_top, segment_codes, segment_keys, segment_members, segment_volumes,
+from driftwarden.core.errors import SerializationError
+from driftwarden.pipeline.summary import KIND_WINDOW, KIND_WINDOW_SEGMENTED, WindowRows, WindowSummary, merge_summaries
+from driftwarden.pipeline.segments import (MISSING, OTHER, fold_to_top, segment_codes, segment_keys, segment_members, segment_volumes,
                            top_segments)
-from schemas.config import ModelConfig
+from driftwarden.schemas.config import ModelConfig
 
 SEGMENTS = {"by": ["country", "os"], "top": 3}
 CONFIG = ModelConfig(name="m", features={"x": "numeric", "country": "categorical", "os": "categorical"},

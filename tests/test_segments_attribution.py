@@ -16,9 +16,9 @@ import orjson
 from sqlalchemy import select
 from typer.testing import CliRunner
 
-from core.store import make_engine
+from driftwarden.core.store import make_engine
 from driftwarden.cli import app
-from schemas.tables import segment_results, window_results
+from driftwarden.schemas.tables import segment_results, window_results
 
 WINDOW_MS = 60_000
 T0 = 1_767_225_600_000
@@ -104,8 +104,8 @@ def test_the_live_job_judges_segments_as_replay_does(kafka_bootstrap, topic_name
     summary) and through replay: every stored segment row equal, the shift attributed to FR."""
     import time
 
-    from jobs.drift_job import run_drift_job
-    from schemas.config import load_config
+    from driftwarden.jobs.drift_job import run_drift_job
+    from driftwarden.schemas.config import load_config
     from tests.kafka_helpers import create_topic, produce
 
     started_ms = int(time.time() * 1000)
@@ -186,8 +186,8 @@ def test_the_live_job_names_colliding_values_as_replay_does(kafka_bootstrap, top
     """The live job's SQL compares each segment with the value its name stands for: the same rows as replay."""
     import time
 
-    from jobs.drift_job import run_drift_job
-    from schemas.config import load_config
+    from driftwarden.jobs.drift_job import run_drift_job
+    from driftwarden.schemas.config import load_config
     from tests.kafka_helpers import create_topic, produce
 
     started_ms = int(time.time() * 1000)

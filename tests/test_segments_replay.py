@@ -13,11 +13,11 @@ import pytest
 from typer.testing import CliRunner
 
 from driftwarden.cli import app
-from jobs.pipeline import WindowSummary
-from jobs.references import KIND_REFERENCE_SET, KIND_REFERENCE_SET_SEGMENTED, ReferenceSet
-from replay.progress import ReplayProgress
-from replay.run import replay_file
-from replay.setup import load_setup
+from driftwarden.pipeline.summary import WindowSummary
+from driftwarden.pipeline.references import KIND_REFERENCE_SET, KIND_REFERENCE_SET_SEGMENTED, ReferenceSet
+from driftwarden.replay.progress import ReplayProgress
+from driftwarden.replay.run import replay_file
+from driftwarden.replay.setup import load_setup
 
 WINDOW_MS = 60_000
 T0 = 1_767_225_600_000
@@ -138,7 +138,7 @@ def test_replay_fills_each_windows_segments_with_numpy_counts(archive, caplog):
     folder = archive["folder"]
     _build(archive, folder / "replay.dwref")
     top = _expected_top(archive["reference_events"])
-    with caplog.at_level(logging.WARNING, logger="replay.engine"):
+    with caplog.at_level(logging.WARNING, logger="driftwarden.replay.engine"):
         summaries = _replay_summaries(archive, folder / "replay.dwref")
     assert not caplog.records
     events = archive["events"]
@@ -157,7 +157,7 @@ def test_replay_fills_each_windows_segments_with_numpy_counts(archive, caplog):
 def test_replay_with_a_reference_without_segments_says_so_once(archive, caplog):
     folder = archive["folder"]
     _build(archive, folder / "old.dwref", "plain")
-    with caplog.at_level(logging.WARNING, logger="replay.engine"):
+    with caplog.at_level(logging.WARNING, logger="driftwarden.replay.engine"):
         summaries = _replay_summaries(archive, folder / "old.dwref")
     assert len(summaries) == 10 and not any(s.segments for s in summaries)
     messages = [r.getMessage() for r in caplog.records]
@@ -166,9 +166,9 @@ def test_replay_with_a_reference_without_segments_says_so_once(archive, caplog):
 
 def test_two_partitions_give_each_segment_the_summary_of_its_events(archive):
     """The per-record path (several partitions) summarizes segments as WindowRows does on the same records."""
-    from jobs.pipeline import WindowRows
-    from replay.engine import Replayer
-    from replay.records import RawRecord
+    from driftwarden.pipeline.summary import WindowRows
+    from driftwarden.replay.engine import Replayer
+    from driftwarden.replay.records import RawRecord
 
     folder = archive["folder"]
     _build(archive, folder / "parts.dwref")

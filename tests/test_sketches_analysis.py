@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.errors import SketchError
-from sketches import (CategoricalSketch, DriftPolicy, NumericSketch, Reference, ReservoirSample,
+from driftwarden.core.errors import SketchError
+from driftwarden.sketches import (CategoricalSketch, DriftPolicy, NumericSketch, Reference, ReservoirSample,
                       analyze_window, build_feature_reference)
 
 POLICY = DriftPolicy()
@@ -87,9 +87,9 @@ def test_kind_mismatch_names_the_feature(reference: Reference) -> None:
 
 
 def test_bh_counts_every_feature_and_the_budget_sets_its_level() -> None:
-    from jobs.pipeline import drift_policy
-    from schemas.config import ThresholdConfig
-    from sketches.policy import budget_alpha
+    from driftwarden.pipeline.judging import drift_policy
+    from driftwarden.schemas.config import ThresholdConfig
+    from driftwarden.sketches.policy import budget_alpha
 
     rng = np.random.default_rng(8)
     names = [f"f{i}" for i in range(20)]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from sketches import (CategoricalSketch, DriftPolicy, NumericSketch, Reference, build_feature_reference,
+from driftwarden.sketches import (CategoricalSketch, DriftPolicy, NumericSketch, Reference, build_feature_reference,
                       calibrate_thresholds, gate_alarm, gate_scores, score_dof)
 
 WINDOW = 1000
@@ -90,9 +90,9 @@ def test_unknown_kind_names_the_valid_ones() -> None:
 
 def test_thresholds_follow_the_live_windows_count() -> None:
     """Calibrated on 6,000-event windows, judged at 1,000 and 20,000: the gate keeps its 1% rate."""
-    from sketches import HistogramSketch, ReservoirSample, gate_alarm, gate_scores
-    from sketches.calibration import thresholds_for_count
-    from sketches.reference import reference_from_window_sketches
+    from driftwarden.sketches import HistogramSketch, ReservoirSample, gate_alarm, gate_scores
+    from driftwarden.sketches.calibration import thresholds_for_count
+    from driftwarden.sketches.reference import reference_from_window_sketches
 
     rng = np.random.default_rng(0)
     ref = reference_from_window_sketches("x", "numeric", [HistogramSketch().update(rng.normal(size=6000))

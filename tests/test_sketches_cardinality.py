@@ -2,7 +2,7 @@
 
 The stream: a merchant id drawn from a Zipf-like law over 100,000 ids, 3,000 events per window.
 The reference is built as ``driftwarden reference build`` builds it (raw events cut into windows);
-windows are summarized by ``jobs.pipeline.summarize_window`` (WindowRows, the real path) and
+windows are summarized by ``pipeline.summary.summarize_window`` (WindowRows, the real path) and
 judged by ``analyze_summary`` under the production defaults.
 """
 
@@ -12,17 +12,18 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from core.errors import SerializationError
-from jobs.pipeline import analyze_summary, drift_policy, summarize_window
-from jobs.reference_build import build_reference_set
-from jobs.references import reference_from_summaries
-from replay.synthetic import zipf_ids
-from schemas.config import MonitorConfig
-from schemas.events import Event
-from sketches import CategoricalSketch, Reference
-from sketches.categorical import UNCAPPED
-from sketches.hashing import value_hash, value_hashes
-from sketches.profile import CategoricalProfile, bloom_size, merged_profile, window_profiles
+from driftwarden.core.errors import SerializationError
+from driftwarden.pipeline.judging import analyze_summary, drift_policy
+from driftwarden.pipeline.summary import summarize_window
+from driftwarden.pipeline.reference_build import build_reference_set
+from driftwarden.pipeline.references import reference_from_summaries
+from driftwarden.replay.synthetic import zipf_ids
+from driftwarden.schemas.config import MonitorConfig
+from driftwarden.schemas.events import Event
+from driftwarden.sketches import CategoricalSketch, Reference
+from driftwarden.sketches.categorical import UNCAPPED
+from driftwarden.sketches.hashing import value_hash, value_hashes
+from driftwarden.sketches.profile import CategoricalProfile, bloom_size, merged_profile, window_profiles
 
 PER_WINDOW, WINDOW_MS, REF_WINDOWS = 3000, 60_000, 24
 CONFIG = MonitorConfig.model_validate({"models": [{"name": "m", "features": {"merchant": "categorical"}}]})
@@ -200,8 +201,8 @@ def test_reference_written_before_profiles_still_reads() -> None:
 
 def _unseen_pvalues(reference: Reference, new_share: float, seed: int, windows: int) -> np.ndarray:
     """The deep unseen test's raw p-value per window (every window, gate or not)."""
-    from sketches.deep import unseen_estimate, unseen_pvalue
-    from sketches.reference import baseline_unseen_share, unseen_null
+    from driftwarden.sketches.deep import unseen_estimate, unseen_pvalue
+    from driftwarden.sketches.reference import baseline_unseen_share, unseen_null
 
     ref, rng = reference.features["merchant"], np.random.default_rng(seed)
     out = []

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.errors import SketchError
-from sketches import CategoricalSketch
+from driftwarden.core.errors import SketchError
+from driftwarden.sketches import CategoricalSketch
 
 words = st.lists(st.one_of(st.none(), st.sampled_from("abcdefghij")), max_size=200)
 
@@ -24,7 +24,7 @@ def test_counts_are_exact_below_max_exact() -> None:
 
 
 def test_past_max_exact_keeps_the_values_of_smallest_hash_with_exact_counts() -> None:
-    from sketches.hashing import value_hash
+    from driftwarden.sketches.hashing import value_hash
 
     rng = np.random.default_rng(0)
     values = [f"rare{i}" for i in range(3000)] + ["hot"] * 5000 + list(rng.choice(["x", "y"], 2000))

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from sketches import DeepResult, DriftPolicy, ReservoirSample, benjamini_hochberg, deep_test, verdict
-from sketches.deep import missing_rate_pvalue
+from driftwarden.sketches import DeepResult, DriftPolicy, ReservoirSample, benjamini_hochberg, deep_test, verdict
+from driftwarden.sketches.deep import missing_rate_pvalue
 
 RNG = np.random.default_rng(7)
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from sketches.deep import benjamini_hochberg
-from sketches.fdr import hierarchical_adjusted, hierarchical_bh, simes
+from driftwarden.sketches.deep import benjamini_hochberg
+from driftwarden.sketches.fdr import hierarchical_adjusted, hierarchical_bh, simes
 
 Q = 0.05
 FEATURES, MEMBERS, TRIALS = 25, 21, 20_000

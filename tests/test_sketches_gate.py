@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from core.errors import SketchError
-from sketches import CategoricalSketch, GateScores, GateThresholds, NumericSketch, gate_alarm, gate_scores
-from sketches import distances
-from sketches.histogram import HistogramSketch
-from sketches.gate import EMD_TOLERANCE, bin_edges, category_probs, psi_tolerance
+from driftwarden.core.errors import SketchError
+from driftwarden.sketches import CategoricalSketch, GateScores, GateThresholds, NumericSketch, gate_alarm, gate_scores
+from driftwarden.sketches import distances
+from driftwarden.sketches.histogram import HistogramSketch
+from driftwarden.sketches.gate import EMD_TOLERANCE, bin_edges, category_probs, psi_tolerance
 
 RNG = np.random.default_rng(42)
 CASES = {  # reference size, window size, window generator

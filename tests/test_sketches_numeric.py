@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.errors import SketchError
-from sketches import NumericSketch
+from driftwarden.core.errors import SketchError
+from driftwarden.sketches import NumericSketch
 
 finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False)
 
@@ -143,7 +143,7 @@ def test_support_is_kept_only_until_the_sketch_changes(kind: str) -> None:
 def test_histogram_curve_and_quantiles_follow_update_merge_and_coarsening() -> None:
     """The histogram keeps its CDF curve and std (a reference answers the same gate queries for every
     window) and drops them on any change: update, merge, coarsening; its quantiles follow too."""
-    from sketches.histogram import HistogramSketch
+    from driftwarden.sketches.histogram import HistogramSketch
 
     rng = np.random.default_rng(5)
     x = rng.normal(size=3000)
@@ -175,7 +175,7 @@ def test_histogram_curve_and_quantiles_follow_update_merge_and_coarsening() -> N
 def one_step_at_a_time(values: np.ndarray, max_buckets: int) -> tuple[int, np.ndarray, np.ndarray]:
     """The histogram's definition (sketches/FORMAT.md): the base keys of the finite values, shifted one
     bit at a time while more than ``max_buckets`` distinct keys remain; the shift, keys and counts."""
-    from sketches.histogram import DEFAULT_PRECISION, bucket_keys
+    from driftwarden.sketches.histogram import DEFAULT_PRECISION, bucket_keys
 
     keys, shift = bucket_keys(values[np.isfinite(values)], DEFAULT_PRECISION), 0
     while np.unique(keys >> shift).size > max_buckets:
@@ -198,7 +198,7 @@ TRICKY = {
 @pytest.mark.parametrize("data", sorted(TRICKY))
 def test_histogram_coarsens_to_the_shift_of_stepping_one_bit_at_a_time(data: str, max_buckets: int) -> None:
     """The shift found in one pass (``steps_to_fit``) is the definition's, through update and merge in any split."""
-    from sketches.histogram import HistogramSketch
+    from driftwarden.sketches.histogram import HistogramSketch
 
     rng = np.random.default_rng(11)
     values = TRICKY[data](rng)
@@ -214,7 +214,7 @@ def test_histogram_coarsens_to_the_shift_of_stepping_one_bit_at_a_time(data: str
 
 def test_highest_bit_is_exact_for_every_width() -> None:
     """Every 2^k - 1 and 2^k (where a float rounds up) and random 64-bit words, against Python's bit_length."""
-    from sketches.histogram import highest_bit
+    from driftwarden.sketches.histogram import highest_bit
 
     words = [2**k - 1 for k in range(1, 65)] + [2**k for k in range(64)]
     words += np.random.default_rng(3).integers(1, 2**63, 1_000, dtype=np.uint64).tolist()

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from core.errors import SketchError
-from sketches import ReservoirSample
+from driftwarden.core.errors import SketchError
+from driftwarden.sketches import ReservoirSample
 
 
 def test_keeps_everything_until_full_then_stays_bounded() -> None:

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from sketches import DriftPolicy, Reference, ReservoirSample, analyze_segments, analyze_window, build_feature_reference
-from sketches.feature import new_sketch
-from sketches.fdr import hierarchical_adjusted
-from sketches.policy import budget_alpha
+from driftwarden.sketches import DriftPolicy, Reference, ReservoirSample, analyze_segments, analyze_window, build_feature_reference
+from driftwarden.sketches.feature import new_sketch
+from driftwarden.sketches.fdr import hierarchical_adjusted
+from driftwarden.sketches.policy import budget_alpha
 
 COUNTRIES, SHARES = ["US", "DE", "FR"], [0.6, 0.3, 0.1]
 CATS = ["red", "green", "blue"]

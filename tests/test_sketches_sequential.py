@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 from sqlalchemy import create_engine
 
-from core.store import create_schema
-from jobs.pipeline import analyze_summary, cusum_state, drift_policy, summarize_window
-from jobs.references import reference_from_summaries
-from jobs.results import previous_cusum, store_window
-from schemas.config import MonitorConfig
-from sketches.sequential import CUSUM_K, CusumState, cusum_threshold
+from driftwarden.core.store import create_schema
+from driftwarden.pipeline.judging import analyze_summary, cusum_state, drift_policy
+from driftwarden.pipeline.summary import summarize_window
+from driftwarden.pipeline.references import reference_from_summaries
+from driftwarden.pipeline.results import previous_cusum, store_window
+from driftwarden.schemas.config import MonitorConfig
+from driftwarden.sketches.sequential import CUSUM_K, CusumState, cusum_threshold
 
 WINDOW_MS, PER_WINDOW = 60_000, 1000
 CONFIG = MonitorConfig.model_validate({"models": [{"name": "m", "features": {"x": "numeric", "y": "numeric"}}]})
@@ -105,7 +106,7 @@ def test_the_references_own_error_does_not_add_up_over_large_windows(reference) 
     mean away from it (what that reference's own error looks like): no drift. The error is in every
     window's score; a sum that counted it once per score drifted on it (red with CUSUM_HORIZON = 1;
     the bench's 200 drift-free features x 20,000 events drifted in 0.41% of cells)."""
-    from sketches import HistogramSketch, ReservoirSample, analyze_window
+    from driftwarden.sketches import HistogramSketch, ReservoirSample, analyze_window
 
     rng, state, drifted = np.random.default_rng(44), {}, []
     ref = {name: reference.features[name].sketch for name in ("x", "y")}

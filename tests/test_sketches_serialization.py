@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.errors import SerializationError
-from sketches import CategoricalSketch, NumericSketch, ReservoirSample, deserialize_sketch
-from sketches.histogram import HistogramSketch
-from sketches.serialization import FORMAT_VERSION, MAGIC
+from driftwarden.core.errors import SerializationError
+from driftwarden.sketches import CategoricalSketch, NumericSketch, ReservoirSample, deserialize_sketch
+from driftwarden.sketches.histogram import HistogramSketch
+from driftwarden.sketches.serialization import FORMAT_VERSION, MAGIC
 
 NUMERIC = np.random.default_rng(0).normal(size=3000)
 STRINGS = [f"c{i % 37}" for i in range(3000)]
@@ -147,7 +147,7 @@ def test_an_event_samples_strings_are_decoded_when_read_and_corrupt_ones_refused
     """A deserialized EventSample decodes a categorical column when it is first read (a window's
     analysis reads few): the same values and bytes as before, and bytes that are not UTF-8 are a
     SerializationError at that read, naming the corruption."""
-    from sketches.sample import EventSample
+    from driftwarden.sketches.sample import EventSample
 
     kinds = {"x": "numeric", "c": "categorical"}
     sample = EventSample(8, kinds).update(np.arange(8), {"x": np.arange(8.0), "c": ["a", "ß", None, "d"] * 2})
@@ -164,7 +164,7 @@ def test_an_event_samples_strings_are_decoded_when_read_and_corrupt_ones_refused
 
 def kind6_frame(sk: HistogramSketch) -> bytes:
     """The histogram frame written before keys and counts were packed (FORMAT.md, kind 6)."""
-    from sketches.serialization import KIND_NUMERIC_HIST, Writer
+    from driftwarden.sketches.serialization import KIND_NUMERIC_HIST, Writer
 
     w = Writer(KIND_NUMERIC_HIST).pack("BIBQ", sk.precision, sk.max_buckets, sk.shift, sk.n)
     w.pack("qqqqdd", sk.nulls, sk.nans, sk.pos_inf, sk.neg_inf, sk.min, sk.max)

@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from jobs.pipeline import analyze_summary, summarize_window
-from jobs.references import reference_from_summaries
-from schemas.config import ModelConfig
-from sketches import CategoricalSketch, DriftPolicy, HistogramSketch
-from sketches.window_tests import (KS_LIMIT_N, KS_LIMIT_REL_ERROR, aligned_counts, category_tests, chi2_cuts,
+from driftwarden.pipeline.judging import analyze_summary
+from driftwarden.pipeline.summary import summarize_window
+from driftwarden.pipeline.references import reference_from_summaries
+from driftwarden.schemas.config import ModelConfig
+from driftwarden.sketches import CategoricalSketch, DriftPolicy, HistogramSketch
+from driftwarden.sketches.window_tests import (KS_LIMIT_N, KS_LIMIT_REL_ERROR, aligned_counts, category_tests, chi2_cuts,
                                    exceedance_pvalue, histogram_tests)
 
 CATS = np.array(list("abcde"))
@@ -125,7 +126,7 @@ def test_every_change_is_caught_in_its_first_1000_event_window(reference, change
 
 
 def test_the_tail_is_decided_by_a_full_window_test_and_says_where(reference) -> None:
-    from sketches import analyze_window
+    from driftwarden.sketches import analyze_window
     summary = summarize_window("m", 40_000, 1000, _window(np.random.default_rng(7), 1000, "tail"), CONFIG)
     verdict = {v.name: v for v in analyze_window(summary.features, reference, DriftPolicy())}["x"]
     assert verdict.drifted and verdict.deep.decided_by.name in ("beyond", "chi2")

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from core.store import make_engine
-from jobs.smoke_job import SMOKE_WINDOW_MS, run_smoke
-from schemas.events import rfc3339
-from schemas.tables import window_counts
+from driftwarden.core.store import make_engine
+from driftwarden.jobs.smoke_job import SMOKE_WINDOW_MS, run_smoke
+from driftwarden.schemas.events import rfc3339
+from driftwarden.schemas.tables import window_counts
 from tests.conftest import RUN_DIR
 from tests.kafka_helpers import create_topic, produce
 
@@ -37,7 +37,7 @@ def _events(n: int, seed: int = 7) -> list[dict]:
 
 
 def _expected(events: list[dict]) -> Counter:
-    from schemas.events import parse_event_time
+    from driftwarden.schemas.events import parse_event_time
 
     return Counter(
         (e["model"], parse_event_time(e["event_time"]) // SMOKE_WINDOW_MS * SMOKE_WINDOW_MS) for e in events

@@ -13,9 +13,9 @@ import pytest
 from sqlalchemy import func, select, text, update
 from sqlalchemy.exc import OperationalError
 
-from core.errors import ConfigError
-from core.store import make_engine, upsert
-from schemas.tables import schema_info, window_counts
+from driftwarden.core.errors import ConfigError
+from driftwarden.core.store import make_engine, upsert
+from driftwarden.schemas.tables import schema_info, window_counts
 
 
 def _row(events: int) -> dict:
@@ -76,7 +76,7 @@ def test_a_postgresql_server_that_never_answers_is_an_error_within_the_connect_t
 
 
 def test_postgresql_connections_get_keepalives_and_a_connect_timeout_the_url_can_override():
-    from core.store import PG_CONNECT_ARGS, _connect_args
+    from driftwarden.core.store import PG_CONNECT_ARGS, _connect_args
 
     assert _connect_args("postgresql+psycopg://u@h/db") == PG_CONNECT_ARGS
     assert _connect_args("postgresql+psycopg://u@h/db?connect_timeout=3")["keepalives"] == 1

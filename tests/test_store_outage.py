@@ -23,7 +23,7 @@ import httpx
 import pytest
 from sqlalchemy.exc import SQLAlchemyError
 
-from schemas.events import parse_event_time
+from driftwarden.schemas.events import parse_event_time
 from tests.job_helpers import (T0, WINDOW_MS, stored_counts, stored_dead_letters, stream,
                                write_warmup_config)
 from tests.kafka_helpers import create_topic, produce

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy.exc import DataError, OperationalError
 
-from jobs.store_retry import RETRIES, WAITING, with_store_retries
+from driftwarden.jobs.store_retry import RETRIES, WAITING, with_store_retries
 
 
 def _failing(times: int, error: Exception):

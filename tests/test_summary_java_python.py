@@ -16,13 +16,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from jobs.columns import configured_values
-from jobs.drift_job import segments_json
-from jobs.feature_spec import FeatureColumnSpec
-from jobs.java_summary import java_summaries
-from jobs.pipeline import WindowRows, WindowSummary, window_start
-from jobs.segments import fold_to_top, other_key, segment_keys
-from schemas.config import MonitorConfig
+from driftwarden.pipeline.columns import configured_values
+from driftwarden.jobs.drift_job import segments_json
+from driftwarden.jobs.feature_spec import FeatureColumnSpec
+from driftwarden.jobs.java_summary import java_summaries
+from driftwarden.pipeline.summary import WindowRows, WindowSummary, window_start
+from driftwarden.pipeline.segments import fold_to_top, other_key, segment_keys
+from driftwarden.schemas.config import MonitorConfig
 
 CONFIG = MonitorConfig.model_validate({
     "window": {"size": "10s"},
@@ -139,7 +139,7 @@ SEGMENT_KEYS = (("(missing)",), ("a",), ("((other))",), other_key(("g",)))
 
 
 def _segment_indices(values: list[str | None]) -> list[int]:
-    """Each record's segment as an index into SEGMENT_KEYS, by replay's rule (jobs/segments.py)."""
+    """Each record's segment as an index into SEGMENT_KEYS, by replay's rule (pipeline/segments.py)."""
     keys = fold_to_top(segment_keys({"g": pa.array(values, pa.string())}, ("g",)), SEGMENT_KEYS[:-1])
     return [SEGMENT_KEYS.index(key) for key in keys]
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from core.store import make_engine
-from jobs.pipeline import summarize_window
-from jobs.udfs import AnalyzeWindow
-from schemas.config import ModelConfig, MonitorConfig
-from schemas.tables import window_counts, window_results
+from driftwarden.core.store import make_engine
+from driftwarden.pipeline.summary import summarize_window
+from driftwarden.jobs.udfs import AnalyzeWindow
+from driftwarden.schemas.config import ModelConfig, MonitorConfig
+from driftwarden.schemas.tables import window_counts, window_results
 
 T0 = 1_767_225_600_000
 MODEL = ModelConfig(name="m", features={"x": "numeric", "c": "categorical"})

@@ -16,7 +16,7 @@ from collections import Counter
 
 import pytest
 
-from jobs.java_summary import java_summaries
+from driftwarden.jobs.java_summary import java_summaries
 
 MASK = (1 << 64) - 1
 NAN_BITS = 0x7FF8000000000000
@@ -330,7 +330,7 @@ def test_flink_two_phase_window_aggregate_matches_harness(tmp_path, records) -> 
     from pyflink.java_gateway import get_gateway
     from pyflink.table import EnvironmentSettings, StreamTableEnvironment
 
-    from jobs.java_summary import udf_jar
+    from driftwarden.jobs.java_summary import udf_jar
 
     rows = [r for r in records if r["event_ms"] >= 0 and all(v is None or isinstance(v, str) or math.isfinite(v)
                                                               for v in r["values"])]
@@ -375,9 +375,9 @@ def test_a_summary_written_before_samples_left_numeric_features_out_reads_withou
     from pyflink.java_gateway import get_gateway
     from pyflink.util.java_utils import add_jars_to_context_class_loader
 
-    from jobs.flink_env import job_jars
-    from jobs.pipeline import WindowSummary, merge_summaries
-    from sketches.sample import EventSample
+    from driftwarden.jobs.flink_env import job_jars
+    from driftwarden.pipeline.summary import WindowSummary, merge_summaries
+    from driftwarden.sketches.sample import EventSample
 
     model, start, new = next(p for p in one_partial if p[0] == "small")
     summary = WindowSummary.deserialize(new)
@@ -408,8 +408,8 @@ def test_java_reads_packed_histograms_and_the_unpacked_ones_written_before(seed:
     from pyflink.java_gateway import get_gateway
     from pyflink.util.java_utils import add_jars_to_context_class_loader
 
-    from jobs.flink_env import job_jars
-    from sketches.histogram import HistogramSketch
+    from driftwarden.jobs.flink_env import job_jars
+    from driftwarden.sketches.histogram import HistogramSketch
     from tests.test_sketches_serialization import kind6_frame
 
     rng = np.random.default_rng(seed)

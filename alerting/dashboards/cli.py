@@ -8,9 +8,9 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from alerting.dashboards.provisioning import DEFAULT_DIR, write_provisioning
-from alerting.dashboards.push import grafana_settings, push_dashboards
-from core.console import command_app
+from driftwarden.alerting.dashboards.provisioning import DEFAULT_DIR, write_provisioning
+from driftwarden.alerting.dashboards.push import grafana_settings, push_dashboards
+from driftwarden.core.console import command_app
 
 app = command_app("Grafana dashboards as code: build provisioning files or push to a Grafana server.",
                   no_args_is_help=True)

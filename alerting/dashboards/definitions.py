@@ -7,7 +7,7 @@ DeliveryMetrics). ``$segment`` filters the segment panels: one or more segments 
 
 from __future__ import annotations
 
-from alerting.dashboards.model import Dashboard, Panel, PromQuery, SqlQuery, Variable
+from driftwarden.alerting.dashboards.model import Dashboard, Panel, PromQuery, SqlQuery, Variable
 
 MODEL = "model = '$model'"
 
@@ -152,6 +152,6 @@ def delivery_dashboard() -> Dashboard:
 
 def all_dashboards() -> list[Dashboard]:
     """Return every dashboard driftwarden ships."""
-    from alerting.dashboards.health import health_dashboard
+    from driftwarden.alerting.dashboards.health import health_dashboard
 
     return [model_dashboard(), delivery_dashboard(), health_dashboard()]

@@ -9,7 +9,7 @@ in deploy/prometheus/driftwarden-health.rules.yml. Flink reports times in millis
 
 from __future__ import annotations
 
-from alerting.dashboards.model import Dashboard, Panel, PromQuery, SqlQuery
+from driftwarden.alerting.dashboards.model import Dashboard, Panel, PromQuery, SqlQuery
 
 OP = "flink_taskmanager_job_task_operator_"
 JOB = "flink_jobmanager_job_"

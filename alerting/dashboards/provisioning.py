@@ -7,8 +7,8 @@ from pathlib import Path
 
 import yaml
 
-from alerting.dashboards.definitions import all_dashboards
-from alerting.dashboards.model import POSTGRES, PROMETHEUS
+from driftwarden.alerting.dashboards.definitions import all_dashboards
+from driftwarden.alerting.dashboards.model import POSTGRES, PROMETHEUS
 
 DEFAULT_DIR = Path("deploy/grafana/provisioning")
 GRAFANA_PROVISIONING = "/etc/grafana/provisioning"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
-from alerting.dashboards.definitions import all_dashboards
-from core.errors import ConfigError, ServiceError
+from driftwarden.alerting.dashboards.definitions import all_dashboards
+from driftwarden.core.errors import ConfigError, ServiceError
 
 URL_ENV = "GRAFANA_URL"
 TOKEN_ENV = "GRAFANA_TOKEN"

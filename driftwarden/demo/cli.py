@@ -11,8 +11,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from core.console import command_app
-from core.errors import ConfigError
+from driftwarden.core.console import command_app
+from driftwarden.core.errors import ConfigError
 from driftwarden.demo import RUN_DIR
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:59092"

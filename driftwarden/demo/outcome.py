@@ -26,8 +26,8 @@ from sqlalchemy import Engine, and_, select
 
 from driftwarden.demo.receiver import Webhook
 from driftwarden.demo.scenario import Change, Schedule
-from schemas.alert_tables import segment_key
-from schemas.tables import segment_results, window_counts, window_results
+from driftwarden.schemas.alert_tables import segment_key
+from driftwarden.schemas.tables import segment_results, window_counts, window_results
 
 #: A change must be caught in its start window or the next one.
 MAX_CATCH_OFFSET = 1
@@ -210,7 +210,7 @@ def resolved_while_drifting(webhooks: list[Webhook], rows: list[Verdict], base_m
 
 
 def _alert_start_ms(alert: dict) -> int:
-    from schemas.events import parse_event_time
+    from driftwarden.schemas.events import parse_event_time
 
     try:
         return parse_event_time(alert.get("window", {}).get("start"))

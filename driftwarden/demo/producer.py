@@ -16,7 +16,7 @@ from collections import deque
 import orjson
 
 from driftwarden.demo.scenario import StreamGenerator
-from core.errors import ServiceError
+from driftwarden.core.errors import ServiceError
 
 TICK_S = 0.05
 

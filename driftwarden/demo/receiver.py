@@ -18,8 +18,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable
 
-from alerting.signing import WebhookVerificationError, verify_webhook
-from schemas.alert_tables import segment_key
+from driftwarden.alerting.signing import WebhookVerificationError, verify_webhook
+from driftwarden.schemas.alert_tables import segment_key
 
 MAX_BODY = 4 * 1024 * 1024
 

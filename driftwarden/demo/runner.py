@@ -30,8 +30,8 @@ from driftwarden.demo.receiver import DemoReceiver, Webhook
 from driftwarden.demo.scenario import Schedule, StreamGenerator, make_schedule
 from driftwarden.demo.stack import (JobProcess, build_reference, check_kafka, create_topic, free_port, monitor_config,
                                     register_scrape_target, stop_signals_interrupt, write_config)
-from core.errors import ConfigError, ServiceError
-from jobs.cli import password_to_pgpass
+from driftwarden.core.errors import ConfigError, ServiceError
+from driftwarden.jobs.cli import password_to_pgpass
 
 SECRET_ENV = "DRIFTWARDEN_WEBHOOK_SECRET"
 MODEL = "credit-risk"
@@ -135,7 +135,7 @@ class DemoRun:
         reference = {"mode": "file", "path": str(self.dir / "reference.dwref")}
         self.config_path = write_config(self.dir / "monitor.yaml", monitor_config(
             self.topic, self.opts.bootstrap, self.gen.model, self.opts.window_s, reference, route))
-        from core.store import make_engine
+        from driftwarden.core.store import make_engine
 
         self.engine = make_engine(self.store_url)  # tables made here, once: the job and worker would race
         t0 = time.monotonic()
@@ -181,9 +181,9 @@ class DemoRun:
         self._threads.append(thread)
 
     def _deliver(self) -> None:
-        from alerting.rules import load_rules
-        from alerting.worker import Dispatcher, build_sinks, make_client
-        from core.store import make_engine
+        from driftwarden.alerting.rules import load_rules
+        from driftwarden.alerting.worker import Dispatcher, build_sinks, make_client
+        from driftwarden.core.store import make_engine
 
         rules = load_rules(self.config_path)
         engine = make_engine(self.store_url)
@@ -247,7 +247,7 @@ class DemoRun:
 
     def settle_alerts(self, timeout_s: float = 20.0) -> None:
         """Wait until the outbox of this run's route is sealed and delivered (or ``timeout_s``)."""
-        from schemas.alert_tables import alert_deliveries, alert_outbox
+        from driftwarden.schemas.alert_tables import alert_deliveries, alert_outbox
 
         deadline = time.monotonic() + timeout_s
         o, d = alert_outbox.c, alert_deliveries.c
@@ -280,7 +280,7 @@ class DemoRun:
 
     def judge(self) -> DemoOutcome:
         """Evaluate the run from the store and the receiver."""
-        from core.store import make_engine
+        from driftwarden.core.store import make_engine
 
         engine = self.engine or make_engine(self.store_url)
         rows = verdicts(engine, self.gen.model, self.gen.base_ms, self.gen.window_ms, self.schedule.windows)
@@ -295,7 +295,7 @@ class DemoRun:
 
     def incident_range(self) -> tuple[str, str]:
         """RFC 3339 bounds of the incident: one window before the first change to two after the last."""
-        from schemas.events import rfc3339
+        from driftwarden.schemas.events import rfc3339
 
         first = max(self.schedule.changes[0].start_window - 1, 0)
         last = min(self.schedule.changes[-1].start_window + 2, self.schedule.windows)

@@ -29,7 +29,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from schemas.events import rfc3339
+from driftwarden.schemas.events import rfc3339
 
 Draw = Callable[[np.random.Generator, int], np.ndarray]
 
@@ -240,6 +240,6 @@ def _risk_score(columns: dict[str, list], noise: np.ndarray, shift: np.ndarray) 
 
 
 def _ms(event_time: str | int) -> int:
-    from schemas.events import parse_event_time
+    from driftwarden.schemas.events import parse_event_time
 
     return parse_event_time(event_time)

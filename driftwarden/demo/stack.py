@@ -23,7 +23,7 @@ import orjson
 import yaml
 
 from driftwarden.demo.scenario import FEATURE_KINDS, SEGMENT_BY, training_snapshot
-from core.errors import ServiceError
+from driftwarden.core.errors import ServiceError
 
 #: The demo model's segments (ModelConfig.segments): the reference gets one per top country plus (other).
 SEGMENTS = {"by": [SEGMENT_BY], "top": 4, "min_count": 200}
@@ -82,7 +82,7 @@ def monitor_config(topic: str, bootstrap: str, model: str, window_s: int, refere
 
 def write_config(path: Path, config: dict[str, Any]) -> Path:
     """Validate the config as the job will, then write it as YAML."""
-    from schemas.config import MonitorConfig
+    from driftwarden.schemas.config import MonitorConfig
 
     MonitorConfig.model_validate(config)
     path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -93,10 +93,10 @@ def build_reference(path: Path, config_path: Path, model: str, base_ms: int, win
                     windows: int) -> int:
     """Build the reference file from a drift-free training snapshot, as `reference build` does (with the
     model's segments); return how many events it used."""
-    from jobs.pipeline import drift_policy
-    from jobs.reference_build import build_reference_set
-    from schemas.config import load_config
-    from schemas.events import parse_event
+    from driftwarden.pipeline.judging import drift_policy
+    from driftwarden.pipeline.reference_build import build_reference_set
+    from driftwarden.schemas.config import load_config
+    from driftwarden.schemas.events import parse_event
 
     cfg = load_config(config_path)
     events = [parse_event(orjson.dumps(d)) for d in training_snapshot(model, base_ms, window_ms, per_window, windows)]
@@ -165,7 +165,7 @@ class JobProcess:
 
     def log_tail(self, lines: int = 15) -> str:
         """The last lines of the job's log, without Java stack frames (the exceptions' lines stay)."""
-        from jobs.flink_errors import is_stack_frame
+        from driftwarden.jobs.flink_errors import is_stack_frame
 
         try:
             text = self.log_path.read_text(errors="replace")

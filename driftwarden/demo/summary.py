@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from core.console import data_table
+from driftwarden.core.console import data_table
 from driftwarden.demo.outcome import MAX_CATCH_OFFSET, DemoOutcome
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ def print_segment_drifts(console: Console, outcome: DemoOutcome) -> None:
 def replay_report(console: Console, args: list[str], html: Path) -> Path | None:
     """Write the incident's HTML replay report by calling replay's own command; None when unavailable."""
     try:
-        from replay.cli import replay_command
+        from driftwarden.replay.cli import replay_command
     except ImportError as exc:
         console.print(f"[yellow]replay report unavailable ({escape(str(exc))}); run the command below once replay/ is installed[/]")
         return None

@@ -5,19 +5,20 @@ from __future__ import annotations
 import math
 import platform
 import uuid
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from replay.latency import verdict
-from replay.latency.cells import ROLES
-from replay.latency.runner import RunResult
-from schemas.events import rfc3339
+from driftwarden.latency import verdict
+from driftwarden.latency.cells import ROLES
+from driftwarden.latency.runner import RunResult
+from driftwarden.schemas.events import rfc3339
 
 KIND = "driftwarden.latency_report"
 REPORT_VERSION = 1
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "latency_report.schema.json"
+SCHEMA_PATH = resources.files("driftwarden.schemas") / "latency_report.schema.json"  # package data, in a checkout or a wheel
 REGRESSION_EXIT_CODE = 3
 
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from replay.latency import verdict
-from replay.latency.options import BenchOptions
-from replay.latency.timing import Chunk, summarise
+from driftwarden.latency import verdict
+from driftwarden.latency.options import BenchOptions
+from driftwarden.latency.timing import Chunk, summarise
 
 ROLES = ("baseline", "candidate")
 

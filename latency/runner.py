@@ -18,15 +18,15 @@ from typing import Protocol
 
 import numpy as np
 
-from replay.latency import memory
-from replay.latency.adapter import AdapterConfig, load_adapter
-from replay.latency.errors import AdapterError, ModelFormatError
-from replay.latency.inputs import BatchPool, EventFile, build_pool, read_events
-from replay.latency.models import LoadedModel, load_model, torch_dtype
-from replay.latency.options import BenchOptions, resolve_device, resolve_dtypes
-from replay.latency.cells import ROLES, ArmRun, cell_report
-from replay.latency.telemetry import Telemetry
-from replay.latency.timing import Chunk, Timer, make_timer, run_chunk, summarise, warm_up
+from driftwarden.latency import memory
+from driftwarden.latency.adapter import AdapterConfig, load_adapter
+from driftwarden.latency.errors import AdapterError, ModelFormatError
+from driftwarden.latency.inputs import BatchPool, EventFile, build_pool, read_events
+from driftwarden.latency.models import LoadedModel, load_model, torch_dtype
+from driftwarden.latency.options import BenchOptions, resolve_device, resolve_dtypes
+from driftwarden.latency.cells import ROLES, ArmRun, cell_report
+from driftwarden.latency.telemetry import Telemetry
+from driftwarden.latency.timing import Chunk, Timer, make_timer, run_chunk, summarise, warm_up
 
 
 

@@ -1,53 +1,40 @@
-"""The per-window pipeline shared by the streaming job and the replay CLI.
+"""Window summaries: what one (model, window) keeps, built the same way live, in replay and for references.
 
-1. :class:`WindowSummary` is what one (model, window) keeps: counts, a deterministic mergeable
-   sketch per configured feature and one bottom-k event sample (``sketches/FORMAT.md``). The live
-   job builds it in Java, event by event, on as many subtasks as the stream has (``jobs/java``,
-   ``WindowSummaryAgg``); replay and ``reference build`` build it here with :class:`WindowRows`.
-   Both produce the same bytes for the same set of records: nothing in it depends on the order
-   of the events or on how they were split into partials, so verdicts are bit-identical live, in
-   replay and after a restart. Summaries merge into longer horizons (:func:`merge_summaries`).
-2. :func:`analyze_summary` gates every feature against the reference, deep-tests the alarms,
-   applies Benjamini-Hochberg and returns a :class:`WindowReport` ready for the store and alerting.
+:class:`WindowSummary` holds counts, a deterministic mergeable sketch per configured feature and
+one bottom-k event sample (``sketches/FORMAT.md``). The live job builds it in Java, event by
+event, on as many subtasks as the stream has (``jobs/java``, ``WindowSummaryAgg``); replay and
+``reference build`` build it here with :class:`WindowRows`. Both produce the same bytes for the
+same set of records: nothing in it depends on the order of the events or on how they were split
+into partials, so verdicts are bit-identical live, in replay and after a restart. Summaries merge
+into longer horizons (:func:`merge_summaries`). Judging a summary is ``pipeline/judging.py``'s.
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 
-from core.errors import SerializationError
-from core.records import FeatureOutcome, WindowReport
-from schemas.config import ModelConfig, ThresholdConfig
-from jobs.columns import ARROW_TYPES, configured_values, feature_columns
-from jobs.segments import segment_mapping, segment_members
-from schemas.events import PREDICTION, utc_from_ms
-from sketches import DriftPolicy, FeatureVerdict, Reference, ReservoirSample, analyze_segments, new_sketch
-from sketches.categorical import CategoricalSketch
-from sketches.feature import FeatureSketch, copy_sketch, deserialize_sketch
-from sketches.analysis import not_judged, verdict_evidence
-from sketches.feature import is_numeric
-from sketches.policy import budget_alpha
-from sketches.sequential import CusumState
-from sketches.hashing import event_keys, split_coordinates, window_seed
-from sketches.reference import FeatureReference, baseline_unseen_share
-from sketches.sample import EventSample, sampled_kinds
-from sketches.serialization import Reader, Writer
+from driftwarden.core.errors import SerializationError
+from driftwarden.pipeline.columns import ARROW_TYPES, configured_values, feature_columns
+from driftwarden.pipeline.segments import segment_members
+from driftwarden.schemas.config import ModelConfig
+from driftwarden.sketches import ReservoirSample, new_sketch
+from driftwarden.sketches.feature import FeatureSketch, copy_sketch, deserialize_sketch
+from driftwarden.sketches.hashing import event_keys, split_coordinates, window_seed
+from driftwarden.sketches.sample import EventSample, sampled_kinds
+from driftwarden.sketches.serialization import Reader, Writer
 
 #: Frame kind of a serialized WindowSummary (``sketches/FORMAT.md``).
 KIND_WINDOW = 17
 #: Frame kind of a WindowSummary with per-segment summaries: the kind 17 frame, then the segments.
 KIND_WINDOW_SEGMENTED = 18
 
-log = logging.getLogger(__name__)
-
-__all__ = ["KIND_WINDOW", "KIND_WINDOW_SEGMENTED", "WindowSummary", "WindowRows", "analyze_summary", "cardinality_evidence", "cusum_state",
-           "drift_policy", "feature_outcome", "merge_summaries", "summarize_window", "window_seed", "window_start"]
+__all__ = ["KIND_WINDOW", "KIND_WINDOW_SEGMENTED", "WindowSummary", "WindowRows", "merge_summaries",
+           "new_feature_sketch", "summarize_window", "window_seed", "window_start"]
 
 
 @dataclass
@@ -55,7 +42,7 @@ class WindowSummary:
     """What one (model, window) keeps: counts, a sketch per configured feature, an event sample.
 
     Treat it as immutable once built (``features`` is computed once); :func:`merge_summaries`
-    builds a new one. ``segments``: for a model with segments (``jobs/segments.py``), each
+    builds a new one. ``segments``: for a model with segments (``pipeline/segments.py``), each
     segment's own summary (same model and window, built from that segment's events only), keyed
     by the segment's values in ``segment_by`` order; only segments that had events are present.
     """
@@ -267,7 +254,7 @@ class WindowRows:
                   segments: Sequence[tuple[str, ...]] | None = None) -> WindowSummary:
         """The window's summary: counts, a sketch per monitored name, the event sample.
 
-        ``segments``: the model's top segment keys (the reference's, ``jobs/segments.py``) when
+        ``segments``: the model's top segment keys (the reference's, ``pipeline/segments.py``) when
         the model is segmented: the summary then carries each segment's own summary (the other
         segment gathers the rest); None: no segments.
         """
@@ -322,135 +309,3 @@ def summarize_window(
     for line, features in enumerate(feature_maps):
         rows.add(features, (line,), prediction=predictions[line] if predictions is not None else None)
     return rows.summarize(model, start_ms, window_ms, segments)
-
-
-def drift_policy(thresholds: ThresholdConfig, window_ms: int | None = None) -> DriftPolicy:
-    """The sketches' DriftPolicy from the config's thresholds section and the window length.
-
-    ``alpha``: the configured one, else derived from ``false_alerts_per_week`` at one window per
-    ``window_ms`` (:func:`sketches.policy.budget_alpha`), split in two equal halves: one for the
-    per-window tests (Benjamini-Hochberg level), one for the slow-drift CUSUM
-    (``sketches/sequential.py``); without a window length (building a reference, which never
-    judges) DriftPolicy's default, CUSUM off.
-    """
-    alpha, sequential = thresholds.alpha, 0.0
-    if alpha is None and window_ms:
-        alpha = sequential = budget_alpha(thresholds.false_alerts_per_week, window_ms) / 2
-    elif alpha is None:
-        alpha = DriftPolicy.alpha
-    return DriftPolicy(alpha=alpha, sequential_alpha=sequential, psi_minor=thresholds.psi_minor, psi_major=thresholds.psi_major,
-                       false_alarm_rate=thresholds.false_alarm_rate, bins=thresholds.bins,
-                       min_count=thresholds.min_count)
-
-
-def analyze_summary(summary: WindowSummary, reference: Reference, policy: DriftPolicy,
-                    state: Mapping[str, CusumState] | None = None,
-                    segment_references: Mapping[tuple[str, ...], Reference] | None = None,
-                    segment_min_count: int = 200) -> WindowReport:
-    """Gate, deep-test and judge one window against the reference, given each feature's CUSUM after the previous window.
-
-    A segmented summary (``summary.segments``) is judged with its segments under one false-alarm
-    budget (:func:`sketches.analyze_segments`: hierarchical FDR over features x segments): each
-    segment with at least ``segment_min_count`` events against its own reference in
-    ``segment_references``. The report lists the global outcomes, then each segment's (their
-    ``segment``: ``{by feature: value}``).
-
-    Never raises on a summary it could decode: a feature whose judging raised is reported "not judged"
-    (:attr:`FeatureOutcome.error`) and logged once with the model and window, and the rest is judged.
-    """
-    reference, features = judged_features(summary, reference)
-    windows = {key: judged_features(seg, reference)[1] for key, seg in summary.segments.items()}
-    try:
-        verdicts, by_segment = analyze_segments(features, windows, reference, segment_references or {}, policy,
-                                                segment_min_count, state)
-    except Exception as exc:  # noqa: BLE001 - a step across features failed: every feature not judged, none lost
-        verdicts, by_segment = _none_judged(features, reference, exc), {
-            key: _none_judged(seg, (segment_references or {}).get(key) or Reference(), exc)
-            for key, seg in windows.items()}
-    _log_errors(summary, verdicts, by_segment)
-    outcomes = [feature_outcome(v, cardinality_evidence(reference.features.get(v.name), summary.sketches.get(v.name)))
-                for v in verdicts]
-    for key, segment_verdicts in by_segment.items():
-        ref = (segment_references or {}).get(key) or Reference()
-        sketches = summary.segments[key].sketches
-        mapping = segment_mapping(summary.segment_by, key)
-        outcomes += [feature_outcome(v, cardinality_evidence(ref.features.get(v.name), sketches.get(v.name)), mapping)
-                     for v in segment_verdicts]
-    return WindowReport(model=summary.model, window_start=utc_from_ms(summary.window_start_ms),
-                        window_end=utc_from_ms(summary.window_end_ms), features=outcomes)
-
-
-def _none_judged(features: Mapping[str, tuple], reference: Reference, exc: BaseException) -> list[FeatureVerdict]:
-    """Every feature of a window (the reference's first) "not judged" because of ``exc``."""
-    names = list(reference.features) + [n for n in features if n not in reference.features]
-    return [not_judged(name, reference.features[name].kind if name in reference.features else
-                       ("numeric" if is_numeric(features[name][0]) else "categorical"), features.get(name), exc)
-            for name in names]
-
-
-def _log_errors(summary: WindowSummary, verdicts: Sequence[FeatureVerdict],
-                by_segment: Mapping[tuple[str, ...], Sequence[FeatureVerdict]]) -> None:
-    """Log each feature that could not be judged, once, with its model, segment, window and traceback."""
-    cells = [(None, v) for v in verdicts] + [(key, v) for key, vs in by_segment.items() for v in vs]
-    for key, v in cells:
-        if v.error is not None:
-            where = f" segment {dict(zip(summary.segment_by, key))!r}" if key is not None else ""
-            log.error("feature %r of model %r%s, window %s: %s", v.name[:200], summary.model[:200], where,
-                      utc_from_ms(summary.window_start_ms).isoformat(), v.error, exc_info=v.exception)
-
-
-def segment_references(summary: WindowSummary, lookup: Callable[[str, tuple[str, ...]], Reference | None],
-                       config: ModelConfig | None) -> tuple[dict[tuple[str, ...], Reference], int]:
-    """The two segment arguments of :func:`analyze_summary` for ``summary``: each of its segments'
-    reference (``lookup(model, key)``; segments without one are left out) and the model's
-    ``segments.min_count`` (the live job and replay both call this)."""
-    if not summary.segments or config is None or config.segments is None:
-        return {}, 0
-    references = {key: lookup(summary.model, key) for key in summary.segments}
-    return {key: ref for key, ref in references.items() if ref is not None}, config.segments.min_count
-
-
-def judged_features(summary: WindowSummary, reference: Reference) -> tuple[Reference, dict]:
-    """The reference and the window's features that one window is judged on and reports: all, less
-    the prediction where it has nothing to say: not monitored (the summary has none, so a reference's
-    prediction is ignored), or carried by neither the window's events nor the reference."""
-    sketch = summary.sketches.get(PREDICTION)
-    if sketch is None and PREDICTION in reference.features:
-        return Reference({n: f for n, f in reference.features.items() if n != PREDICTION}), summary.features
-    if sketch is None or PREDICTION in reference.features or sketch.missing < sketch.count:
-        return reference, summary.features
-    return reference, {name: pair for name, pair in summary.features.items() if name != PREDICTION}
-
-
-def cardinality_evidence(ref: FeatureReference | None, sketch: FeatureSketch | None, top: int = 5) -> dict:
-    """For a high-cardinality categorical feature: the reference's own unseen-value share, the head values that moved."""
-    if ref is None or ref.profile is None or not isinstance(sketch, CategoricalSketch):
-        return {}
-    return {"unseen_baseline": baseline_unseen_share(ref), "moved_values": tuple(ref.profile.moved(sketch, top))}
-
-
-def feature_outcome(v: FeatureVerdict, evidence: dict | None = None,
-                    segment: Mapping[str, str] | None = None) -> FeatureOutcome:
-    """Flatten a sketches FeatureVerdict (and :func:`cardinality_evidence`) into alerting's FeatureOutcome record
-    (of a segment: ``{by feature: value}``)."""
-    deep = v.deep
-    return FeatureOutcome(**(evidence or {}), segment=segment,
-        name=v.name, kind=v.kind, count=v.count, missing=v.missing,
-        gate_ks=v.gate.ks, gate_psi=v.gate.psi, gate_emd=v.gate.emd, alarm=v.alarm,
-        ks_stat=deep.ks_stat if deep else None, ks_pvalue=deep.ks_pvalue if deep else None,
-        psi=deep.psi if deep else None, emd=deep.emd if deep else None,
-        p_adjusted=v.p_adjusted, drifted=v.drifted, severity=v.severity,
-        gate_ks_bound=v.gate.ks_bound, gate_chi2=v.gate.chi2, gate_js=v.gate.js, gate_new_share=v.gate.new_share,
-        gate_missing_delta=v.gate.missing_delta,
-        chi2_stat=deep.chi2_stat if deep else None, chi2_pvalue=deep.chi2_pvalue if deep else None,
-        evidence=verdict_evidence(v),
-        cusum_up=v.cusum.up if v.cusum is not None else None,
-        cusum_down=v.cusum.down if v.cusum is not None else None,
-        error=v.error,
-    )
-
-
-def cusum_state(report: WindowReport) -> dict[str, CusumState]:
-    """Each feature's CUSUM after a judged window: the state the next window of the model starts from."""
-    return {f.name: CusumState(f.cusum_up, f.cusum_down or 0.0) for f in report.features if f.cusum_up is not None}
-

@@ -3,7 +3,7 @@
 The snapshot is a file of events in the contract's shape (JSONL, gzip JSONL or Parquet); the
 events' predictions make the reference of the ``prediction`` feature (``monitor_prediction``).
 Each model's events are cut into the configured event-time windows and summarized with the
-same :func:`jobs.pipeline.summarize_window` as the streaming job; the gate is calibrated on
+same :func:`pipeline.summary.summarize_window` as the streaming job; the gate is calibrated on
 those windows (leave one out). A snapshot spanning fewer windows than the policy needs for
 calibration is cut into ``min_windows * 2`` equal slices in file order instead (documented
 fallback, slices interleaved in file order: a training set often has no time axis). A categorical
@@ -13,8 +13,8 @@ value in the raw events (``sketches/profile.py``).
 A model with ``segments`` also gets one reference per segment: its ``top`` segments by event
 volume in the snapshot (ties by the key's sort order) and the other segment (the rest), each
 built and calibrated like the model's from that segment's part of the same windows
-(:meth:`jobs.pipeline.WindowRows.summarize` with the top keys: the one assignment rule of
-``jobs/segments.py``).
+(:meth:`pipeline.summary.WindowRows.summarize` with the top keys: the one assignment rule of
+``pipeline/segments.py``).
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Iterable, Mapping
 
-from jobs.pipeline import WindowRows, WindowSummary, summarize_window, window_start
-from jobs.references import ReferenceSet, reference_from_summaries
-from jobs.segments import SegmentKey, fold_to_top, other_key, segment_keys, top_segments
-from schemas.config import ModelConfig, MonitorConfig
-from schemas.events import Event
-from sketches import DriftPolicy, Reference
-from sketches.reference import value_counts
+from driftwarden.pipeline.summary import WindowRows, WindowSummary, summarize_window, window_start
+from driftwarden.pipeline.references import ReferenceSet, reference_from_summaries
+from driftwarden.pipeline.segments import SegmentKey, fold_to_top, other_key, segment_keys, top_segments
+from driftwarden.schemas.config import ModelConfig, MonitorConfig
+from driftwarden.schemas.events import Event
+from driftwarden.sketches import DriftPolicy, Reference
+from driftwarden.sketches.reference import value_counts
 
 
 def infer_feature_kinds(events: Iterable[Event]) -> dict[str, dict[str, str]]:

@@ -14,13 +14,13 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from core.console import data_table
-from replay.latency.errors import BenchOptionError
+from driftwarden.core.console import data_table
+from driftwarden.latency.errors import BenchOptionError
 
 
 def _ints(text: str) -> str:
     """Check "1,8,64" early (click reports a bad value as a usage error)."""
-    from replay.latency.options import parse_int_list
+    from driftwarden.latency.options import parse_int_list
 
     try:
         if any(b < 1 for b in parse_int_list(text)) or not parse_int_list(text):
@@ -32,7 +32,7 @@ def _ints(text: str) -> str:
 
 def _dtypes(text: str) -> str:
     """Check "fp32,bf16" or "auto" early."""
-    from replay.latency.options import DTYPES, parse_dtypes
+    from driftwarden.latency.options import DTYPES, parse_dtypes
 
     bad = [d for d in parse_dtypes(text) if d not in DTYPES]
     if bad:
@@ -67,7 +67,7 @@ def bench_command(
     progress: Annotated[bool, typer.Option(help="Show a progress bar.", show_default=True)] = True,
 ) -> None:
     """Benchmark baseline vs candidate latency on reference and incident inputs; exit 3 on a regression."""
-    from replay.latency.options import BenchOptions, parse_dtypes, parse_int_list
+    from driftwarden.latency.options import BenchOptions, parse_dtypes, parse_int_list
 
     options = BenchOptions(
         baseline, candidate, reference_input, incident_input, adapter, parse_int_list(batch_sizes),
@@ -82,7 +82,7 @@ def bench_command(
 def run_and_report(options, report_json: Path | None, report_html: Path | None, store: str | None,
                    progress: bool, console: Console | None = None) -> dict:
     """Run the benchmark, write the outputs asked for, print a summary on ``console``; return the report."""
-    from replay.latency import html, report as reports, runner
+    from driftwarden.latency import html, report as reports, runner
 
     prepared = runner.prepare(options)
     result = _run_with_progress(prepared, progress)
@@ -92,7 +92,7 @@ def run_and_report(options, report_json: Path | None, report_html: Path | None, 
     if report_html:
         html.write_html(report, result, report_html)
     if store:
-        from replay.latency import store as latency_store  # sqlalchemy only when a store is asked for
+        from driftwarden.latency import store as latency_store  # sqlalchemy only when a store is asked for
 
         latency_store.save(report, store)
     if console is not None:
@@ -103,7 +103,7 @@ def run_and_report(options, report_json: Path | None, report_html: Path | None, 
 def _run_with_progress(prepared, enabled: bool):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from replay.latency import runner
+    from driftwarden.latency import runner
 
     steps = runner.total_steps(prepared.options, len(prepared.dtypes))
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())

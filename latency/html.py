@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from replay.latency.runner import RunResult
+from driftwarden.latency.runner import RunResult
 
 _STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:72em}table{border-collapse:collapse;margin:.5em 0 1.5em}
 td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}th{background:#f4f4f4}

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.errors import InvalidEventError
-from replay.latency.adapter import AdapterConfig, Batch, build_batch
-from replay.latency.errors import BenchInputError
-from schemas.events import Event, parse_event
+from driftwarden.core.errors import InvalidEventError
+from driftwarden.latency.adapter import AdapterConfig, Batch, build_batch
+from driftwarden.latency.errors import BenchInputError
+from driftwarden.schemas.events import Event, parse_event
 
 DEFAULT_MAX_BATCHES = 64
 

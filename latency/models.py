@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from replay.latency.errors import ModelFormatError
+from driftwarden.latency.errors import ModelFormatError
 
 TORCHSCRIPT = "torchscript"
 TORCH_EXPORT = "torch.export"

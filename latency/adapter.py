@@ -29,8 +29,8 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from replay.latency.errors import AdapterError
-from schemas.events import Event
+from driftwarden.latency.errors import AdapterError
+from driftwarden.schemas.events import Event
 
 DEFAULT_BUCKETS = (16, 32, 64, 128)
 _SPLIT = re.compile(r"[\s,;\[\]()]+")

@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from core.errors import ServiceError
+from driftwarden.core.errors import ServiceError
 
 KEYS = ("run_id", "batch_size", "dtype", "model_role", "inputs")
 
@@ -30,9 +30,9 @@ def rows(report: Mapping[str, Any]) -> list[dict]:
 
 def save(report: Mapping[str, Any], url: str) -> int:
     """Upsert the report's rows into the store at ``url``; return how many rows were written."""
-    import schemas.latency_tables  # noqa: F401  (registers latency_runs before the store creates tables)
-    from core.store import make_engine, upsert
-    from schemas.latency_tables import latency_runs
+    import driftwarden.schemas.latency_tables  # noqa: F401  (registers latency_runs before the store creates tables)
+    from driftwarden.core.store import make_engine, upsert
+    from driftwarden.schemas.latency_tables import latency_runs
 
     engine = make_engine(url)
     try:

@@ -12,7 +12,7 @@ from typing import Mapping
 
 import pyarrow as pa
 
-from schemas.events import CATEGORICAL, NUMERIC, FeatureKinds
+from driftwarden.schemas.events import CATEGORICAL, NUMERIC, FeatureKinds
 
 #: The Arrow type of each feature kind's column.
 ARROW_TYPES = {NUMERIC: pa.float64(), CATEGORICAL: pa.string()}

@@ -9,21 +9,20 @@ from datetime import datetime, timezone
 
 from sqlalchemy import Connection, and_, func, select, text, update
 
-from alerting.outbox import enqueue_alerts
-from core.records import WindowReport
-from alerting.rules import AlertRules
-from core.store import store_text, upsert
-from schemas.alert_tables import segment_key
-from schemas.tables import dead_letters, segment_results, window_counts, window_results
-from sketches.sequential import CusumState
+from driftwarden.core.records import AlertSink, WindowReport
+from driftwarden.core.store import store_text, upsert
+from driftwarden.schemas.alert_tables import segment_key
+from driftwarden.schemas.tables import dead_letters, segment_results, window_counts, window_results
+from driftwarden.sketches.sequential import CusumState
 
 #: Length of the store's model columns.
 MODEL_CHARS = window_counts.c.model.type.length
 
 
 def store_window(conn: Connection, report: WindowReport, events: int, unknown_features: int,
-                 rules: AlertRules | None, now: datetime | None = None) -> int:
-    """Upsert the window's rows (idempotent per model/feature[/segment]/window) and enqueue its alerts.
+                 alerts: AlertSink | None, now: datetime | None = None) -> int:
+    """Upsert the window's rows (idempotent per model/feature[/segment]/window) and enqueue its alerts
+    (``alerts``: the monitor's alert rules, ``alerting.rules.AlertRules``; None: no alerts); the alerts enqueued.
 
     An outcome with a ``segment`` goes to ``segment_results`` (its segment as ``segment_key`` writes
     it), the others to ``window_results``; alerts are enqueued for all (a segment is part of the alert identity).
@@ -45,7 +44,7 @@ def store_window(conn: Connection, report: WindowReport, events: int, unknown_fe
               "events": events, "late": late_events(conn, report.model, report.window_start, report.window_end),
               "unknown_features": unknown_features, "deep_checked": deep_checked, "computed_at": now}
     upsert(conn, window_counts, [counts], ("model", "window_start"))
-    return enqueue_alerts(conn, report, rules, now) if rules is not None else 0
+    return alerts.enqueue(conn, report, now) if alerts is not None else 0
 
 
 def stored_events(conn: Connection, model: str, window_start: datetime) -> int | None:

@@ -14,16 +14,16 @@ from typing import Mapping, Sequence
 
 from sqlalchemy import Connection, select
 
-from core.errors import ConfigError, SerializationError
-from core.store import upsert
-from jobs.pipeline import WindowSummary, merge_summaries
-from jobs.segments import SegmentKey, other_key
-from schemas.config import MonitorConfig
-from schemas.events import PREDICTION
-from schemas.tables import window_summaries
-from sketches import DriftPolicy, Reference
-from sketches.reference import reference_from_window_sketches
-from sketches.serialization import Reader, Writer
+from driftwarden.core.errors import ConfigError, SerializationError
+from driftwarden.core.store import upsert
+from driftwarden.pipeline.summary import WindowSummary, merge_summaries
+from driftwarden.pipeline.segments import SegmentKey, other_key
+from driftwarden.schemas.config import MonitorConfig
+from driftwarden.schemas.events import PREDICTION
+from driftwarden.schemas.tables import window_summaries
+from driftwarden.sketches import DriftPolicy, Reference
+from driftwarden.sketches.reference import reference_from_window_sketches
+from driftwarden.sketches.serialization import Reader, Writer
 
 #: Frame kind of a serialized ReferenceSet (sketches/ uses 1-15 for its own kinds).
 KIND_REFERENCE_SET = 17
@@ -36,7 +36,7 @@ class ReferenceSet:
     """The references of several models, saved to one file.
 
     A segmented model (``segments`` in its config) also has one reference per top segment, most
-    events first, then one for the other segment (``jobs/segments.py``): ``segments[model][key]``,
+    events first, then one for the other segment (``pipeline/segments.py``): ``segments[model][key]``,
     keys being the ``segment_by[model]`` features' values.
     """
 

@@ -13,7 +13,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
-from replay.latency.inputs import BatchPool
+from driftwarden.latency.inputs import BatchPool
 
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}
 

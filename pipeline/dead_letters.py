@@ -1,8 +1,8 @@
-"""Dead letters: rejected and late events kept with their reason, in the store and on a Kafka topic.
+"""Dead letters: rejected and late events kept with their reason, as the store keeps them.
 
 Rows are keyed by (topic, partition, offset) and inserted with "insert or ignore", so a window
-replayed after a restart never stores a record twice; the DLQ topic is written at least once
-(its key is ``topic:partition:offset`` for consumers that deduplicate).
+replayed after a restart never stores a record twice. The live job also publishes them to a Kafka
+topic (``jobs/dead_letter_topic.py``).
 
 Whatever a producer sent can be stored: the payload is kept as text (:func:`payload_text`: UTF-8,
 with undecodable bytes and NUL as ``\\xNN`` escapes; the DLQ record then also carries the exact
@@ -14,19 +14,17 @@ transaction (a window's results and its other rows).
 
 from __future__ import annotations
 
-import base64
 import logging
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-import orjson
 from sqlalchemy import Connection
 from sqlalchemy.exc import DataError, IntegrityError
 
-from core.store import insert_ignore
-from schemas.events import utc_from_ms
-from schemas.tables import dead_letters
+from driftwarden.core.store import insert_ignore
+from driftwarden.schemas.events import utc_from_ms
+from driftwarden.schemas.tables import dead_letters
 
 #: Between a reason code and its human detail in a reason string.
 REASON_SEPARATOR = " | "
@@ -106,39 +104,3 @@ def _reduced(row: dict, exc: Exception) -> dict:
     """The row with only what cannot be refused: coordinates, reason, payload."""
     return {**row, "reason": UNSTORABLE, "detail": f"{row['reason']}{REASON_SEPARATOR}{type(exc).__name__}",
             "model": None, "event_time": None, "payload": row["payload"].encode("ascii", "backslashreplace").decode()}
-
-
-class DeadLetterWriter:
-    """Writes dead-letter rows to the store (in the caller's transaction) and to the DLQ topic."""
-
-    def __init__(self, bootstrap: str, dlq_topic: str | None) -> None:
-        from confluent_kafka import Producer
-
-        self.dlq_topic = dlq_topic
-        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50}) if dlq_topic else None
-
-    def store(self, conn: Connection, rows: list[dict]) -> None:
-        """Insert the rows (see :func:`store_dead_letters`)."""
-        store_dead_letters(conn, rows)
-
-    def publish(self, rows: list[dict], payloads: list[bytes] | None = None) -> None:
-        """Send the rows to the DLQ topic (call after the store transaction committed).
-
-        ``payloads``: the rows' raw records; one whose stored text is not its exact bytes also goes
-        out as ``payload_base64``.
-        """
-        if self.producer is None:
-            return
-        for row, raw in zip(rows, payloads or [None] * len(rows)):
-            record = {**row, "event_time": row["event_time"].isoformat() if row["event_time"] else None,
-                      "seen_at": row["seen_at"].isoformat()}
-            if raw is not None and row["payload"].encode("utf-8") != raw:
-                record["payload_base64"] = base64.b64encode(raw).decode("ascii")
-            key = f"{row['topic']}:{row['partition']}:{row['offset']}"
-            self.producer.produce(self.dlq_topic, orjson.dumps(record), key=key)
-        self.producer.poll(0)
-
-    def close(self) -> None:
-        """Flush what is still queued for the DLQ topic."""
-        if self.producer is not None:
-            self.producer.flush(10)

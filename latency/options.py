@@ -6,7 +6,7 @@ import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from replay.latency.errors import BenchOptionError
+from driftwarden.latency.errors import BenchOptionError
 
 DTYPES = ("fp32", "bf16", "fp16")
 DEVICES = ("auto", "cpu", "cuda", "cuda:N")

@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from core.errors import ConfigError, ReplayError
+from driftwarden.core.errors import ConfigError, ReplayError
 
 
 class ModelFormatError(ConfigError):

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import numpy as np
 from scipy import stats
 
-from replay.latency.inputs import BatchPool
+from driftwarden.latency.inputs import BatchPool
 
 STEADY = "steady"
 CACHE_GROWTH = "cache growth"
