@@ -16,13 +16,16 @@ CACHE="${DRIFTWARDEN_CACHE_DIR:-$REPO/.cache}"
 PIDS="$RUN/pids"
 LOGS="$RUN/logs"
 VENV="$REPO/.venv"
-KAFKA_PORT=59092
-KAFKA_CONTROLLER_PORT=59093
-PG_PORT="${DRIFTWARDEN_PG_PORT:-55432}"  # another port: a private instance (with its own DRIFTWARDEN_RUN_DIR)
-PROM_PORT=59090
-FLINK_REST_PORT=58081
-FLINK_RPC_PORT=56123
-FLINK_METRICS_PORTS=59250-59251  # Flink's Prometheus reporter: the JobManager takes the first, the TaskManager the next
+# DRIFTWARDEN_PORT_OFFSET shifts every port below (a private set of services, with its own
+# DRIFTWARDEN_RUN_DIR, beside the default one; tests/conftest.py reads the same offset).
+OFFSET="${DRIFTWARDEN_PORT_OFFSET:-0}"
+KAFKA_PORT=$((59092 + OFFSET))
+KAFKA_CONTROLLER_PORT=$((59093 + OFFSET))
+PG_PORT="${DRIFTWARDEN_PG_PORT:-$((55432 + OFFSET))}"  # another port: a private instance (with its own DRIFTWARDEN_RUN_DIR)
+PROM_PORT=$((59090 + OFFSET))
+FLINK_REST_PORT=$((58081 + OFFSET))
+FLINK_RPC_PORT=$((56123 + OFFSET))
+FLINK_METRICS_PORTS=$((59250 + OFFSET))-$((59251 + OFFSET))  # Flink's Prometheus reporter: the JobManager takes the first, the TaskManager the next
 READY_TIMEOUT="${DRIFTWARDEN_READY_TIMEOUT:-90}"
 
 mkdir -p "$PIDS" "$LOGS"
@@ -234,7 +237,6 @@ stop_flink() {
   export FLINK_CONF_DIR="$RUN/flink/conf" FLINK_LOG_DIR="$RUN/flink/log" FLINK_PID_DIR="$PIDS" FLINK_LIB_DIR="$RUN/flink/lib"
   "$home/bin/taskmanager.sh" stop-all >>"$LOGS/flink.log" 2>&1 || true
   "$home/bin/jobmanager.sh" stop-all >>"$LOGS/flink.log" 2>&1 || true
-  pkill -f "org.apache.flink.runtime.(taskexecutor|entrypoint)" 2>/dev/null || true
   rm -f "$RUN/prometheus/targets/flink-cluster.json"
   log "flink stopped"
 }

@@ -16,10 +16,12 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 RUN_DIR = Path(os.environ.get("DRIFTWARDEN_RUN_DIR", REPO / ".run"))
 
-KAFKA_BOOTSTRAP = os.environ.get("DRIFTWARDEN_KAFKA_BOOTSTRAP", "127.0.0.1:59092")
-PG_URL = os.environ.get("DRIFTWARDEN_TEST_PG_URL", "postgresql://driftwarden@127.0.0.1:55432/driftwarden")
-PROMETHEUS_URL = os.environ.get("DRIFTWARDEN_PROMETHEUS_URL", "http://127.0.0.1:59090")
-FLINK_REST = os.environ.get("DRIFTWARDEN_FLINK_REST", "127.0.0.1:58081")
+#: scripts/services.sh shifts every port by $DRIFTWARDEN_PORT_OFFSET (a private set of services): so do the tests.
+PORT_OFFSET = int(os.environ.get("DRIFTWARDEN_PORT_OFFSET", "0"))
+KAFKA_BOOTSTRAP = os.environ.get("DRIFTWARDEN_KAFKA_BOOTSTRAP", f"127.0.0.1:{59092 + PORT_OFFSET}")
+PG_URL = os.environ.get("DRIFTWARDEN_TEST_PG_URL", f"postgresql://driftwarden@127.0.0.1:{55432 + PORT_OFFSET}/driftwarden")
+PROMETHEUS_URL = os.environ.get("DRIFTWARDEN_PROMETHEUS_URL", f"http://127.0.0.1:{59090 + PORT_OFFSET}")
+FLINK_REST = os.environ.get("DRIFTWARDEN_FLINK_REST", f"127.0.0.1:{58081 + PORT_OFFSET}")
 
 
 def _require_port(hostport: str, service: str) -> None:
