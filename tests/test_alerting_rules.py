@@ -107,7 +107,7 @@ def _yaml_blocks(path) -> list[dict]:
 
 
 def test_the_readmes_and_the_demo_show_the_default_rules() -> None:
-    """The sample configs of README.md and alerting/README.md state the defaults (min_severity: the false-alarm
+    """The sample configs of docs/configuration.md and alerting/README.md state the defaults (min_severity: the false-alarm
     budget, timers, hysteresis), and the demo's own config (`make demo`) leaves min_severity at its default."""
     from pathlib import Path
 
@@ -116,7 +116,7 @@ def test_the_readmes_and_the_demo_show_the_default_rules() -> None:
 
     repo = Path(__file__).resolve().parent.parent
     defaults = AlertRules().model_dump()
-    shown = [b["alerting"] for p in ("README.md", "alerting/README.md") for b in _yaml_blocks(repo / p)]
+    shown = [b["alerting"] for p in ("docs/configuration.md", "alerting/README.md") for b in _yaml_blocks(repo / p)]
     assert len(shown) == 2 and all("min_severity" in s for s in shown)
     for sample in shown:
         rules = parse_rules(sample).model_dump()

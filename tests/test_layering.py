@@ -132,7 +132,7 @@ def test_no_new_upward_import(upward):
 
 
 def test_the_known_upward_imports_still_exist(upward):
-    """A fixed one leaves the allow-list, so that it can only shrink (it is empty: LAYOUT_PLAN.md emptied it)."""
+    """A fixed one leaves the allow-list, so that it can only shrink (it is empty)."""
     gone = KNOWN_UPWARD - upward
     assert not gone, "no longer upward, remove from KNOWN_UPWARD:\n" + "\n".join(f"  {a} -> {b}" for a, b in sorted(gone))
 
