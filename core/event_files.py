@@ -1,4 +1,4 @@
-"""Read archived events from files: JSONL, gzip JSONL (``.gz``) or Parquet.
+"""Read archived events from files: JSONL, gzip JSONL (``.gz``), Parquet or Avro object container files.
 
 Each record comes back with its coordinates ``(path, line)`` (1-based line or row number) so that
 a rejected record can be named and each event gets its sample key (sketches/FORMAT.md).
@@ -7,16 +7,24 @@ a rejected record can be named and each event gets its sample key (sketches/FORM
 from __future__ import annotations
 
 import gzip
+import math
+from datetime import date, datetime, time, timedelta, timezone
+from decimal import Decimal
 from itertools import islice, repeat
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 import orjson
 
 from driftwarden.core.errors import InvalidEventError, ReplayError
-from driftwarden.schemas.events import Event, parse_event
+from driftwarden.schemas.events import DEFAULT_RULES, Event, EventRules, validate_event
 
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
+AVRO_SUFFIXES = (".avro",)
+
+
+def _no_kinds(_model: str) -> None:
+    return None
 
 
 #: Records per batch of :func:`iter_raw_batches`.
@@ -48,20 +56,25 @@ def iter_raw_batches(path: str | Path, size: int = BATCH_RECORDS) -> Iterator[Ra
     suffixes = "".join(path.suffixes[-2:]).lower()
     if path.suffix.lower() == ".parquet":
         yield from _batched(_parquet_records(path), size)
+    elif path.suffix.lower() in AVRO_SUFFIXES:
+        yield from _batched(_avro_records(path), size)
     elif suffixes.endswith(".gz"):
         yield from _jsonl_batches(path, gzip.open(path, "rb"), size)
     elif path.suffix.lower() in JSONL_SUFFIXES:
         yield from _jsonl_batches(path, open(path, "rb"), size)
     else:
-        raise ReplayError(f"{path}: unknown file type; use .jsonl, .jsonl.gz or .parquet")
+        raise ReplayError(f"{path}: unknown file type; use .jsonl, .jsonl.gz, .parquet or .avro")
 
 
-def load_events(path: str | Path) -> tuple[list[Event], list[tuple[tuple[str, int], str]]]:
-    """Parse a whole file: the valid events, and ``(coordinates, reason)`` of every rejected record."""
+def load_events(path: str | Path, rules: EventRules = DEFAULT_RULES,
+                kinds_of: Callable[[str], Mapping[str, str] | None] | None = None,
+                ) -> tuple[list[Event], list[tuple[tuple[str, int], str]]]:
+    """Parse a whole file under the config's ``rules`` (envelope, invalid values; ``kinds_of``: the monitored
+    kinds by model): the valid events, and ``(coordinates, reason)`` of every rejected record."""
     events, rejected = [], []
     for coordinates, raw in iter_raw_records(path):
         try:
-            events.append(parse_event(raw))
+            events.append(validate_event(raw, kinds_of or _no_kinds, rules))
         except InvalidEventError as exc:
             rejected.append((coordinates, str(exc)))
     return events, rejected
@@ -98,8 +111,63 @@ def _parquet_records(path: Path) -> Iterator[tuple[tuple[str, int], bytes]]:
         yield (name, number), orjson.dumps(_row_to_event(row), default=str)
 
 
+def _avro_records(path: Path) -> Iterator[tuple[tuple[str, int], bytes]]:
+    """An Avro object container file's records, each as the JSON object it reads as (``avro_as_json``)."""
+    import fastavro
+
+    name = str(path)
+    try:
+        with open(path, "rb") as handle:
+            for number, record in enumerate(fastavro.reader(handle), start=1):
+                yield (name, number), orjson.dumps(avro_as_json(record))
+    except (ValueError, OSError, EOFError, StopIteration) as exc:
+        raise ReplayError(f"{path}: not an Avro object container file: {exc}") from exc
+
+
+def avro_as_json(value: Any) -> Any:
+    """An Avro value (as fastavro decodes it) as JSON holds it: records and maps objects, enums, strings and
+    uuids text, bytes and fixed text (ISO-8859-1), decimals numbers, timestamp-millis/micros (and local ones)
+    epoch milliseconds, dates days since the epoch, time-millis/micros integers; a NaN or infinity, which
+    JSON cannot hold, is null.
+
+    >>> from datetime import datetime, timezone
+    >>> avro_as_json({"ts": datetime(2026, 1, 1, 0, 0, 0, 123999, tzinfo=timezone.utc), "b": b"\xff", "v": [1.5]})
+    {'ts': 1767225600123, 'b': 'ÿ', 'v': [1.5]}
+    """
+    kind = type(value)
+    if kind is dict:
+        return {k: avro_as_json(v) for k, v in value.items()}
+    if kind is list:
+        return [avro_as_json(v) for v in value]
+    if kind in (str, int, bool) or value is None:
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else None
+    return _AVRO_LOGICAL.get(kind, str)(value)
+
+
+def _epoch_ms(moment: datetime) -> int:
+    """Epoch milliseconds of a datetime (naive: a local-timestamp, read as UTC), toward minus infinity."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_AVRO_LOGICAL: dict[type, Callable[[Any], Any]] = {
+    bytes: lambda v: v.decode("latin-1"),
+    datetime: _epoch_ms,
+    date: lambda v: (v - _EPOCH.date()).days,
+    time: lambda v: ((v.hour * 60 + v.minute) * 60 + v.second) * 1_000_000 + v.microsecond,
+    Decimal: float,
+}
+
+
 def _row_to_event(row: dict) -> dict:
-    """Parquet rows either hold a ``features`` struct/map or one column per feature."""
+    """Parquet rows either hold a ``features`` struct/map, or one column per feature beside ``event_time``
+    (put under ``features``), or are any other flat record, kept as it is (for ``source.envelope`` to map)."""
+    if "features" not in row and "event_time" not in row:
+        return row
     if "features" in row:
         features = row["features"]
         if isinstance(features, list):  # a map column arrives as [(key, value), ...]

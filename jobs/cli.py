@@ -255,7 +255,7 @@ def status_command(
 @reference_app.command("build")
 def reference_build_command(
     input: Path = typer.Option(..., "--input", "-i", exists=True, dir_okay=False,
-                               help="Training snapshot: events as JSONL, gzip JSONL or Parquet."),
+                               help="Training snapshot: events as JSONL, gzip JSONL, Parquet or Avro (.avro)."),
     out: Path = typer.Option(..., "--out", "-o", help="Reference file to write."),
     config: Optional[Path] = typer.Option(None, "--config", "-c", exists=True, dir_okay=False,
                                           help="Monitor config; without it feature kinds are inferred "
@@ -266,10 +266,12 @@ def reference_build_command(
     from driftwarden.core.event_files import load_events
     from driftwarden.pipeline.judging import drift_policy
     from driftwarden.pipeline.reference_build import build_reference_set, infer_feature_kinds
-    from driftwarden.schemas.config import MonitorConfig, load_config
+    from driftwarden.schemas.config import MonitorConfig, feature_kinds_lookup, load_config
+    from driftwarden.schemas.events import EventRules
 
     cfg = load_config(config) if config else None
-    events, rejected = load_events(input)
+    events, rejected = (load_events(input, EventRules.of(cfg.source), feature_kinds_lookup(cfg)) if cfg
+                        else load_events(input))
     if not events:
         raise ConfigError(f"{input}: no valid events ({len(rejected)} rejected)")
     if cfg is None:

@@ -12,22 +12,24 @@ from typing import Mapping
 
 import pyarrow as pa
 
-from driftwarden.schemas.events import CATEGORICAL, NUMERIC, FeatureKinds
+from driftwarden.schemas.events import BOOLEAN, CATEGORICAL, NUMERIC, FeatureKinds
 
-#: The Arrow type of each feature kind's column.
-ARROW_TYPES = {NUMERIC: pa.float64(), CATEGORICAL: pa.string()}
+#: The Arrow type of each feature kind's column (a boolean feature's values are the texts "true" / "false").
+ARROW_TYPES = {NUMERIC: pa.float64(), CATEGORICAL: pa.string(), BOOLEAN: pa.string()}
 
 
 def configured_values(features: Mapping[str, object], kinds: FeatureKinds,
                       by_kind: tuple[tuple, tuple] | None = None,
-                      prediction: float | None = None) -> tuple[tuple[tuple, tuple], int]:
+                      prediction: float | None = None,
+                      invalid: Mapping[str, object] | None = None) -> tuple[tuple[tuple, tuple], int]:
     """A validated event's monitored values split by kind (absent ones as nulls), and how many
     non-null values it holds for features not in ``kinds`` (counted, not sketched).
 
     The numeric values end with the event's ``prediction`` when ``kinds`` monitors it
     (:attr:`FeatureKinds.numeric_columns`): the one place where the prediction becomes a column.
     ``by_kind`` is :attr:`schemas.events.Event.by_kind` when validation already split the event
-    with these kinds: the common shape, which has no other features.
+    with these kinds: the common shape, which has no other features. A name in ``invalid``
+    (:attr:`schemas.events.Event.invalid`) gets a null: its value had the wrong type.
 
     >>> kinds = FeatureKinds({"x": "numeric", "c": "categorical"}, prediction=True)
     >>> configured_values({"x": 1, "c": "a", "z": 2}, kinds, prediction=0.75)
@@ -37,7 +39,7 @@ def configured_values(features: Mapping[str, object], kinds: FeatureKinds,
     unknown = 0
     if split is None:
         unknown = sum(1 for name, value in features.items() if value is not None and name not in kinds)
-        split = kinds.values_in_order(features)
+        split = kinds.values_in_order(features, invalid)
     if kinds.prediction:
         split = (split[0] + (prediction,), split[1])
     return split, unknown

@@ -31,14 +31,18 @@ from driftwarden.sketches import DriftPolicy, Reference
 from driftwarden.sketches.reference import value_counts
 
 
+_INFERRED = {str: "categorical", bool: "boolean", int: "numeric", float: "numeric"}
+
+
 def infer_feature_kinds(events: Iterable[Event]) -> dict[str, dict[str, str]]:
-    """Per model, each feature's kind from its values: strings categorical, numbers numeric."""
+    """Per model, each feature's kind from its values: strings categorical, booleans boolean, numbers numeric
+    (lists and objects are not features)."""
     kinds: dict[str, dict[str, str]] = defaultdict(dict)
     for event in events:
         seen = kinds[event.model]
         for name, value in event.features.items():
-            if value is not None and name not in seen:
-                seen[name] = "categorical" if isinstance(value, str) else "numeric"
+            if name not in seen and type(value) in _INFERRED:
+                seen[name] = _INFERRED[type(value)]
     return dict(kinds)
 
 
@@ -68,7 +72,7 @@ def build_reference_set(events: list[Event], config: MonitorConfig, policy: Drif
 def _reference(summaries: list[WindowSummary], groups: list[tuple[int, list[Event]]], model: ModelConfig,
                policy: DriftPolicy) -> Reference:
     """One reference out of window summaries and the events they were built from."""
-    return reference_from_summaries(summaries, model.monitored, policy, _value_counts(groups, model),
+    return reference_from_summaries(summaries, model.sketch_kinds, policy, _value_counts(groups, model),
                                     prediction=model.monitor_prediction)
 
 

@@ -193,7 +193,7 @@ class StoredReferences:
         order = {start: i for i, start in enumerate(starts)}  # the merge order: see _reference_starts
         summaries = sorted((WindowSummary.deserialize(r[0]) for r in rows), key=lambda s: order[s.window_start_ms])
         model_config = self.config.model(model)
-        reference = reference_from_summaries(summaries, model_config.monitored, self.policy,
+        reference = reference_from_summaries(summaries, model_config.sketch_kinds, self.policy,
                                              prediction=model_config.monitor_prediction)
         self._built[model] = (starts, reference)
         return reference

@@ -20,10 +20,12 @@ import pyarrow as pa
 
 from driftwarden.core.errors import SerializationError
 from driftwarden.pipeline.columns import ARROW_TYPES, configured_values, feature_columns
+from driftwarden.pipeline.invalid import InvalidExample, InvalidValues, where_text
 from driftwarden.pipeline.segments import segment_members
 from driftwarden.schemas.config import ModelConfig
+from driftwarden.schemas.events import BOOLEAN, CATEGORICAL, NUMERIC, InvalidValue, check_feature_kinds
 from driftwarden.sketches import ReservoirSample, new_sketch
-from driftwarden.sketches.feature import FeatureSketch, copy_sketch, deserialize_sketch
+from driftwarden.sketches.feature import FeatureSketch, copy_sketch, deserialize_sketch, is_numeric
 from driftwarden.sketches.hashing import event_keys, split_coordinates, window_seed
 from driftwarden.sketches.sample import EventSample, sampled_kinds
 from driftwarden.sketches.serialization import Reader, Writer
@@ -32,6 +34,9 @@ from driftwarden.sketches.serialization import Reader, Writer
 KIND_WINDOW = 17
 #: Frame kind of a WindowSummary with per-segment summaries: the kind 17 frame, then the segments.
 KIND_WINDOW_SEGMENTED = 18
+#: A feature's kind in the window summary's trailer (sketches/FORMAT.md).
+_KIND_CODE = {NUMERIC: 1, CATEGORICAL: 2, BOOLEAN: 3}
+_KIND_NAME = {code: kind for kind, code in _KIND_CODE.items()}
 
 __all__ = ["KIND_WINDOW", "KIND_WINDOW_SEGMENTED", "WindowSummary", "WindowRows", "merge_summaries",
            "new_feature_sketch", "summarize_window", "window_seed", "window_start"]
@@ -56,6 +61,22 @@ class WindowSummary:
     sample: EventSample = field(default_factory=lambda: EventSample(0, {}))
     segment_by: tuple[str, ...] = ()
     segments: dict[tuple[str, ...], "WindowSummary"] = field(default_factory=dict)
+    #: the boolean features (summarized as categorical ones, values "true" / "false")
+    booleans: frozenset[str] = frozenset()
+    #: per feature, its wrong-typed values (absent: none); kept out of its sketch
+    invalid: dict[str, InvalidValues] = field(default_factory=dict)
+
+    def kind_of(self, name: str) -> str:
+        """A feature's configured kind: numeric, categorical or boolean."""
+        if name in self.booleans:
+            return BOOLEAN
+        sketch = self.sketches.get(name)
+        return NUMERIC if sketch is None or is_numeric(sketch) else CATEGORICAL
+
+    def invalid_count(self, name: str) -> int:
+        """How many of a feature's values in the window had the wrong type."""
+        tally = self.invalid.get(name)
+        return tally.count if tally is not None else 0
 
     @cached_property
     def features(self) -> dict[str, tuple[FeatureSketch, ReservoirSample]]:
@@ -85,7 +106,18 @@ class WindowSummary:
                len(self.sketches))
         for name, sketch in self.sketches.items():
             w.text(name).blob(sketch.serialize())
-        return w.blob(self.sample.serialize()).getvalue()
+        w.blob(self.sample.serialize())
+        if self.booleans or any(t.count for t in self.invalid.values()):
+            self._write_trailer(w)
+        return w.getvalue()
+
+    def _write_trailer(self, w: Writer) -> None:
+        """Per feature: its kind, its invalid values' count and examples (sketches/FORMAT.md, kind 17)."""
+        for name in self.sketches:
+            tally = self.invalid.get(name) or InvalidValues()
+            w.pack("BQI", _KIND_CODE[self.kind_of(name)], tally.count, len(tally.examples))
+            for example in tally.examples:
+                w.pack("q", example.key).text(example.reason).text(example.value).text(example.where)
 
     @classmethod
     def deserialize(cls, data: bytes) -> "WindowSummary":
@@ -120,8 +152,26 @@ class WindowSummary:
             name = r.text()
             sketches[name] = deserialize_sketch(r.blob())
         sample = EventSample.deserialize(r.blob()).categorical_only()
+        summary = cls(model, start, end, events, unknown, sketches, sample)
+        if not r.at_end():
+            summary._read_trailer(r)
         r.done()
-        return cls(model, start, end, events, unknown, sketches, sample)
+        return summary
+
+    def _read_trailer(self, r: Reader) -> None:
+        """Read what :meth:`_write_trailer` wrote."""
+        booleans = set()
+        for name in self.sketches:
+            code, count, examples = r.unpack("BQI")
+            if code not in _KIND_NAME or examples > count:
+                raise SerializationError(f"corrupt window summary: feature {name!r} kind {code}, {examples} examples "
+                                         f"of {count} invalid values")
+            if _KIND_NAME[code] == BOOLEAN:
+                booleans.add(name)
+            if count:
+                self.invalid[name] = InvalidValues(count, [InvalidExample(r.unpack("q")[0], r.text(), r.text(), r.text())
+                                                           for _ in range(examples)])
+        self.booleans = frozenset(booleans)
 
 
 def merge_summaries(summaries: Sequence[WindowSummary]) -> WindowSummary:
@@ -147,9 +197,13 @@ def merge_summaries(summaries: Sequence[WindowSummary]) -> WindowSummary:
                            sketches={n: copy_sketch(sk) for n, sk in first.sketches.items()},
                            sample=EventSample(first.sample.capacity, first.sample.kinds).merge(first.sample))
     merged.events, merged.unknown_features = first.events, first.unknown_features
+    merged.booleans = frozenset().union(*(s.booleans for s in summaries))
+    merged.invalid = {name: tally.copy() for name, tally in first.invalid.items()}
     for other in summaries[1:]:
         merged.events += other.events
         merged.unknown_features += other.unknown_features
+        for name, tally in other.invalid.items():
+            merged.invalid[name] = merged.invalid[name].merge(tally) if name in merged.invalid else tally.copy()
         for name, sketch in other.sketches.items():
             if name in merged.sketches:
                 merged.sketches[name].merge(sketch)
@@ -201,11 +255,13 @@ class WindowRows:
     def __init__(self, config: ModelConfig) -> None:
         self.config = config
         self.kinds = config.kinds
+        self._sketch_kinds = config.sketch_kinds
         self.numbers: list = []
         self.labels: list = []
         self.coordinates: list[tuple] = []
         self.unknown_features = 0
         self._unknown: list[int] = []  # each event's unknown features, in event order (for its segment)
+        self._invalid: list[tuple[int, str, InvalidValue]] = []  # (event index, name, its invalid value)
         self._chunks: list[dict[str, pa.Array]] = []
         self._in_chunks = 0  # events already in self._chunks
 
@@ -213,13 +269,19 @@ class WindowRows:
         return len(self.coordinates)
 
     def add(self, features: Mapping[str, object], coordinates: tuple,
-            by_kind: tuple[tuple, tuple] | None = None, prediction: float | None = None) -> None:
+            by_kind: tuple[tuple, tuple] | None = None, prediction: float | None = None,
+            invalid: Mapping[str, InvalidValue] | None = None) -> None:
         """Append one validated event's configured features and prediction (absent ones as nulls).
 
         ``by_kind`` is the event's :attr:`schemas.events.Event.by_kind` when validation already
-        split it with this model's kinds (saves doing it twice).
+        split it with this model's kinds (saves doing it twice); ``invalid``: its
+        :attr:`schemas.events.Event.invalid` values (kept out of the sketches, counted).
         """
-        split, unknown = configured_values(features, self.kinds, by_kind, prediction)
+        if by_kind is None and invalid is None:  # not checked against these kinds yet (a reference's raw events)
+            by_kind, invalid = check_feature_kinds(features, self.kinds)
+        if invalid:
+            self._invalid.extend((len(self.coordinates), name, value) for name, value in invalid.items())
+        split, unknown = configured_values(features, self.kinds, by_kind, prediction, invalid)
         self.unknown_features += unknown
         self._unknown.append(unknown)
         self.numbers.extend(split[0])
@@ -227,13 +289,17 @@ class WindowRows:
         self.coordinates.append(coordinates)
 
     def add_columns(self, columns: Mapping[str, pa.Array], coordinates: Sequence[tuple],
-                    unknown_features: int | Sequence[int] = 0) -> None:
+                    unknown_features: int | Sequence[int] = 0,
+                    invalid: Sequence[tuple[int, str, InvalidValue]] = ()) -> None:
         """Append validated events given as one Arrow column per monitored name (features, prediction).
 
         ``unknown_features``: each event's count of values of unconfigured features, or their
-        total (then a segment's summary counts none of them).
+        total (then a segment's summary counts none of them). ``invalid``: (index among these
+        events, name, invalid value) of each wrong-typed value (null in its column).
         """
         self._seal()
+        first = len(self.coordinates)
+        self._invalid.extend((first + i, name, value) for i, name, value in invalid)
         self._chunks.append({name: columns[name] for name in self.kinds.columns})
         self.coordinates.extend(coordinates)
         self._in_chunks = len(self.coordinates)
@@ -261,7 +327,9 @@ class WindowRows:
         columns = self.columns()
         topics, partitions, offsets = split_coordinates(self.coordinates)
         keys = event_keys(window_seed(model, start_ms), topics, partitions, offsets)
-        summary = self._summary(model, start_ms, window_ms, columns, keys, len(self), self.unknown_features)
+        invalid = self._invalid_tallies(keys, topics, partitions, offsets)
+        summary = self._summary(model, start_ms, window_ms, columns, keys, len(self), self.unknown_features,
+                                invalid(None), range(len(self)))
         by = self.config.segments.by if self.config.segments is not None else ()
         if segments is not None and by and len(self):
             unknown = np.asarray(self._unknown, dtype=np.int64)
@@ -270,16 +338,41 @@ class WindowRows:
                 taken = pa.array(members, type=pa.int64())
                 summary.segments[key] = self._summary(model, start_ms, window_ms,
                                                       {name: column.take(taken) for name, column in columns.items()},
-                                                      keys[members], len(members), int(unknown[members].sum()))
+                                                      keys[members], len(members), int(unknown[members].sum()),
+                                                      invalid(set(np.asarray(members).tolist())), members)
         return summary
 
+    def _invalid_tallies(self, keys: np.ndarray, topics: list, partitions: np.ndarray, offsets: np.ndarray):
+        """A function of a set of event indices (None: all) giving each feature's invalid values among them."""
+        entries = [(index, name, value, int(keys[index]),
+                    where_text(topics[index], int(partitions[index]), int(offsets[index])))
+                   for index, name, value in self._invalid]
+
+        def tallies(members: set[int] | None) -> dict[str, InvalidValues]:
+            out: dict[str, InvalidValues] = {}
+            for index, name, value, key, where in entries:
+                if members is None or index in members:
+                    out.setdefault(name, InvalidValues()).add(key, value.reason, value.value, where)
+            return out
+        return tallies
+
     def _summary(self, model: str, start_ms: int, window_ms: int, columns: Mapping[str, pa.Array],
-                 keys: np.ndarray, events: int, unknown: int) -> WindowSummary:
-        """The summary of events given as columns and sample keys."""
+                 keys: np.ndarray, events: int, unknown: int, invalid: dict[str, InvalidValues],
+                 rows: Sequence[int]) -> WindowSummary:
+        """The summary of events given as columns and sample keys; ``rows``: the events' indices in the window.
+
+        An invalid value is a null in its column (so in the sample) that its feature's sketch does not see.
+        """
+        sketches = {}
+        for name, kind in self._sketch_kinds.items():
+            column = columns[name]
+            if name in invalid:
+                bad = {i for i, n, _ in self._invalid if n == name}
+                column = column.filter(pa.array([i not in bad for i in rows], type=pa.bool_()))
+            sketches[name] = new_feature_sketch(kind, self.config, name).update(column)
         return WindowSummary(model, start_ms, start_ms + window_ms, events=events, unknown_features=unknown,
-                             sketches={name: new_feature_sketch(kind, self.config, name).update(columns[name])
-                                       for name, kind in self.kinds.columns.items()},
-                             sample=EventSample(self.config.sample_size, sampled_kinds(self.kinds.columns)).update(keys, columns))
+                             sketches=sketches, booleans=self.kinds.boolean, invalid=invalid,
+                             sample=EventSample(self.config.sample_size, sampled_kinds(self._sketch_kinds)).update(keys, columns))
 
     def _seal(self) -> None:
         """Turn the values added event by event so far into one columnar chunk."""

@@ -268,8 +268,12 @@ def _add_batch_rows(window: OpenWindow, chosen: list[int], records: Sequence[Raw
     """Append the feature columns of the batch's records ``chosen`` (indices) to the window."""
     taken = pa.array([validated.rows[i] for i in chosen], type=pa.int32())
     columns = validated.columns[window.model]
+    invalid = []
+    if validated.invalid:
+        position = {index: j for j, index in enumerate(chosen)}
+        invalid = [(position[i], name, value) for i, name, value in validated.invalid if i in position]
     window.rows.add_columns({name: column.take(taken) for name, column in columns.items()},
-                            [records[i].coordinates for i in chosen], [validated.unknown[i] for i in chosen])
+                            [records[i].coordinates for i in chosen], [validated.unknown[i] for i in chosen], invalid)
 
 
 class _Placed:

@@ -14,7 +14,8 @@ from driftwarden.core.errors import ReplayError
 from driftwarden.core.event_files import JSONL_SUFFIXES, iter_raw_batches, not_a_file
 from driftwarden.replay.records import RawRecord
 
-_MAGIC = {b"PAR1": "Parquet", b"\x1f\x8b": "gzip", b"DWSK": "a driftwarden reference file"}
+_MAGIC = {b"PAR1": "Parquet", b"\x1f\x8b": "gzip", b"DWSK": "a driftwarden reference file",
+          b"Obj\x01": "Avro"}
 
 
 def sniff(path: Path) -> str:
@@ -34,9 +35,11 @@ def expected_kind(path: Path) -> str:
         return "Parquet"
     if suffix == ".gz":
         return "gzip"
+    if suffix == ".avro":
+        return "Avro"
     if suffix in JSONL_SUFFIXES:
         return "text"
-    raise ReplayError(f"{path}: unknown file type {suffix or '(none)'}; use .jsonl, .jsonl.gz or .parquet")
+    raise ReplayError(f"{path}: unknown file type {suffix or '(none)'}; use .jsonl, .jsonl.gz, .parquet or .avro")
 
 
 def check_file(path: str | Path) -> Path:

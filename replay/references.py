@@ -88,7 +88,7 @@ class WindowReferences:
         key = (model, tuple(s.window_start_ms for s in chosen))
         if key not in self._cache:
             config = self.config.model(model)
-            self._cache = {key: reference_from_summaries(chosen, config.monitored, self.policy,
+            self._cache = {key: reference_from_summaries(chosen, config.sketch_kinds, self.policy,
                                                          prediction=config.monitor_prediction)}
         return self._cache[key]
 

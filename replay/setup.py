@@ -18,8 +18,8 @@ from driftwarden.pipeline.reference_build import build_reference_set, infer_feat
 from driftwarden.pipeline.references import ReferenceSet, is_reference_file
 from driftwarden.replay.file_input import check_file
 from driftwarden.replay.references import FileReferences, ReferenceProvider, WindowReferences
-from driftwarden.schemas.config import ModelConfig, MonitorConfig, load_config
-from driftwarden.schemas.events import PREDICTION
+from driftwarden.schemas.config import ModelConfig, MonitorConfig, feature_kinds_lookup, load_config
+from driftwarden.schemas.events import PREDICTION, EventRules
 from driftwarden.sketches import DriftPolicy
 
 
@@ -83,7 +83,8 @@ def _file_references(config: MonitorConfig | None, path: Path) -> tuple[MonitorC
                      for m, r in references.models.items()}
             config = default_config(kinds)
         return config, references
-    events, _rejected = load_events(check_file(path))
+    events, _rejected = (load_events(check_file(path), EventRules.of(config.source), feature_kinds_lookup(config))
+                         if config is not None else load_events(check_file(path)))
     if not events:
         raise ConfigError(f"reference file {path} holds no valid event")
     config = config or default_config(infer_feature_kinds(events))

@@ -20,7 +20,7 @@ from driftwarden.core.errors import InvalidEventError
 from driftwarden.pipeline.columns import configured_values, feature_columns
 from driftwarden.replay.records import RawRecord
 from driftwarden.schemas.config import MonitorConfig, feature_kinds_lookup
-from driftwarden.schemas.events import FeatureKinds, is_future, validate_event
+from driftwarden.schemas.events import EventRules, FeatureKinds, InvalidValue, is_future, validate_event
 
 #: Longest detail kept per rejected record in a report.
 DETAIL_CHARS = 300
@@ -41,6 +41,7 @@ class Rejection:
 
 _ENVELOPE = pa.schema([("event_ms", pa.int64()), ("model", pa.string()), ("reason", pa.string()),
                        ("detail", pa.string()), ("unknown", pa.int32()), ("row", pa.int32())])
+_INVALID = pa.schema([("index", pa.int32()), ("name", pa.string()), ("reason", pa.string()), ("value", pa.string())])
 
 
 @dataclass
@@ -50,6 +51,8 @@ class ValidatedBatch:
     ``reasons[i]`` is None for a valid value. For a valid event of a monitored model, ``rows[i]``
     is its row in ``columns[model]`` (that model's valid events' configured features, one Arrow
     column per feature) and ``unknown[i]`` counts its non-null values of features not configured.
+    ``invalid``: (value's index in the batch, monitored name, its :class:`InvalidValue`) of each
+    wrong-typed value of a valid event (a null in its column).
     """
 
     event_ms: list[int | None]
@@ -59,12 +62,16 @@ class ValidatedBatch:
     unknown: list[int]
     rows: list[int]
     columns: dict[str, dict[str, pa.Array]] = field(default_factory=dict)
+    invalid: list[tuple[int, str, InvalidValue]] = field(default_factory=list)
 
     def to_ipc(self) -> tuple[bytes, ...]:
-        """Arrow IPC streams: the per-value table, then one table per monitored model."""
+        """Arrow IPC streams: the per-value table, the invalid values, then one table per monitored model."""
         envelope = pa.table([self.event_ms, self.models, self.reasons, self.details, self.unknown, self.rows],
                             schema=_ENVELOPE)
-        blobs = [_ipc(envelope)]
+        invalid = pa.table([[i for i, _, _ in self.invalid], [n for _, n, _ in self.invalid],
+                            [v.reason for _, _, v in self.invalid], [v.value for _, _, v in self.invalid]],
+                           schema=_INVALID)
+        blobs = [_ipc(envelope), _ipc(invalid)]
         for model, columns in self.columns.items():
             blobs.append(_ipc(pa.table(columns).replace_schema_metadata({"model": model})))
         return tuple(blobs)
@@ -74,7 +81,9 @@ class ValidatedBatch:
         """Decode what :meth:`to_ipc` wrote."""
         envelope = _from_ipc(blobs[0])
         batch = cls(*(_as_list(envelope.column(name)) for name in _ENVELOPE.names))
-        for blob in blobs[1:]:
+        invalid = _from_ipc(blobs[1]).to_pydict()
+        batch.invalid = [(i, n, InvalidValue(r, v)) for i, n, r, v in zip(*(invalid[c] for c in _INVALID.names))]
+        for blob in blobs[2:]:
             table = _from_ipc(blob)
             model = table.schema.metadata[b"model"].decode()
             batch.columns[model] = {name: table.column(name).combine_chunks() for name in table.column_names}
@@ -101,12 +110,13 @@ def validate_batch(values: Sequence[bytes], config: MonitorConfig) -> ValidatedB
     :meth:`ValidatedBatch.append` (measured: a sixth of the batch's time).
     """
     kinds_of = feature_kinds_lookup(config)
+    rules = EventRules.of(config.source)
     batch = ValidatedBatch([], [], [None] * len(values), [None] * len(values), [], [])
     event_ms, models, unknown, rows = batch.event_ms, batch.models, batch.unknown, batch.rows
     gathered: dict[str, _Gathered | None] = {}
     for i, value in enumerate(values):
         try:
-            event = validate_event(value, kinds_of)
+            event = validate_event(value, kinds_of, rules)
         except InvalidEventError as exc:
             batch.reasons[i], batch.details[i] = exc.reason, exc.detail
             event_ms.append(None), models.append(None), unknown.append(0), rows.append(-1)
@@ -117,7 +127,10 @@ def validate_batch(values: Sequence[bytes], config: MonitorConfig) -> ValidatedB
         if into is None:  # a model the config does not monitor: counted, not sketched
             unknown.append(0), rows.append(-1)
             continue
-        by_kind, unknown_values = configured_values(event.features, into.kinds, event.by_kind, event.prediction)
+        if event.invalid:
+            batch.invalid.extend((i, name, why) for name, why in event.invalid.items())
+        by_kind, unknown_values = configured_values(event.features, into.kinds, event.by_kind, event.prediction,
+                                                    event.invalid)
         unknown.append(unknown_values)
         into.numbers.extend(by_kind[0])
         into.labels.extend(by_kind[1])

@@ -28,9 +28,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from driftwarden.core.errors import ConfigError
-from driftwarden.schemas.events import PREDICTION, FeatureKinds
+from driftwarden.schemas.envelope import EnvelopeConfig
+from driftwarden.schemas.events import PREDICTION, FeatureKinds, sketch_kind
 
-FeatureKind = Literal["numeric", "categorical"]
+FeatureKind = Literal["numeric", "categorical", "boolean"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, None: 1000}
@@ -70,8 +71,32 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
+class SchemaRegistryConfig(_Strict):
+    """A schema registry with the Confluent-compatible REST API (Avro topics); the password is referenced, never inlined."""
+
+    url: str = Field(min_length=1)
+    username: str | None = None
+    password_env: str | None = None  # the name of an environment variable holding the password
+    password_file: str | None = None  # a file holding the password (a mounted secret)
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, url: str) -> str:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"{url[:80]!r} is not an http:// or https:// URL")
+        return url.rstrip("/")
+
+    @model_validator(mode="after")
+    def _one_password(self) -> "SchemaRegistryConfig":
+        if self.password_env and self.password_file:
+            raise ValueError("give password_env or password_file, not both")
+        if (self.password_env or self.password_file) and not self.username:
+            raise ValueError("a password needs a username")
+        return self
+
+
 class SourceConfig(_Strict):
-    """Where events come from."""
+    """Where events come from, and how a record is read (format, envelope, invalid values)."""
 
     topics: list[str] = Field(default_factory=lambda: ["features"])
     topic_pattern: str | None = None
@@ -79,6 +104,19 @@ class SourceConfig(_Strict):
     group_id: str = "driftwarden"
     start: str = "earliest"  # earliest | latest | committed | an RFC 3339 timestamp
     dead_letter_topic: str | None = None  # default: "<first topic>.dlq"
+    # json: each Kafka value is a JSON object; avro: the Confluent wire format, schemas from schema_registry
+    format: Literal["json", "avro"] = "json"
+    schema_registry: SchemaRegistryConfig | None = None
+    envelope: EnvelopeConfig = Field(default_factory=EnvelopeConfig)
+    # a monitored value of the wrong type: counted invalid for its feature, the event kept (skip_value),
+    # or the whole event rejected (reject_event, the strictness of earlier versions)
+    on_invalid_value: Literal["skip_value", "reject_event"] = "skip_value"
+
+    @model_validator(mode="after")
+    def _avro_needs_registry(self) -> "SourceConfig":
+        if self.format == "avro" and self.schema_registry is None:
+            raise ValueError("format avro reads the Confluent wire format: give schema_registry: {url: ...}")
+        return self
 
     @field_validator("start")
     @classmethod
@@ -257,7 +295,7 @@ class ModelConfig(_Strict):
         categorical = [n for n, kind in features.items() if kind == "categorical"]
         for name in segments.by:
             if features.get(name) != "categorical":
-                what = "a numeric feature" if name in features else "not a feature of the model"
+                what = f"a {features[name]} feature" if name in features else "not a feature of the model"
                 raise ValueError(f"by: {name!r} is {what}; segments are cut by categorical features "
                                  f"({', '.join(map(repr, categorical)) or 'the model has none'})")
         return segments
@@ -279,6 +317,11 @@ class ModelConfig(_Strict):
     def monitored(self) -> dict[str, str]:
         """Every monitored name and its kind, in summary order: the features, then ``prediction`` when monitored."""
         return self.kinds.columns
+
+    @property
+    def sketch_kinds(self) -> dict[str, str]:
+        """:attr:`monitored` with each kind as its sketch's (a boolean feature is summarized as a categorical one)."""
+        return {name: sketch_kind(kind) for name, kind in self.monitored.items()}
 
     @field_validator("name")
     @classmethod
@@ -316,6 +359,20 @@ class MonitorConfig(_Strict):
         if duplicates:
             raise ValueError(f"model names must be unique; repeated: {', '.join(duplicates)}")
         return models
+
+    @model_validator(mode="after")
+    def _features_not_in_the_envelope(self) -> "MonitorConfig":
+        envelope = self.source.envelope
+        if not envelope.features.root:
+            return self
+        taken = envelope.top_level_fields()
+        for index, model in enumerate(self.models):
+            clash = sorted(name for name in model.features if name in taken)
+            if clash:
+                raise ValueError(f"models.{index}: feature(s) {', '.join(map(repr, clash))} of model {model.name!r} "
+                                 "are fields of the envelope (event time, model, prediction) or excluded "
+                                 "(features.exclude) under source.envelope: rename the feature or change the mapping")
+        return self
 
     def model(self, name: str) -> ModelConfig | None:
         """The config of one model, or None when the model is not monitored."""

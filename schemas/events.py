@@ -1,11 +1,15 @@
-"""The event contract: one Kafka value, JSON, validated here and nowhere else.
+"""The event contract: one Kafka value (JSON, or an Avro record), validated here and nowhere else.
 
 ``{"event_time": <RFC 3339 string or epoch ms>, "model": str,
-"features": {name: number | string | null}, "prediction": number?, "request_id": str?}``
+"features": {name: number | string | bool | null | ...}, "prediction": number?, "request_id": str?}``,
+or the shape ``source.envelope`` maps (``schemas/envelope.py``).
 
-Unknown top-level fields are ignored (kept out of the statistics, not an error).
-A bad event raises :class:`InvalidEventError` whose ``reason`` is one of
-:data:`REJECT_REASONS` (with ``:<feature>`` appended where a feature is at fault).
+Unknown top-level fields are ignored (kept out of the statistics, not an error), and so are
+features no model monitors, whatever their type. A monitored value of the wrong type is the
+value's problem: counted invalid for its feature (:class:`InvalidValue`), the rest of the event
+kept (``source.on_invalid_value: reject_event`` rejects the event instead). A bad event raises
+:class:`InvalidEventError` whose ``reason`` is one of :data:`REJECT_REASONS` (with ``:<feature>``
+appended where a feature is at fault).
 
 >>> e = parse_event(b'{"event_time": "2026-01-01T00:00:01Z", "model": "m", "features": {"x": 1.5}}')
 >>> (e.model, e.event_ms, e.features["x"])
@@ -22,11 +26,12 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from operator import itemgetter
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 import orjson
 
 from driftwarden.core.errors import InvalidEventError
+from driftwarden.schemas.envelope import EnvelopeReader
 
 # Epoch-millisecond bounds that catch seconds-instead-of-milliseconds and garbage: 2000-01-01 .. 2100-01-01.
 MIN_EVENT_MS = 946_684_800_000
@@ -49,11 +54,28 @@ REJECT_REASONS = (
 
 NUMERIC = "numeric"
 CATEGORICAL = "categorical"
+BOOLEAN = "boolean"  # summarized like a categorical feature, its values "true" / "false"
+BOOLEAN_TEXT = {True: "true", False: "false"}
 #: The top-level field monitored like a numeric feature of this name (``monitor_prediction`` in the config).
 PREDICTION = "prediction"
 _NUMBER_TYPES = frozenset((int, float))
 _NUMERIC_VALUE_TYPES = frozenset((int, float, type(None)))
 _CATEGORICAL_VALUE_TYPES = frozenset((str, type(None)))
+
+
+def sketch_kind(kind: str) -> str:
+    """The kind of sketch a feature kind is summarized with: a boolean feature's is categorical."""
+    return CATEGORICAL if kind == BOOLEAN else kind
+
+
+_BOOLEAN_VALUE_TYPES = frozenset((bool, type(None)))
+
+
+class InvalidValue(NamedTuple):
+    """A monitored value of the wrong type: its reason (``wrong_type:<JSON type>``) and a short preview of it."""
+
+    reason: str
+    value: str
 
 
 @dataclass(slots=True)
@@ -63,23 +85,52 @@ class Event:
     Built once per event of the stream, so a plain slots dataclass: a frozen one costs four times
     as much to construct (measured 1.0 vs 0.26 us). ``by_kind`` holds the configured features'
     values split by kind, in the order of the model's :class:`FeatureKinds`, when validation
-    recognised the common shape (exactly the configured features); else None.
+    recognised the common shape (exactly the configured features); else None. ``invalid``: each
+    monitored name (feature, or ``prediction``) whose value had the wrong type (None: there was none).
     """
 
     model: str
     event_ms: int
-    features: Mapping[str, float | str | None]
+    features: Mapping[str, Any]
     prediction: float | None = None
     request_id: str | None = None
     by_kind: tuple[tuple, tuple] | None = None
+    invalid: Mapping[str, InvalidValue] | None = None
 
 
-def parse_event(raw: bytes | str, feature_kinds: Mapping[str, str] | None = None) -> Event:
+class EventRules:
+    """How a decoded record becomes an event: its envelope mapping and what a wrong-typed value costs.
+
+    ``reject_invalid``: ``source.on_invalid_value: reject_event`` (the whole event is rejected,
+    reason ``type_mismatch:<name>``); by default the value alone is counted invalid for its feature.
+    """
+
+    __slots__ = ("reader", "reject_invalid")
+
+    def __init__(self, reader: EnvelopeReader | None = None, reject_invalid: bool = False) -> None:
+        self.reader = reader or EnvelopeReader()
+        self.reject_invalid = reject_invalid
+
+    def __reduce__(self) -> tuple:  # pickled with the job's functions
+        return EventRules, (self.reader, self.reject_invalid)
+
+    @classmethod
+    def of(cls, source: Any) -> "EventRules":
+        """The rules of a config's ``source`` section (:class:`schemas.config.SourceConfig`)."""
+        return cls(EnvelopeReader(source.envelope), source.on_invalid_value == "reject_event")
+
+
+DEFAULT_RULES = EventRules()
+
+
+def parse_event(raw: bytes | str, feature_kinds: Mapping[str, str] | None = None,
+                rules: EventRules = DEFAULT_RULES) -> Event:
     """Decode and validate one event; raise InvalidEventError naming what is wrong."""
-    return validate_event(raw, lambda _model: feature_kinds)
+    return validate_event(raw, lambda _model: feature_kinds, rules)
 
 
-def validate_event(raw: bytes | str, kinds_of: Callable[[str], Mapping[str, str] | None]) -> Event:
+def validate_event(raw: bytes | str, kinds_of: Callable[[str], Mapping[str, str] | None],
+                   rules: EventRules = DEFAULT_RULES) -> Event:
     """Like :func:`parse_event`, with the feature kinds looked up by the event's model."""
     try:
         doc = orjson.loads(raw)
@@ -87,40 +138,76 @@ def validate_event(raw: bytes | str, kinds_of: Callable[[str], Mapping[str, str]
         raise InvalidEventError("not_json", str(exc)) from exc
     if type(doc) is not dict:
         raise InvalidEventError("not_object", type(doc).__name__)
-    event_ms = parse_event_time(doc.get("event_time"))
-    model = doc.get("model")
+    return validate_document(doc, kinds_of, rules)
+
+
+def validate_document(doc: Mapping[str, Any], kinds_of: Callable[[str], Mapping[str, str] | None],
+                      rules: EventRules = DEFAULT_RULES) -> Event:
+    """Validate one decoded record (a JSON object, or an Avro record as a dict) under ``rules``."""
+    reader = rules.reader
+    event_ms = parse_event_time(reader.event_time(doc)[0], reader.unit)
+    model = reader.model(doc)
     if model is None:
         raise InvalidEventError("missing_model")
     if type(model) is not str or not model:
         raise InvalidEventError("bad_model", repr(model)[:80])
-    features = doc.get("features")
+    features = reader.features(doc)
     if type(features) is not dict:
-        raise InvalidEventError("bad_features", "features must be an object of name -> number|string|null")
-    by_kind = check_feature_kinds(features, kinds_of(model))
-    prediction = doc.get("prediction")
+        raise InvalidEventError("bad_features", "features must be an object of name -> value")
+    kinds = kinds_of(model)
+    by_kind, invalid = check_feature_kinds(features, kinds, rules.reject_invalid)
+    prediction = reader.prediction(doc)
     if prediction is not None and type(prediction) not in _NUMBER_TYPES:
-        raise InvalidEventError("bad_prediction", repr(prediction)[:80])
+        if getattr(kinds, "prediction", False):  # monitored: the value's problem (or the event's, when strict)
+            if rules.reject_invalid:
+                raise InvalidEventError("bad_prediction", repr(prediction)[:80])
+            invalid = {**(invalid or {}), PREDICTION: invalid_value(prediction)}
+        prediction = None  # not monitored: ignored, whatever its type
     request_id = doc.get("request_id")
-    return Event(model, event_ms, features, prediction, request_id if type(request_id) is str else None, by_kind)
+    return Event(model, event_ms, features, prediction, request_id if type(request_id) is str else None, by_kind,
+                 invalid)
 
 
-def parse_event_time(value: Any) -> int:
-    """Return epoch milliseconds from an RFC 3339 string or an epoch-ms number."""
-    if type(value) is int and MIN_EVENT_MS <= value < MAX_EVENT_MS:  # the stream's usual form, as is
+def parse_event_time(value: Any, unit: str = "ms") -> int:
+    """Return epoch milliseconds from an RFC 3339 string or a number in ``unit`` (ms, s, us, ns).
+
+    A number in milliseconds counts toward zero (as before); in seconds, micro- or nanoseconds an
+    integer is divided exactly (toward minus infinity) and any other number rounded to the nearest
+    millisecond. With ``unit`` ``iso8601`` only a text is a time.
+
+    >>> parse_event_time(1767225600.0215, "s"), parse_event_time(1767225600123456, "us")
+    (1767225600022, 1767225600123)
+    """
+    if type(value) is int and unit == "ms" and MIN_EVENT_MS <= value < MAX_EVENT_MS:  # the usual form, as is
         return value
     if value is None:
         raise InvalidEventError("missing_event_time")
-    if type(value) in _NUMBER_TYPES:
-        if not math.isfinite(value):
-            raise InvalidEventError("bad_event_time", repr(value))
-        event_ms = int(value)
+    if type(value) in _NUMBER_TYPES and unit != "iso8601":
+        event_ms = _number_ms(value, unit)
     elif isinstance(value, str):
         event_ms = _parse_rfc3339_ms(value)
     else:
         raise InvalidEventError("bad_event_time", type(value).__name__)
     if not MIN_EVENT_MS <= event_ms < MAX_EVENT_MS:
-        raise InvalidEventError("event_time_out_of_range", f"{value!r} is not epoch ms between 2000 and 2100")
+        raise InvalidEventError("event_time_out_of_range", f"{value!r} is not a time ({unit}) between 2000 and 2100")
     return event_ms
+
+
+#: Milliseconds per unit of an epoch number (a divisor for the units finer than a millisecond).
+_PER_UNIT = {"s": 1000.0, "us": 1000, "ns": 1_000_000}
+
+
+def _number_ms(value: int | float, unit: str) -> int:
+    """Epoch milliseconds of a number in ``unit`` (see :func:`parse_event_time`; Java ``EventTimeMillis``)."""
+    if not math.isfinite(value):
+        raise InvalidEventError("bad_event_time", repr(value))
+    if unit == "ms":
+        return int(value)
+    if unit == "s":
+        return value * 1000 if type(value) is int else math.floor(value * 1000.0 + 0.5)
+    if type(value) is int:
+        return value // _PER_UNIT[unit]
+    return math.floor(value / float(_PER_UNIT[unit]) + 0.5)
 
 
 def _parse_rfc3339_ms(text: str) -> int:
@@ -136,19 +223,22 @@ def _parse_rfc3339_ms(text: str) -> int:
 
 
 class FeatureKinds(dict):
-    """One model's feature kinds (name -> NUMERIC | CATEGORICAL), with its names split by kind.
+    """One model's feature kinds (name -> NUMERIC | CATEGORICAL | BOOLEAN), with its names split by kind.
+
+    A boolean feature is summarized like a categorical one, its values the texts ``"true"`` and
+    ``"false"``: :attr:`categorical` lists the categorical and boolean features, in configured order.
 
     :meth:`split` is the stream's fast path: an event carrying exactly the configured features,
     each with a value of its kind's type, is recognised (and its values taken in order) by a few
     C-level calls instead of a Python loop over the features.
 
-    >>> kinds = FeatureKinds({"x": NUMERIC, "c": CATEGORICAL, "y": NUMERIC})
-    >>> kinds.split({"c": "a", "x": 1.5, "y": None})
-    ((1.5, None), ('a',))
-    >>> kinds.split({"x": "1.5", "c": "a", "y": 2}) is None  # not the common shape: the full check decides
+    >>> kinds = FeatureKinds({"x": NUMERIC, "c": CATEGORICAL, "y": NUMERIC, "b": BOOLEAN})
+    >>> kinds.split({"c": "a", "x": 1.5, "y": None, "b": True})
+    ((1.5, None), ('a', 'true'))
+    >>> kinds.split({"x": "1.5", "c": "a", "y": 2, "b": None}) is None  # not the common shape: the full check decides
     True
-    >>> kinds.values_in_order({"x": 2, "z": True})
-    ((2, None), (None,))
+    >>> kinds.values_in_order({"x": 2, "z": True, "b": False})
+    ((2, None), (None, 'false'))
 
     With ``prediction`` the event's top-level prediction is one more numeric column, named
     :data:`PREDICTION`, after the numeric features (the dict itself, which validation checks the
@@ -162,7 +252,11 @@ class FeatureKinds(dict):
         super().__init__(kinds)
         self.prediction = prediction
         self.numeric = tuple(name for name, kind in kinds.items() if kind == NUMERIC)
-        self.categorical = tuple(name for name, kind in kinds.items() if kind == CATEGORICAL)
+        self.categorical = tuple(name for name, kind in kinds.items() if kind != NUMERIC)
+        self.boolean = frozenset(name for name, kind in kinds.items() if kind == BOOLEAN)
+        self._boolean_at = tuple(i for i, name in enumerate(self.categorical) if name in self.boolean)
+        self._label_types = tuple(_BOOLEAN_VALUE_TYPES if name in self.boolean else _CATEGORICAL_VALUE_TYPES
+                                  for name in self.categorical)
         self.numeric_columns = self.numeric + ((PREDICTION,) if prediction else ())
         self.columns = {**kinds, PREDICTION: NUMERIC} if prediction else dict(kinds)
         self._numeric_of = _values_getter(self.numeric)
@@ -180,14 +274,30 @@ class FeatureKinds(dict):
             numbers, labels = self._numeric_of(features), self._categorical_of(features)
         except KeyError:
             return None
-        if _NUMERIC_VALUE_TYPES.issuperset(map(type, numbers)) and _CATEGORICAL_VALUE_TYPES.issuperset(
-                map(type, labels)):
-            return numbers, labels
-        return None
+        if not _NUMERIC_VALUE_TYPES.issuperset(map(type, numbers)):
+            return None
+        if not self._boolean_at:
+            return (numbers, labels) if _CATEGORICAL_VALUE_TYPES.issuperset(map(type, labels)) else None
+        if not all(type(v) in accepted for v, accepted in zip(labels, self._label_types)):
+            return None
+        return numbers, self._boolean_texts(labels)
 
-    def values_in_order(self, features: Mapping[str, Any]) -> tuple[tuple, tuple]:
-        """The configured features' values in this object's order (None where absent), any event."""
-        return tuple(map(features.get, self.numeric)), tuple(map(features.get, self.categorical))
+    def values_in_order(self, features: Mapping[str, Any],
+                        invalid: Mapping[str, Any] | None = None) -> tuple[tuple, tuple]:
+        """The configured features' values in this object's order (None where absent or ``invalid``), any event."""
+        numbers, labels = tuple(map(features.get, self.numeric)), tuple(map(features.get, self.categorical))
+        if invalid:
+            numbers = tuple(None if name in invalid else v for name, v in zip(self.numeric, numbers))
+            labels = tuple(None if name in invalid else v for name, v in zip(self.categorical, labels))
+        return numbers, self._boolean_texts(labels) if self._boolean_at else labels
+
+    def _boolean_texts(self, labels: tuple) -> tuple:
+        """The categorical values with each boolean feature's value as its text, ``"true"`` or ``"false"``."""
+        out = list(labels)
+        for i in self._boolean_at:
+            value = out[i]
+            out[i] = None if value is None else BOOLEAN_TEXT[value]
+        return tuple(out)
 
 
 def _values_getter(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], tuple]:
@@ -198,31 +308,62 @@ def _values_getter(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], tupl
     return itemgetter(*names) if names else (lambda features: ())
 
 
-def check_feature_kinds(features: Mapping[str, Any],
-                        feature_kinds: Mapping[str, str] | None) -> tuple[tuple, tuple] | None:
-    """Raise InvalidEventError naming the first feature whose value has the wrong type.
+#: The value types each feature kind accepts (null always): exact types, as JSON and Avro give them.
+ACCEPTED_TYPES = {NUMERIC: _NUMERIC_VALUE_TYPES, CATEGORICAL: _CATEGORICAL_VALUE_TYPES, BOOLEAN: _BOOLEAN_VALUE_TYPES}
+
+
+def check_feature_kinds(features: Mapping[str, Any], feature_kinds: Mapping[str, str] | None,
+                        reject_invalid: bool = False) -> tuple[tuple[tuple, tuple] | None, dict | None]:
+    """The common shape's values by kind (else None), and each monitored feature whose value has the wrong type.
 
     With :class:`FeatureKinds` the common shape is accepted by :meth:`FeatureKinds.split`, whose
-    values by kind are returned; any other event takes one pass over its features, on exact types
-    (JSON gives only int, float, str, bool, None, list and dict), which names the first offending
-    feature, and None is returned for a valid one.
+    values by kind are returned; any other event takes one pass over the monitored features, on
+    exact types (JSON gives only int, float, str, bool, None, list and dict). Features nobody
+    monitors are ignored whatever their type. A wrong-typed monitored value is an
+    :class:`InvalidValue` of its feature; with ``reject_invalid`` it rejects the event instead,
+    naming the first such feature.
     """
     if type(feature_kinds) is FeatureKinds:
         by_kind = feature_kinds.split(features)
         if by_kind is not None:
-            return by_kind
-    kinds = feature_kinds or {}
-    for name, value in features.items():
-        value_type = type(value)
-        if value_type in _NUMBER_TYPES:
-            if kinds.get(name) == CATEGORICAL:
-                raise InvalidEventError(f"type_mismatch:{name}", f"expected categorical, got {value!r}"[:120])
-        elif value_type is str:
-            if kinds.get(name) == NUMERIC:
-                raise InvalidEventError(f"type_mismatch:{name}", f"expected numeric, got {value!r}"[:120])
-        elif value is not None:
-            raise InvalidEventError(f"bad_feature_type:{name}", value_type.__name__)
-    return None
+            return by_kind, None
+    invalid = None
+    for name, kind in (feature_kinds or {}).items():
+        value = features.get(name)
+        if value is None or type(value) in ACCEPTED_TYPES.get(kind, _CATEGORICAL_VALUE_TYPES):
+            continue
+        if reject_invalid:
+            raise InvalidEventError(f"type_mismatch:{name}", f"expected {kind}, got {value!r}"[:120])
+        if invalid is None:
+            invalid = {}
+        invalid[name] = invalid_value(value)
+    return None, invalid
+
+
+#: A value's type as the reason of an invalid value names it (``wrong_type:<name>``).
+_TYPE_NAMES = {str: "string", int: "number", float: "number", bool: "boolean", list: "array", dict: "object",
+               bytes: "bytes"}
+#: Longest preview of an invalid text value (characters).
+PREVIEW_CHARS = 40
+_EXACT_INTEGERS = 2 ** 53
+
+
+def invalid_value(value: Any) -> InvalidValue:
+    """The reason and preview of a wrong-typed value: its text (cut), ``true``/``false``, an integer's digits,
+    or nothing (a fraction, an array, an object); the rule of Java ``InvalidValue``.
+
+    >>> invalid_value("oops"), invalid_value(3.0), invalid_value([1])
+    (InvalidValue(reason='wrong_type:string', value='oops'), InvalidValue(reason='wrong_type:number', value='3'), InvalidValue(reason='wrong_type:array', value=''))
+    """
+    kind = type(value)
+    reason = "wrong_type:" + _TYPE_NAMES.get(kind, "other")
+    if kind is str:
+        return InvalidValue(reason, value[:PREVIEW_CHARS])
+    if kind is bool:
+        return InvalidValue(reason, BOOLEAN_TEXT[value])
+    if kind in _NUMBER_TYPES and math.isfinite(value) and value == int(value) and abs(value) < _EXACT_INTEGERS:
+        return InvalidValue(reason, str(int(value)))
+    return InvalidValue(reason, "")
 
 
 def is_future(event_ms: int, record_timestamp_ms: int | None, max_skew_ms: int) -> bool:

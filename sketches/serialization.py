@@ -165,6 +165,10 @@ class Reader:
             raise SerializationError(f"corrupt array field: {len(raw)} bytes for shape {shape}")
         return np.frombuffer(raw, dtype="<f8").reshape(shape).copy()
 
+    def at_end(self) -> bool:
+        """Whether every byte has been read (an optional trailing section is absent)."""
+        return self._pos == len(self._data)
+
     def done(self) -> None:
         """Check that every byte was consumed."""
         if self._pos != len(self._data):
