@@ -23,6 +23,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import Connection, Engine, and_, case, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
+from driftwarden.core.records import boolean_shares
 from driftwarden.schemas.alert_tables import alert_deliveries, alerts
 from driftwarden.schemas.tables import dead_letters, segment_results, window_counts, window_results
 
@@ -139,7 +140,13 @@ class StoreCollector(Collector):
         for model, feature, drifted, n in conn.execute(select(wr.model, wr.feature, wr.drifted, func.count()).where(
                 ran).group_by(wr.model, wr.feature, wr.drifted)):
             deep.add_metric([model, feature, "drifted" if drifted else "not_drifted"], n)
-        yield from (alarms, deep, self._judging_errors(conn))
+        invalid = CounterMetricFamily("driftwarden_invalid_values",
+                                      "Monitored values of the wrong type in stored windows (their events were kept)",
+                                      labels=["model", "feature"])
+        for model, feature, n in conn.execute(select(wr.model, wr.feature, func.sum(wr.invalid)).where(
+                wr.invalid > 0).group_by(wr.model, wr.feature)):
+            invalid.add_metric([model, feature], n)
+        yield from (alarms, deep, invalid, self._judging_errors(conn))
 
     def _judging_errors(self, conn: Connection) -> Metric:
         """Stored (feature or segment) cells whose judging raised, per model (``driftwarden_judging_errors_total``)."""
@@ -166,13 +173,19 @@ class StoreCollector(Collector):
             wr.model, wr.feature).subquery()
         rows = conn.execute(select(window_results).join(newest, and_(
             wr.model == newest.c.model, wr.feature == newest.c.feature, wr.window_start == newest.c.ws)))
+        shares = GaugeMetricFamily("driftwarden_boolean_share",
+                                   "A boolean feature's shares of true, false and null values in the latest window",
+                                   labels=["model", "feature", "value"])
         for row in rows:
             for col in SCORE_COLUMNS:
                 value = getattr(row, col)
                 if value is not None:
                     scores.add_metric([row.model, row.feature, col], value)
             severity.add_metric([row.model, row.feature], _SEVERITY_VALUE.get(row.severity, 0))
-        yield from (scores, severity)
+            if row.true_count is not None and row.count:
+                for value, share in boolean_shares(row.count, row.missing, row.true_count).items():
+                    shares.add_metric([row.model, row.feature, value], share)
+        yield from (scores, severity, shares)
 
     def _segment_scores(self, conn: Connection) -> Iterator[Metric]:
         """The latest segment_results row per (model, feature, segment), segment labels capped per model."""

@@ -31,6 +31,16 @@ def utc(moment: datetime) -> datetime:
     return moment.astimezone(timezone.utc)
 
 
+def boolean_shares(count: int, missing: int, true_count: int) -> dict[str, float | None]:
+    """A boolean feature's shares of true, false and null values among its ``count`` (nulls included).
+
+    >>> boolean_shares(4, 1, 2)
+    {'true': 0.5, 'false': 0.25, 'null': 0.25}
+    """
+    if not count:
+        return {"true": None, "false": None, "null": None}
+    return {"true": true_count / count, "false": (count - missing - true_count) / count, "null": missing / count}
+
 @dataclass(frozen=True)
 class FeatureOutcome:
     """What the gate and (if it ran) the deep check found for one feature in one window."""
@@ -67,6 +77,10 @@ class FeatureOutcome:
     cusum_up: float | None = None  # slow-drift CUSUM sums after this window (sketches/sequential.py)
     cusum_down: float | None = None
     error: str | None = None  # "not judged: <exception type>" when judging this feature raised (no verdict)
+    invalid: int = 0  # values of the wrong type in the window (kept out of count and missing)
+    # up to five of them: {"reason", "value", "where"} (pipeline/invalid.py)
+    invalid_examples: tuple[Mapping[str, str], ...] = field(default=(), hash=False)
+    true_count: int | None = None  # a boolean feature: its true values (false = count - missing - true_count)
 
     def __post_init__(self) -> None:
         severity_rank(self.severity)

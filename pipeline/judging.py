@@ -10,6 +10,7 @@ the :class:`core.records.WindowReport` the store and alerting take.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Callable, Mapping, Sequence
 
 from driftwarden.core.records import FeatureOutcome, WindowReport
@@ -75,16 +76,32 @@ def analyze_summary(summary: WindowSummary, reference: Reference, policy: DriftP
             key: _none_judged(seg, (segment_references or {}).get(key) or Reference(), exc)
             for key, seg in windows.items()}
     _log_errors(summary, verdicts, by_segment)
-    outcomes = [feature_outcome(v, cardinality_evidence(reference.features.get(v.name), summary.sketches.get(v.name)))
+    outcomes = [value_facts(feature_outcome(v, cardinality_evidence(reference.features.get(v.name),
+                                                                    summary.sketches.get(v.name))), summary)
                 for v in verdicts]
     for key, segment_verdicts in by_segment.items():
         ref = (segment_references or {}).get(key) or Reference()
-        sketches = summary.segments[key].sketches
+        segment = summary.segments[key]
         mapping = segment_mapping(summary.segment_by, key)
-        outcomes += [feature_outcome(v, cardinality_evidence(ref.features.get(v.name), sketches.get(v.name)), mapping)
+        outcomes += [value_facts(feature_outcome(v, cardinality_evidence(ref.features.get(v.name),
+                                                                         segment.sketches.get(v.name)), mapping), segment)
                      for v in segment_verdicts]
     return WindowReport(model=summary.model, window_start=utc_from_ms(summary.window_start_ms),
                         window_end=utc_from_ms(summary.window_end_ms), features=outcomes)
+
+
+def value_facts(outcome: FeatureOutcome, summary: WindowSummary) -> FeatureOutcome:
+    """The outcome with what the window says of its values beside the verdict: its kind as configured
+    (boolean), its invalid values (count and examples) and, for a boolean feature, its true values."""
+    tally = summary.invalid.get(outcome.name)
+    boolean = outcome.name in summary.booleans
+    if tally is None and not boolean:
+        return outcome
+    sketch = summary.sketches.get(outcome.name)
+    true_count = sketch.estimate("true") if boolean and isinstance(sketch, CategoricalSketch) else None
+    return replace(outcome, kind="boolean" if boolean else outcome.kind, true_count=true_count,
+                   invalid=tally.count if tally else 0,
+                   invalid_examples=tuple(tally.as_dicts()) if tally else ())
 
 
 def _none_judged(features: Mapping[str, tuple], reference: Reference, exc: BaseException) -> list[FeatureVerdict]:

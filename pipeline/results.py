@@ -114,4 +114,6 @@ def _result_row(report: WindowReport, f, now: datetime) -> dict:
         "p_adjusted": f.p_adjusted, "drifted": f.drifted, "severity": f.severity,
         "evidence": json.dumps(f.evidence, sort_keys=True) if f.evidence is not None else None,
         "cusum_up": f.cusum_up, "cusum_down": f.cusum_down, "error": f.error, "computed_at": now,
+        "invalid": f.invalid, "true_count": f.true_count,
+        "invalid_examples": json.dumps([dict(e) for e in f.invalid_examples]) if f.invalid_examples else None,
     }

@@ -22,13 +22,13 @@ from pathlib import Path
 
 import orjson
 
-from driftwarden.core.records import FeatureOutcome, severity_rank
+from driftwarden.core.records import FeatureOutcome, boolean_shares, severity_rank
 from driftwarden.core.errors import ReplayError
 from driftwarden.replay.engine import ReplayOutcome, WindowResult
 from driftwarden.replay.setup import ReplaySetup
 from driftwarden.schemas.events import rfc3339
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 SCHEMA_PATH = resources.files("driftwarden.schemas") / "replay_report.schema.json"  # package data, in a checkout or a wheel
 #: At most this many rejected (and late) records are listed; the counts always hold them all.
 MAX_LISTED = 10_000
@@ -45,7 +45,7 @@ def build_report(outcome: ReplayOutcome, setup: ReplaySetup, source: dict) -> di
         "windows": [window_entry(w) for w in windows],
         "alerts": [a for a in (_alert(w) for w in windows) if a is not None],
         "first_drift": first_drift(windows),
-        "counts": _counts(outcome),
+        "counts": _counts(outcome, windows),
         "rejected": [r.as_dict() for r in outcome.rejections[:MAX_LISTED]],
         "late": [{**r.where(), "model": e.model, "event_time": rfc3339(e.event_ms)}
                  for r, e in outcome.late[:MAX_LISTED]],
@@ -90,7 +90,13 @@ def feature_entry(f: FeatureOutcome) -> dict:
         entry["evidence"] = dict(f.evidence)
     if f.error is not None:  # judging this feature raised: no verdict ("not judged: <exception type>")
         entry["error"] = f.error
+    if f.invalid:  # values of the wrong type, kept out of count and missing
+        entry["invalid"] = f.invalid
+        entry["invalid_examples"] = [dict(e) for e in f.invalid_examples]
+    if f.true_count is not None:  # a boolean feature: the shares of true, false and null
+        entry["shares"] = boolean_shares(f.count, f.missing, f.true_count)
     return entry
+
 
 
 def first_drift(windows: list[WindowResult]) -> list[dict]:
@@ -128,9 +134,18 @@ def _segment_text(f: FeatureOutcome) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted((f.segment or {}).items()))
 
 
-def _counts(outcome: ReplayOutcome) -> dict:
+def _counts(outcome: ReplayOutcome, windows: list[WindowResult]) -> dict:
     c = outcome.counts
-    return {k: int(c.get(k, 0)) for k in ("read", "valid", "rejected", "late", "windowed", "filtered_out")}
+    counts = {k: int(c.get(k, 0)) for k in ("read", "valid", "rejected", "late", "windowed", "filtered_out")}
+    invalid: dict[str, dict[str, int]] = {}
+    for w in windows:
+        for f in w.report.features:
+            if f.invalid and f.segment is None:
+                by_feature = invalid.setdefault(w.report.model, {})
+                by_feature[f.name] = by_feature.get(f.name, 0) + f.invalid
+    if invalid:
+        counts["invalid_values"] = invalid
+    return counts
 
 
 def _settings(setup: ReplaySetup) -> dict:

@@ -22,13 +22,16 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 #: Older versions a store is upgraded from in place, each with the columns it lacks (additive only; a table
 #: added since, such as segment_results in version 5, is created by ``create_all`` before these are added).
 _CUSUM = (("window_results", "cusum_up", "FLOAT"), ("window_results", "cusum_down", "FLOAT"))
 _ERROR = (("window_results", "error", "VARCHAR(200)"), ("segment_results", "error", "VARCHAR(200)"))
-ADDED_COLUMNS = {2: (("window_results", "evidence", "TEXT"),) + _CUSUM + _ERROR[:1], 3: _CUSUM + _ERROR[:1],
-                 4: _ERROR[:1], 5: _ERROR}
+#: version 7: each result's invalid values (count, examples as JSON) and a boolean feature's true values
+_VALUES = tuple((table, column, sql) for table in ("window_results", "segment_results")
+                for column, sql in (("invalid", "BIGINT"), ("invalid_examples", "TEXT"), ("true_count", "BIGINT")))
+ADDED_COLUMNS = {2: (("window_results", "evidence", "TEXT"),) + _CUSUM + _ERROR[:1] + _VALUES[:3],
+                 3: _CUSUM + _ERROR[:1] + _VALUES[:3], 4: _ERROR[:1] + _VALUES[:3], 5: _ERROR + _VALUES, 6: _VALUES}
 
 metadata = MetaData()
 
@@ -73,6 +76,9 @@ def _result_columns() -> list:
         Column("cusum_up", Float),  # slow-drift CUSUM sums after this window, the next window's start (version 4)
         Column("cusum_down", Float),
         Column("error", String(200)),  # "not judged: <exception type>" when judging the feature raised (version 6)
+        Column("invalid", BigInteger),  # values of the wrong type, kept out of count and missing (version 7)
+        Column("invalid_examples", Text),  # JSON: up to five of them, [{"reason", "value", "where"}] (version 7)
+        Column("true_count", BigInteger),  # a boolean feature's true values; false = count - missing - true_count
     ]
 
 
