@@ -65,8 +65,8 @@ def register(t_env, config: MonitorConfig, store_url: str, reference_path: str |
     t_env.create_temporary_function("dw_analyze", analyze_window_udf(config, store_url, reference_path))
     # what the source task did not summarize goes to Python once: turned away (dead letters) or validated
     # (a row if valid), then into the window aggregate, in shards (and segments) as the source task's partials
-    names = ", ".join(f"`{name}`" for name in ["unknown", *spec.names])
-    validated = ", ".join(f"v.`{name}`" for name in ["unknown", *spec.names])
+    names = ", ".join(f"`{name}`" for name in ["unknown", "invalid", *spec.names])
+    validated = ", ".join(f"v.`{name}`" for name in ["unknown", "invalid", *spec.names])
     t_env.execute_sql(f"""CREATE TEMPORARY VIEW valid_rows AS
 SELECT model, {f"{segment_sql(segments, spec)} AS segment, " if segments else ""}MOD(`offset`, {shard_count(parallelism)}) AS shard,
        event_ms, `topic`, `partition`, `offset`, {names}, et FROM (
@@ -133,7 +133,7 @@ SELECT model, {segment}part, et FROM source_partials
 UNION ALL
 SELECT model, {segment}part, window_time AS et FROM (
   SELECT model, {segment}window_time,
-         dw_window_summary(model, event_ms, `topic`, `partition`, `offset`, `unknown`{columns}) AS part
+         dw_window_summary(model, event_ms, `topic`, `partition`, `offset`, `unknown`, `invalid`{columns}) AS part
   FROM TABLE(TUMBLE(TABLE valid_rows, DESCRIPTOR(et), {interval_sql(config.window.size_ms)}))
   GROUP BY model, {segment}shard, window_start, window_end, window_time)"""
 

@@ -49,6 +49,7 @@ class FeatureColumnSpec:
     prediction_of: Mapping[str, int]  # model -> column of its prediction (models that monitor it)
     # model -> the columns of its values in configured_values' order (numeric columns, then categorical)
     order_of: Mapping[str, tuple[int, ...]]
+    envelope: Mapping | None = None  # the config's source.envelope as Java reads it (EnvelopeConfig.to_java)
 
     @classmethod
     def from_config(cls, config: MonitorConfig) -> "FeatureColumnSpec":
@@ -63,7 +64,8 @@ class FeatureColumnSpec:
         order_of = {m.name: tuple(column_of[name, NUMERIC] for name in m.kinds.numeric_columns)
                     + tuple(column_of[name, kind] for name, kind in m.monitored.items() if kind != NUMERIC)
                     for m in config.models}
-        return cls(tuple(kind for _, kind in column_of), columns_of, prediction_of, order_of)
+        envelope = None if config.source.envelope.is_default else config.source.envelope.to_java()
+        return cls(tuple(kind for _, kind in column_of), columns_of, prediction_of, order_of, envelope)
 
     @property
     def names(self) -> list[str]:
@@ -75,8 +77,8 @@ class FeatureColumnSpec:
         models = {model: {name: i for name, i in columns.items()
                           if not (name == PREDICTION and model in self.prediction_of)}
                   for model, columns in self.columns_of.items()}
-        return json.dumps({"columns": list(self.kinds), "models": models, "prediction": self.prediction_of},
-                          separators=(",", ":"))
+        return json.dumps({"columns": list(self.kinds), "models": models, "prediction": self.prediction_of,
+                           "envelope": self.envelope}, separators=(",", ":"))
 
     def aggregate_spec(self, config: MonitorConfig) -> str:
         """The spec of the Java window aggregate (``WindowSummaryAgg``): window, columns, per-model sketches."""
@@ -85,6 +87,14 @@ class FeatureColumnSpec:
                            "max_buckets": m.sketch_buckets, "max_exact": MAX_EXACT} for m in config.models}
         return json.dumps({"window_ms": config.window.size_ms, "columns": list(self.kinds), "models": models},
                           separators=(",", ":"))
+
+    def invalid_json(self, model: str, invalid: Mapping | None) -> str | None:
+        """An event's values of the wrong type as the Java aggregate takes them: ``[[column, reason, preview], ...]``."""
+        if not invalid:
+            return None
+        columns = self.columns_of[model]
+        return json.dumps([[columns[name], why.reason, why.value] for name, why in invalid.items() if name in columns],
+                          separators=(",", ":"), ensure_ascii=False)
 
     def row_values(self, model: str, values: tuple[tuple, tuple] | None) -> list:
         """One record's values in column order (c0, c1, ...): its model's monitored values as

@@ -38,7 +38,7 @@ from driftwarden.jobs.store_retry import with_store_retries
 from driftwarden.jobs.window_metrics import WindowMetrics
 from driftwarden.schemas.config import MonitorConfig, feature_kinds_lookup
 from driftwarden.pipeline.columns import configured_values
-from driftwarden.schemas.events import CATEGORICAL, validate_event
+from driftwarden.schemas.events import NUMERIC, EventRules, validate_event
 
 __all__ = ["REASON_SEPARATOR", "ENVELOPE", "reject_reason", "feature_kinds_lookup", "ValidateRecord", "AnalyzeWindow",
            "validate_record_udtf", "analyze_window_udf"]
@@ -53,12 +53,13 @@ LATE = "late"
 
 def reject_reason(value: bytes | str, config: MonitorConfig) -> str | None:
     """Why a raw value is rejected (a reason code with its detail), or None when it is valid."""
-    return _reject_reason(value, feature_kinds_lookup(config))
+    return _reject_reason(value, feature_kinds_lookup(config), EventRules.of(config.source))
 
 
-def _reject_reason(value: bytes | str, kinds_of: Callable[[str], Mapping[str, str] | None]) -> str | None:
+def _reject_reason(value: bytes | str, kinds_of: Callable[[str], Mapping[str, str] | None],
+                   rules: EventRules) -> str | None:
     try:
-        validate_event(value, kinds_of)
+        validate_event(value, kinds_of, rules)
     except InvalidEventError as exc:
         return _reason_text(exc)
     return None
@@ -75,9 +76,9 @@ class ValidateRecord(TableFunction):
     ``turned_away`` is the JVM's verdict: None when it only could not vouch for the features (the
     record is validated here), :data:`ENVELOPE` when it could not read the event time or the model
     (the validator names the exact reason), else the reason itself (``late``, ``future | ...``).
-    A valid record yields ``(unknown, c0 .. cN)``: its configured features (and its prediction,
-    where monitored) in the columns of :class:`FeatureColumnSpec` and the count of its values of
-    unconfigured features. Anything else is kept in the dead letters and yields nothing.
+    A valid record yields ``(unknown, invalid, c0 .. cN)``: its configured features (and its prediction,
+    where monitored) in the columns of :class:`FeatureColumnSpec`, the count of its values of
+    unconfigured features, and its values of the wrong type (:meth:`FeatureColumnSpec.invalid_json`). Anything else is kept in the dead letters and yields nothing.
 
     Dead letters are written once per bundle (one store transaction, then the DLQ topic), at the
     bundle's end, which Flink waits for before a checkpoint barrier passes (jobs/bundles.py), or
@@ -100,6 +101,7 @@ class ValidateRecord(TableFunction):
         self.engine = make_engine(self.store_url, create=False)
         self.writer = DeadLetterWriter(self.config.source.bootstrap_servers, self.config.source.dlq_topic)
         self.kinds_of = feature_kinds_lookup(self.config)
+        self.rules = EventRules.of(self.config.source)
         self.spec = FeatureColumnSpec.from_config(self.config)
         self.rows: list[dict] = []
         self.payloads: list[bytes] = []
@@ -148,18 +150,20 @@ class ValidateRecord(TableFunction):
             self.keep(Rejected(topic, partition, offset, turned_away, value), model, event_ms)
             return
         try:
-            event = validate_event(value, self.kinds_of)
+            event = validate_event(value, self.kinds_of, self.rules)
         except InvalidEventError as exc:
             self.keep(Rejected(topic, partition, offset, _reason_text(exc), value), model, event_ms)
             return
         kinds = self.kinds_of(event.model)  # None: a model the config does not monitor (counted, not sketched)
-        values, unknown = (configured_values(event.features, kinds, event.by_kind, event.prediction)
-                           if kinds is not None else (None, 0))
-        yield Row(unknown, *self.spec.row_values(event.model, values))
+        if kinds is None:
+            yield Row(0, None, *self.spec.row_values(event.model, None))
+            return
+        values, unknown = configured_values(event.features, kinds, event.by_kind, event.prediction, event.invalid)
+        yield Row(unknown, self.spec.invalid_json(event.model, event.invalid), *self.spec.row_values(event.model, values))
 
     def _envelope_reason(self, value: bytes) -> str:
         """Python's reason for a record whose event time or model Java could not read."""
-        reason = _reject_reason(value, self.kinds_of)
+        reason = _reject_reason(value, self.kinds_of, self.rules)
         return reason or f"bad_event_time{REASON_SEPARATOR}not accepted by the job's RFC 3339 parser"
 
     def is_deterministic(self) -> bool:
@@ -167,10 +171,10 @@ class ValidateRecord(TableFunction):
 
 
 def validate_record_udtf(config: MonitorConfig, store_url: str):
-    """The ValidateRecord function as a Flink table function: ``(unknown, c0 .. cN)``."""
+    """The ValidateRecord function as a Flink table function: ``(unknown, invalid, c0 .. cN)``."""
     spec = FeatureColumnSpec.from_config(config)
-    types = [DataTypes.INT()] + [DataTypes.STRING() if kind == CATEGORICAL else DataTypes.DOUBLE()
-                                 for kind in spec.kinds]
+    types = [DataTypes.INT(), DataTypes.STRING()] + [DataTypes.DOUBLE() if kind == NUMERIC else DataTypes.STRING()
+                                                     for kind in spec.kinds]
     return udtf(ValidateRecord(config, store_url), result_types=types)
 
 

@@ -13,6 +13,7 @@ import math
 import random
 
 import numpy as np
+import orjson
 import pyarrow as pa
 import pytest
 
@@ -22,7 +23,7 @@ from driftwarden.jobs.feature_spec import FeatureColumnSpec
 from driftwarden.jobs.java_summary import java_summaries
 from driftwarden.pipeline.summary import WindowRows, WindowSummary, window_start
 from driftwarden.pipeline.segments import fold_to_top, other_key, segment_keys
-from driftwarden.schemas.config import MonitorConfig
+from driftwarden.schemas.config import MonitorConfig, feature_kinds_lookup
 
 CONFIG = MonitorConfig.model_validate({
     "window": {"size": "10s"},
@@ -169,3 +170,59 @@ def test_the_merge_of_segment_partials_is_pythons_segmented_summary(partials: in
     assert len(java) == len(python) == 3
     assert java == python
     assert all(len(WindowSummary.deserialize(data).segments) == 4 for _, _, data in python)  # every segment had events
+
+
+VALUES_CONFIG = MonitorConfig.model_validate({"window": {"size": "10s"}, "models": [
+    {"name": "b", "features": {"x": "numeric", "flag": "boolean", "c": "categorical"}, "sample_size": 30}]})
+VALUES_SPEC = FeatureColumnSpec.from_config(VALUES_CONFIG)
+WRONG = ["oops", "1.5", True, False, [1, 2], {"k": 1}, 3, 2.5, -0.0, 2 ** 60, "日本語のテキスト" * 6]
+
+
+def _values_records(seed: int, n: int) -> list[dict]:
+    """Events of a model with a boolean feature, a fifth of them with one or more values of the wrong type."""
+    rng = random.Random(seed)
+    records = []
+    for i in range(n):
+        features = {"x": _number(rng), "flag": rng.choice([True, False, None]), "c": _label(rng)}
+        for name in features:
+            if rng.random() < 0.07:
+                features[name] = rng.choice(WRONG)
+        records.append({"model": "b", "event_ms": 1_767_225_600_000 + rng.randrange(0, 25_000),
+                        "topic": rng.choice(["t", "u"]), "partition": rng.randrange(2), "offset": i, "unknown": 0,
+                        "features": features, "prediction": rng.choice([None, 0.5, "high"])})
+    return records
+
+
+@pytest.mark.parametrize("partials", [1, 3])
+def test_booleans_and_invalid_values_are_the_same_bytes_in_java_and_python(partials: int) -> None:
+    """A boolean feature (its true/false counts) and wrong-typed values (each feature's count and five examples
+    of smallest event key, kept out of the sketches) give the same window summaries in the Java aggregate, fed
+    as the live job's Python path feeds it (ValidateRecord's invalid column), and in replay's WindowRows."""
+    from driftwarden.schemas.events import validate_document
+
+    kinds_of = feature_kinds_lookup(VALUES_CONFIG)
+    records, java_rows, windows = _values_records(11, 4000), [], {}
+    for r in records:
+        event = validate_document({"event_time": r["event_ms"], "model": "b", "features": r["features"],
+                                   "prediction": r["prediction"]}, kinds_of)
+        values, _ = configured_values(event.features, kinds_of("b"), event.by_kind, event.prediction, event.invalid)
+        java_rows.append({**{k: r[k] for k in ("model", "event_ms", "topic", "partition", "offset", "unknown")},
+                          "values": VALUES_SPEC.row_values("b", values),
+                          "invalid": orjson.loads(VALUES_SPEC.invalid_json("b", event.invalid) or "null")})
+        start = window_start(r["event_ms"], VALUES_CONFIG.window.size_ms)
+        rows = windows.setdefault(start, WindowRows(VALUES_CONFIG.model("b")))
+        rows.add(event.features, (r["topic"], r["partition"], r["offset"]), event.by_kind, event.prediction,
+                 event.invalid)
+    python = [("b", start, rows.summarize("b", start, 10_000).serialize()) for start, rows in sorted(windows.items())]
+    java = java_summaries(VALUES_SPEC.aggregate_spec(VALUES_CONFIG), java_rows, partials)
+    assert [(m, s) for m, s, _ in java] == [(m, s) for m, s, _ in python]
+    for (_, start, got), (_, _, expected) in zip(java, python):
+        j, p = WindowSummary.deserialize(got), WindowSummary.deserialize(expected)
+        assert {n: t.count for n, t in j.invalid.items()} == {n: t.count for n, t in p.invalid.items()}, start
+        assert j.invalid == p.invalid, start
+        assert got == expected, start
+    summaries = [WindowSummary.deserialize(b) for _, _, b in python]
+    assert all(s.booleans == {"flag"} for s in summaries)
+    assert all(set(s.invalid) == {"x", "flag", "c", "prediction"} for s in summaries)
+    assert all(len(t.examples) == 5 for s in summaries for t in s.invalid.values())
+    assert all(s.sketches["flag"].frequencies().keys() <= {"true", "false"} for s in summaries)

@@ -351,11 +351,12 @@ def test_flink_two_phase_window_aggregate_matches_harness(tmp_path, records) -> 
     t_env._j_tenv.createTemporarySystemFunction("DW_WINDOW_SUMMARY", agg)
     t_env.execute_sql(f"""
         CREATE TABLE src (model STRING, event_ms BIGINT, topic STRING, `partition` INT, `offset` BIGINT,
-                          `unknown` INT, c0 DOUBLE, c1 STRING, c2 DOUBLE, c3 STRING,
+                          `unknown` INT, `invalid` STRING, c0 DOUBLE, c1 STRING, c2 DOUBLE, c3 STRING,
                           ts AS TO_TIMESTAMP_LTZ(event_ms, 3), WATERMARK FOR ts AS ts - INTERVAL '1' MINUTE)
         WITH ('connector' = 'filesystem', 'path' = '{source}', 'format' = 'json')""")
     query = """
-        SELECT DW_WINDOW_SUMMARY(model, event_ms, topic, `partition`, `offset`, `unknown`, c0, c1, c2, c3) AS summary
+        SELECT DW_WINDOW_SUMMARY(model, event_ms, topic, `partition`, `offset`, `unknown`, `invalid`, c0, c1, c2, c3)
+               AS summary
         FROM TABLE(TUMBLE(TABLE src, DESCRIPTOR(ts), INTERVAL '10' SECOND))
         GROUP BY model, window_start, window_end"""
     plan = t_env.explain_sql(query)

@@ -1,7 +1,14 @@
 package dev.driftwarden.flink;
 
 import java.io.IOException;
+import java.io.Serializable;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
 import java.util.regex.Pattern;
 
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.JsonFactory;
@@ -9,19 +16,22 @@ import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.JsonParser;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.JsonToken;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.StreamReadFeature;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.util.JsonRecyclerPools;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 
 /**
- * The top-level fields the job needs in Java, read with one streaming pass over the raw bytes (no
- * tree, no JSON path): {@code event_time} as text with its JSON type, {@code model} and the {@code features}
- * object's scalars. Like the Python validation (orjson), a repeated key keeps its last value;
- * malformed JSON gives null fields.
+ * The parts of an event the job needs in Java, read with one streaming pass over the raw bytes (no
+ * tree): the event time as text with its JSON type, the model and the features' scalars, where the
+ * envelope {@link Mapping} (the config's {@code source.envelope}, {@code schemas/envelope.py}) puts
+ * them: by default the contract's {@code event_time}, {@code model}, {@code features} and {@code prediction}.
+ * Like the Python validation (orjson), a repeated key keeps its last value; malformed JSON gives null fields.
  *
- * <p>{@link #plain} says whether the record has the stream's common, flat shape, for which the
- * Java reading of the features equals the Python validation's (see {@link FeatureColumns}): ASCII
- * bytes without a backslash escape, only the contract's top-level fields and each at most once,
- * {@code event_time} an integer or a strict RFC 3339 text, {@code prediction} absent, null or a
- * finite number (kept in {@link #prediction}), {@code request_id} absent, null or a string,
- * {@code features} an object.
+ * <p>{@link #plain} says whether the record is one for which the Java reading of the features equals the
+ * Python validation's (see {@link FeatureColumns}): ASCII bytes without a backslash escape, each field on
+ * the way to a part of the envelope at most once, every number anywhere in the record one orjson reads as
+ * Jackson does (an integer that fits a long, a finite double) and nothing nested deeper than
+ * {@link #MAX_DEPTH}, the event time an integer, a finite number or a strict RFC 3339 text, the
+ * prediction absent, null or a finite number (kept in {@link #prediction}), the features an object whose
+ * names are distinct. Fields that are no part of the envelope are ignored, whatever their type.
  *
  * <p>The job asks for these fields several times per record (the watermark, the event time, the
  * model, the envelope check), each time with a fresh copy of the same bytes. The last record's
@@ -37,15 +47,13 @@ final class Envelope {
             .recyclerPool(JsonRecyclerPools.newBoundedPool(64)).build();
     private static final Pattern STRICT_RFC3339 =
             Pattern.compile("\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(\\.\\d{1,9})?(Z|[+-]\\d{2}:\\d{2})");
-    private static final int EVENT_TIME = 1;
-    private static final int MODEL = 2;
-    private static final int FEATURES = 4;
-    private static final int PREDICTION = 8;
-    private static final int REQUEST_ID = 16;
+    /** Deepest nesting of a plain record (orjson refuses far deeper documents; Python decides those). */
+    static final int MAX_DEPTH = 64;
     // per thread, never shared: FeatureColumns caches its row on the envelope
-    private static final ThreadLocal<Envelope> LAST = ThreadLocal.withInitial(() -> broken(new byte[0]));
+    private static final ThreadLocal<Envelope> LAST = ThreadLocal.withInitial(() -> broken(new byte[0], Mapping.DEFAULT));
 
     private final byte[] source;  // a private copy of the bytes read, to recognise the same record
+    private final Mapping mapping;
     final String eventTime;
     final JsonToken eventTimeToken;  // what event_time was in the JSON: a string, an integer, another number
     final String model;
@@ -56,10 +64,13 @@ final class Envelope {
     private boolean eventMillisKnown;
     Object cachedFor;  // the FeatureColumns spec whose row is cached
     Object cachedRow;
+    /** Non-null values of features no model monitors, counted by {@link FeatureColumns.Spec#values}. */
+    int unknownFeatures;
 
-    private Envelope(byte[] source, String eventTime, JsonToken eventTimeToken, String model, EventFeatures features,
-                     Double prediction, boolean plain) {
+    private Envelope(byte[] source, Mapping mapping, String eventTime, JsonToken eventTimeToken, String model,
+                     EventFeatures features, Double prediction, boolean plain) {
         this.source = source;
+        this.mapping = mapping;
         this.eventTime = eventTime;
         this.eventTimeToken = eventTimeToken;
         this.model = model;
@@ -68,16 +79,21 @@ final class Envelope {
         this.plain = plain;
     }
 
-    /** The envelope of {@code value} (fields null when missing or the JSON is malformed). */
+    /** The envelope of {@code value} in the contract's shape (fields null when missing or the JSON is malformed). */
     static Envelope parse(byte[] value) {
+        return parse(value, Mapping.DEFAULT);
+    }
+
+    /** The envelope of {@code value} under {@code mapping}. */
+    static Envelope parse(byte[] value, Mapping mapping) {
         if (value == null) {
-            return broken(new byte[0]);
+            return broken(new byte[0], mapping);
         }
         Envelope last = LAST.get();
-        if (Arrays.equals(last.source, value)) {
+        if (last.mapping == mapping && Arrays.equals(last.source, value)) {
             return last;
         }
-        Envelope parsed = read(value.clone());
+        Envelope parsed = read(value.clone(), mapping);
         LAST.set(parsed);
         return parsed;
     }
@@ -86,77 +102,111 @@ final class Envelope {
      * The envelope of {@code value}, which the caller owns and never changes (a {@link KafkaRecord}'s): no
      * copy and no per-thread cache, for a caller that keeps the envelope itself.
      */
-    static Envelope readOwned(byte[] value) {
-        return value == null ? broken(new byte[0]) : read(value);
+    static Envelope readOwned(byte[] value, Mapping mapping) {
+        return value == null ? broken(new byte[0], mapping) : read(value, mapping);
     }
 
-    /** Epoch milliseconds of {@code event_time}, computed once per envelope (see {@link EventTimeMillis}). */
+    /** Epoch milliseconds of the event time, computed once per envelope (see {@link EventTimeMillis}). */
     Long eventMillis() {
         if (!eventMillisKnown) {
-            eventMillis = EventTimeMillis.of(eventTime, eventTimeToken);
+            eventMillis = EventTimeMillis.of(eventTime, eventTimeToken, mapping.unit);
             eventMillisKnown = true;
         }
         return eventMillis;
     }
 
-    private static Envelope read(byte[] value) {
-        String eventTime = null;
-        JsonToken eventTimeToken = null;
-        String model = null;
-        EventFeatures features = null;
-        Double prediction = null;
-        boolean plain = asciiWithoutEscapes(value);
-        int seen = 0;
+    /** What one pass over a record found, filled as the mapped fields are met. */
+    private static final class Reading {
+        String eventTime;
+        JsonToken eventTimeToken;
+        String model;
+        EventFeatures features;
+        Double prediction;
+        boolean plain;
+        int seen;  // the roles met so far (a role met twice: not plain)
+    }
+
+    private static Envelope read(byte[] value, Mapping mapping) {
+        Reading r = new Reading();
+        r.plain = asciiWithoutEscapes(value);
         try (JsonParser parser = JSON.createParser(value)) {
             if (parser.nextToken() != JsonToken.START_OBJECT) {
-                return broken(value);
+                return broken(value, mapping);
             }
-            while (parser.nextToken() == JsonToken.FIELD_NAME) {
-                String field = parser.currentName();
-                JsonToken token = parser.nextToken();
-                int bit = fieldBit(field);
-                plain &= bit != 0 && (seen & bit) == 0;
-                seen |= bit;
-                if (bit == EVENT_TIME) {
-                    eventTime = scalarText(parser, token);
-                    eventTimeToken = token;
-                    plain &= plainEventTime(parser, token, eventTime);
-                } else if (bit == MODEL) {
-                    model = token == JsonToken.VALUE_STRING ? parser.getText() : null;
-                    parser.skipChildren();
-                } else if (bit == FEATURES && token == JsonToken.START_OBJECT) {
-                    features = EventFeatures.read(parser);
-                } else if (bit == PREDICTION) {
-                    prediction = plainNumber(parser, token);
-                    plain &= prediction != null || token == JsonToken.VALUE_NULL;
-                    parser.skipChildren();
-                } else {
-                    plain &= bit == REQUEST_ID && (token == JsonToken.VALUE_STRING || token == JsonToken.VALUE_NULL);
-                    parser.skipChildren();
-                }
+            if (mapping.rootFeatures) {
+                r.features = new EventFeatures();
             }
+            readObject(parser, mapping.root, mapping, r, 1, true);
             if (parser.currentToken() != JsonToken.END_OBJECT || parser.nextToken() != null) {
-                return broken(value);
+                return broken(value, mapping);
             }
         } catch (IOException e) {
-            return broken(value);
+            return broken(value, mapping);
         }
-        return new Envelope(value, eventTime, eventTimeToken, model, features, prediction, plain && features != null);
+        String model = mapping.modelValue != null ? mapping.modelValue : r.model;
+        boolean plain = r.plain && r.features != null && !r.features.duplicates && r.features.plain;
+        return new Envelope(value, mapping, r.eventTime, r.eventTimeToken, model, r.features, r.prediction, plain);
     }
 
-    private static Envelope broken(byte[] value) {
-        return new Envelope(value, null, null, null, null, null, false);
+    /** Reads the object the parser is in (its START_OBJECT consumed) up to its END_OBJECT, along the mapping's tree. */
+    private static void readObject(JsonParser parser, Mapping.Node node, Mapping mapping, Reading r, int depth,
+                                   boolean top) throws IOException {
+        while (parser.nextToken() == JsonToken.FIELD_NAME) {
+            String field = parser.currentName();
+            JsonToken token = parser.nextToken();
+            Mapping.Node child = node == null ? null : node.children.get(field);
+            if (child == null) {
+                if (top && mapping.rootFeatures && !mapping.exclude.contains(field)) {
+                    r.features.add(field, parser, token, depth);
+                } else {
+                    r.plain &= EventFeatures.walk(parser, token, depth);
+                }
+                continue;
+            }
+            if (child.role != 0) {
+                r.plain &= (r.seen & child.role) == 0;
+                r.seen |= child.role;
+                readRole(parser, token, child.role, r, depth);
+            } else if (token == JsonToken.START_OBJECT) {
+                // a top-level object on the way to a part is also a feature of a root mapping: Python decides
+                r.plain &= (r.seen & child.pathBit) == 0 && !(top && mapping.rootFeatures && !mapping.exclude.contains(field));  // an object on the way met twice: Python keeps the last
+                r.seen |= child.pathBit;
+                readObject(parser, child, mapping, r, depth + 1, false);
+            } else {
+                r.plain &= EventFeatures.walk(parser, token, depth);
+            }
+        }
     }
 
-    private static int fieldBit(String field) {
-        switch (field) {
-            case "event_time": return EVENT_TIME;
-            case "model": return MODEL;
-            case "features": return FEATURES;
-            case "prediction": return PREDICTION;
-            case "request_id": return REQUEST_ID;
-            default: return 0;
+    private static void readRole(JsonParser parser, JsonToken token, int role, Reading r, int depth) throws IOException {
+        switch (role) {
+            case Mapping.EVENT_TIME -> {
+                r.eventTime = scalarText(parser, token);
+                r.eventTimeToken = token;
+                r.plain &= plainEventTime(parser, token, r.eventTime);
+            }
+            case Mapping.MODEL -> {
+                r.model = token == JsonToken.VALUE_STRING ? parser.getText() : null;
+                r.plain &= EventFeatures.walk(parser, token, depth);
+            }
+            case Mapping.FEATURES -> {
+                if (token == JsonToken.START_OBJECT) {
+                    r.features = EventFeatures.read(parser, depth + 1);
+                } else {
+                    r.features = null;
+                    r.plain &= EventFeatures.walk(parser, token, depth);
+                }
+            }
+            default -> {  // the prediction
+                r.prediction = plainNumber(parser, token);
+                r.plain &= r.prediction != null || token == JsonToken.VALUE_NULL;
+                r.plain &= EventFeatures.walk(parser, token, depth);
+            }
         }
+    }
+
+    private static Envelope broken(byte[] value, Mapping mapping) {
+        return new Envelope(value, mapping, null, null, null, null, null, false);
     }
 
     /** Only printable ASCII and whitespace, no backslash: strings need no decoding to compare. */
@@ -172,6 +222,9 @@ final class Envelope {
     private static boolean plainEventTime(JsonParser parser, JsonToken token, String text) throws IOException {
         if (token == JsonToken.VALUE_NUMBER_INT) {
             return EventFeatures.fitsLong(parser);
+        }
+        if (token == JsonToken.VALUE_NUMBER_FLOAT) {
+            return Double.isFinite(parser.getDoubleValue());
         }
         return token == JsonToken.VALUE_STRING && STRICT_RFC3339.matcher(text).matches();
     }
@@ -198,6 +251,88 @@ final class Envelope {
             default:
                 parser.skipChildren();
                 return null;
+        }
+    }
+
+    /**
+     * The envelope mapping ({@code schemas.envelope.EnvelopeConfig.to_java}): the path of the event time and its
+     * unit, of the model (or one model for every record), of the features (or the top level less some fields) and
+     * of the prediction, as a tree of field names.
+     */
+    static final class Mapping implements Serializable {
+        private static final long serialVersionUID = 1L;
+        static final int EVENT_TIME = 1;
+        static final int MODEL = 2;
+        static final int FEATURES = 4;
+        static final int PREDICTION = 8;
+        static final Mapping DEFAULT = new Mapping(List.of("event_time"), "ms", List.of("model"), null,
+                List.of("features"), Set.of(), List.of("prediction"));
+
+        final String unit;
+        final String modelValue;
+        final boolean rootFeatures;
+        final Set<String> exclude;
+        final Node root = new Node();
+        private int nextBit = 16;
+
+        /** One field on the way to the envelope's parts: a part itself ({@code role}), or an object holding some. */
+        static final class Node implements Serializable {
+            private static final long serialVersionUID = 1L;
+            final Map<String, Node> children = new HashMap<>();
+            int role;
+            int pathBit;
+        }
+
+        Mapping(List<String> eventTime, String unit, List<String> model, String modelValue, List<String> features,
+                Set<String> exclude, List<String> prediction) {
+            this.unit = unit;
+            this.modelValue = modelValue;
+            this.rootFeatures = features == null;
+            this.exclude = exclude;
+            add(eventTime, EVENT_TIME);
+            if (model != null) {
+                add(model, MODEL);
+            }
+            if (features != null) {
+                add(features, FEATURES);
+            }
+            add(prediction, PREDICTION);
+        }
+
+        private void add(List<String> path, int role) {
+            Node node = root;
+            for (int i = 0; i < path.size(); i++) {
+                node = node.children.computeIfAbsent(path.get(i), name -> new Node());
+                if (i < path.size() - 1 && node.pathBit == 0) {
+                    node.pathBit = nextBit;
+                    nextBit <<= 1;
+                }
+            }
+            node.role = role;
+        }
+
+        /** The mapping written by {@code EnvelopeConfig.to_java} (null or absent: the contract's envelope). */
+        static Mapping parse(JsonNode node) {
+            if (node == null || node.isNull()) {
+                return DEFAULT;
+            }
+            return new Mapping(path(node.get("event_time")), node.get("unit").asText(), path(node.get("model")),
+                    node.hasNonNull("model_value") ? node.get("model_value").asText() : null,
+                    path(node.get("features")), names(node.get("exclude")), path(node.get("prediction")));
+        }
+
+        private static List<String> path(JsonNode node) {
+            if (node == null || node.isNull()) {
+                return null;
+            }
+            List<String> parts = new ArrayList<>();
+            node.forEach(part -> parts.add(part.asText()));
+            return parts;
+        }
+
+        private static Set<String> names(JsonNode node) {
+            List<String> names = path(node);
+            return names == null ? Set.of() : new HashSet<>(names);
         }
     }
 }

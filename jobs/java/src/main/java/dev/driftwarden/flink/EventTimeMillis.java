@@ -24,18 +24,27 @@ public class EventTimeMillis extends ScalarFunction {
         return Envelope.parse(value).eventMillis();
     }
 
-    /** The epoch milliseconds of {@code event_time}'s {@code text}, read as the JSON {@code token} it was. */
+    /** The epoch milliseconds of {@code event_time}'s {@code text}, read as the JSON {@code token} it was (in ms). */
     static Long of(String text, JsonToken token) {
+        return of(text, token, "ms");
+    }
+
+    /**
+     * The epoch milliseconds of the event time's {@code text}, read as the JSON {@code token} it was, a number
+     * in {@code unit} (ms, s, us, ns; iso8601: no number is a time), a text as RFC 3339 whatever the unit: the
+     * rule of {@code schemas.events.parse_event_time}.
+     */
+    static Long of(String text, JsonToken token, String unit) {
         if (text == null) {
             return null;
         }
         Long millis;
         switch (token) {
             case VALUE_NUMBER_INT:
-                millis = fromInteger(text);
+                millis = scaled(fromWholeNumber(text), unit);
                 break;
             case VALUE_NUMBER_FLOAT:
-                millis = fromFloat(text);
+                millis = fromFloat(text, unit);
                 break;
             default:
                 millis = fromRfc3339(text);
@@ -46,8 +55,26 @@ public class EventTimeMillis extends ScalarFunction {
         return millis;
     }
 
+    /** An integer in {@code unit} as milliseconds: exactly (toward minus infinity), null beyond a long or for iso8601. */
+    private static Long scaled(Long value, String unit) {
+        if (value == null) {
+            return null;
+        }
+        try {
+            return switch (unit) {
+                case "ms" -> value;
+                case "s" -> Math.multiplyExact(value, 1000L);
+                case "us" -> Math.floorDiv(value, 1000L);
+                case "ns" -> Math.floorDiv(value, 1_000_000L);
+                default -> null;
+            };
+        } catch (ArithmeticException e) {
+            return null;
+        }
+    }
+
     /** A JSON integer: exactly, null beyond a long (not its low 64 bits). */
-    private static Long fromInteger(String text) {
+    private static Long fromWholeNumber(String text) {
         if (text.length() <= LONG_DIGITS) {  // the stream's usual form: no BigInteger (4% of the source task in JFR)
             return Long.parseLong(text);
         }
@@ -55,10 +82,22 @@ public class EventTimeMillis extends ScalarFunction {
         return value.bitLength() < Long.SIZE ? value.longValue() : null;
     }
 
-    /** A JSON number with a fraction or an exponent: the double it denotes, toward zero. */
-    private static Long fromFloat(String text) {
+    /**
+     * A JSON number with a fraction or an exponent: in milliseconds the double it denotes toward zero; in
+     * seconds, micro- or nanoseconds rounded to the nearest millisecond (the same double operations as Python).
+     */
+    private static Long fromFloat(String text, String unit) {
         double value = Double.parseDouble(text);
-        return Double.isFinite(value) ? (long) value : null;
+        if (!Double.isFinite(value)) {
+            return null;
+        }
+        return switch (unit) {
+            case "ms" -> (long) value;
+            case "s" -> (long) Math.floor(value * 1000.0 + 0.5);
+            case "us" -> (long) Math.floor(value / 1000.0 + 0.5);
+            case "ns" -> (long) Math.floor(value / 1000000.0 + 0.5);
+            default -> null;
+        };
     }
 
     private static Long fromRfc3339(String text) {

@@ -42,7 +42,7 @@ public class FeatureColumns extends ScalarFunction {
 
     public RowData eval(byte[] value, String specText) {
         Spec parsed = spec(specText);
-        Envelope envelope = Envelope.parse(value);
+        Envelope envelope = Envelope.parse(value, parsed.mapping);
         if (envelope.cachedFor != parsed) {  // the job reads several columns of one record's row
             envelope.cachedRow = parsed.row(envelope);
             envelope.cachedFor = parsed;
@@ -73,6 +73,10 @@ public class FeatureColumns extends ScalarFunction {
     static final class Spec {
         final String text;
         final boolean[] numeric;
+        /** Columns of boolean features: a JSON true or false, held as the text "true" or "false". */
+        final boolean[] bool;
+        /** How a record maps onto an event ({@code "envelope"} in the spec; absent: the contract's). */
+        final Envelope.Mapping mapping;
         final Map<String, Map<String, Integer>> models = new HashMap<>();
         final Map<String, Integer> predictionColumn = new HashMap<>();
         // featureColumns' last answer: the model's map, the event's names (as the parser gave them), their columns
@@ -80,9 +84,11 @@ public class FeatureColumns extends ScalarFunction {
         private String[] lastNames = new String[0];
         private int[] lastColumns;
 
-        private Spec(String text, boolean[] numeric) {
+        private Spec(String text, boolean[] numeric, boolean[] bool, Envelope.Mapping mapping) {
             this.text = text;
             this.numeric = numeric;
+            this.bool = bool;
+            this.mapping = mapping;
         }
 
         static Spec parse(String text) {
@@ -90,10 +96,12 @@ public class FeatureColumns extends ScalarFunction {
                 JsonNode root = MAPPER.readTree(text);
                 JsonNode columns = root.get("columns");
                 boolean[] numeric = new boolean[columns.size()];
+                boolean[] bool = new boolean[columns.size()];
                 for (int i = 0; i < numeric.length; i++) {
                     numeric[i] = "numeric".equals(columns.get(i).asText());
+                    bool[i] = "boolean".equals(columns.get(i).asText());
                 }
-                Spec spec = new Spec(text, numeric);
+                Spec spec = new Spec(text, numeric, bool, Envelope.Mapping.parse(root.get("envelope")));
                 for (Iterator<Map.Entry<String, JsonNode>> it = root.get("models").fields(); it.hasNext(); ) {
                     Map.Entry<String, JsonNode> model = it.next();
                     Map<String, Integer> columnOf = new HashMap<>();
@@ -121,26 +129,29 @@ public class FeatureColumns extends ScalarFunction {
 
         /**
          * The record's values by column when Java vouches for it: a {@link Double} or null in a numeric
-         * column, a {@link String} or null in a categorical one, a column of another model (or no
-         * prediction) null; null when Java does not vouch for the record. The one rule {@link #row}
-         * writes and the drift job's source task ({@link SourceSummaries}) summarizes.
+         * column, a {@link String} or null in a categorical one ("true" or "false" in a boolean one), a
+         * column of another model (or no prediction) null; null when Java does not vouch for the record
+         * (a monitored value of the wrong type among others: Python counts it invalid). Features no model
+         * monitors are ignored, their non-null values counted in {@link Envelope#unknownFeatures}. The one
+         * rule {@link #row} writes and the drift job's source task ({@link SourceSummaries}) summarizes.
          */
         Object[] values(Envelope envelope) {
             Map<String, Integer> columnOf = envelope.plain ? models.get(envelope.model) : null;
             EventFeatures features = envelope.features;
-            if (columnOf == null || features.count != columnOf.size() || envelope.eventMillis() == null) {
+            if (columnOf == null || envelope.eventMillis() == null) {
                 return null;
             }
             int[] columnOfField = featureColumns(columnOf, features);
-            if (columnOfField == null) {
-                return null;
-            }
             Object[] values = new Object[numeric.length];
+            int unknown = 0;
             for (int i = 0; i < features.count; i++) {
-                if (!fill(values, columnOfField[i], features, i)) {
+                if (columnOfField[i] < 0) {
+                    unknown += features.kinds[i] == EventFeatures.NULL ? 0 : 1;
+                } else if (!fill(values, columnOfField[i], features, i)) {
                     return null;
                 }
             }
+            envelope.unknownFeatures = unknown;
             Integer prediction = predictionColumn.get(envelope.model);
             if (prediction != null && envelope.prediction != null) {
                 values[prediction] = envelope.prediction;
@@ -149,9 +160,9 @@ public class FeatureColumns extends ScalarFunction {
         }
 
         /**
-         * The column of each of the event's features, in the event's order; null when one is not the
-         * model's or comes twice. Events of a stream name their features alike, and the parser hands
-         * out one String per name it has seen: the last answer is kept, and reused while the names
+         * The column of each of the event's features, in the event's order (-1: not the model's; the names
+         * are distinct, {@link Envelope#plain}). Events of a stream name their features alike, and the parser
+         * hands out one String per name it has seen: the last answer is kept, and reused while the names
          * are the same objects in the same order (the map is asked only when they are not).
          */
         private int[] featureColumns(Map<String, Integer> columnOf, EventFeatures features) {
@@ -165,14 +176,9 @@ public class FeatureColumns extends ScalarFunction {
                 }
             }
             int[] columns = new int[features.count];
-            boolean[] seen = new boolean[numeric.length];
             for (int i = 0; i < features.count; i++) {
                 Integer column = columnOf.get(features.names[i]);
-                if (column == null || seen[column]) {
-                    return null;
-                }
-                seen[column] = true;
-                columns[i] = column;
+                columns[i] = column == null ? -1 : column;
             }
             lastColumnOf = columnOf;
             lastNames = Arrays.copyOf(features.names, features.count);
@@ -186,10 +192,12 @@ public class FeatureColumns extends ScalarFunction {
             if (kind == EventFeatures.NULL) {
                 return true;
             }
-            if (numeric[column] ? kind != EventFeatures.NUMBER : kind != EventFeatures.TEXT) {
+            byte wanted = numeric[column] ? EventFeatures.NUMBER : bool[column] ? EventFeatures.BOOLEAN : EventFeatures.TEXT;
+            if (kind != wanted) {
                 return false;
             }
-            values[column] = numeric[column] ? (Object) features.numbers[i] : features.texts[i];
+            values[column] = numeric[column] ? (Object) features.numbers[i]
+                    : bool[column] ? (features.booleans[i] ? "true" : "false") : features.texts[i];
             return true;
         }
 

@@ -151,6 +151,11 @@ public final class FrameReader {
         return out;
     }
 
+    /** Whether every byte has been read (an optional trailing section is absent). */
+    public boolean atEnd() {
+        return in.remaining() == 0;
+    }
+
     /** Checks that every byte was read. */
     public void done() {
         if (in.remaining() != 0) {

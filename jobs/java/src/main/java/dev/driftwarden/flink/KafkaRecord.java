@@ -18,22 +18,30 @@ public final class KafkaRecord {
     public long timestamp;
     /** The value's envelope, read once for the watermark and the summaries (not a POJO field: a copy reads it again). */
     private transient Envelope envelope;
+    /** How the value maps onto an event (the config's {@code source.envelope}). */
+    private transient Envelope.Mapping mapping;
 
     /** The value's envelope ({@link Envelope}), read on first use; the record owns its bytes, so they are not copied. */
     Envelope envelope() {
         if (envelope == null) {
-            envelope = Envelope.readOwned(value);
+            envelope = Envelope.readOwned(value, mapping == null ? Envelope.Mapping.DEFAULT : mapping);
         }
         return envelope;
     }
 
-    /** Reads each Kafka record into a {@link KafkaRecord} (nothing parsed here). */
+    /** Reads each Kafka record into a {@link KafkaRecord} (nothing parsed here), with the envelope mapping. */
     static final class Deserializer implements KafkaRecordDeserializationSchema<KafkaRecord> {
         private static final long serialVersionUID = 1L;
+        private final Envelope.Mapping mapping;
+
+        Deserializer(Envelope.Mapping mapping) {
+            this.mapping = mapping;
+        }
 
         @Override
         public void deserialize(ConsumerRecord<byte[], byte[]> record, Collector<KafkaRecord> out) {
             KafkaRecord read = new KafkaRecord();
+            read.mapping = mapping;
             read.value = record.value();
             read.topic = record.topic();
             read.partition = record.partition();

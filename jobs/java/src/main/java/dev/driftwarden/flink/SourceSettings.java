@@ -28,8 +28,10 @@ final class SourceSettings implements Serializable {
     final long idlenessMs;
     final boolean watermarkPerEvent;
     final long maxFutureSkewMs;
-    /** {@link FeatureColumns} spec (JSON text). */
+    /** {@link FeatureColumns} spec (JSON text; its envelope mapping is {@link #envelope}). */
     final String columns;
+    /** How a record maps onto an event (the config's {@code source.envelope}). */
+    final Envelope.Mapping envelope;
     /** {@link SummarySpec} (JSON text). */
     final String aggregate;
     /** {@link EventSegment} spec (JSON text), null when no model is segmented. */
@@ -54,6 +56,11 @@ final class SourceSettings implements Serializable {
         watermarkPerEvent = "on-event".equals(required(root, "watermark_emit").asText());
         maxFutureSkewMs = required(root, "max_future_skew_ms").asLong();
         columns = required(root, "columns").asText();
+        try {
+            envelope = Envelope.Mapping.parse(MAPPER.readTree(columns).get("envelope"));
+        } catch (java.io.IOException e) {
+            throw new IllegalArgumentException("source settings: columns is not JSON: " + e.getMessage(), e);
+        }
         aggregate = required(root, "aggregate").asText();
         segments = root.hasNonNull("segments") ? root.get("segments").asText() : null;
         JsonNode segmentArgs = root.get("segment_columns");

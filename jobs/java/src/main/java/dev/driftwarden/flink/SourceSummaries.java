@@ -165,7 +165,7 @@ public final class SourceSummaries extends AbstractStreamOperator<Row> implement
         if (turnedAway == null) {
             Object[] values = columns.values(envelope);
             if (values != null) {
-                summarize(record, envelope.model, eventMs, start, values);
+                summarize(record, envelope.model, eventMs, start, values, envelope.unknownFeatures);
                 return;
             }
         }
@@ -211,7 +211,7 @@ public final class SourceSummaries extends AbstractStreamOperator<Row> implement
     }
 
     /** Adds a vouched record to its (model, segment, window starting at {@code start})'s partial summary. */
-    private void summarize(KafkaRecord record, String model, long eventMs, long start, Object[] values) {
+    private void summarize(KafkaRecord record, String model, long eventMs, long start, Object[] values, int unknown) {
         int segment = -1;
         if (segments != null) {
             String[] by = new String[settings.segmentColumns.length];
@@ -221,7 +221,7 @@ public final class SourceSummaries extends AbstractStreamOperator<Row> implement
             segment = segments.eval(model, by);
         }
         Summaries.accumulate(partial(model, segment, start), spec, model, eventMs, topicCrc.of(record.topic),
-                record.partition, record.offset, 0, values);
+                record.partition, record.offset, unknown, values);
         summarized.inc();
     }
 

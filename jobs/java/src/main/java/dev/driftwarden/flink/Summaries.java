@@ -7,10 +7,21 @@ public final class Summaries {
     /**
      * Adds one event to {@code acc}: its model's configured features only (an unconfigured model
      * counts events only). {@code values[i]} is column ci: a {@link Number} or null (numeric), a
-     * {@link String} or null (categorical).
+     * {@link String} or null (categorical, boolean).
      */
     public static void accumulate(WindowSummary acc, SummarySpec spec, String model, long eventMs, long topicCrc,
                                   long partition, long offset, long unknown, Object[] values) {
+        accumulate(acc, spec, model, eventMs, topicCrc, partition, offset, unknown, values, null, null);
+    }
+
+    /**
+     * {@link #accumulate} of an event some of whose monitored values had the wrong type: {@code invalid[i]},
+     * when not null, is column ci's {reason, preview} (its value in {@code values} is null, and its sketch does
+     * not see it); counted, with an example, for the feature of that column ({@code topic}: the record's).
+     */
+    public static void accumulate(WindowSummary acc, SummarySpec spec, String model, long eventMs, long topicCrc,
+                                  long partition, long offset, long unknown, Object[] values, String[][] invalid,
+                                  String topic) {
         long start = spec.windowStart(eventMs);
         if (acc.isEmpty()) {
             acc.begin(model, start, spec.windowMs, spec.models.get(model));
@@ -30,9 +41,18 @@ public final class Summaries {
             throw new IllegalArgumentException("window summary: " + values.length + " feature columns, the spec has "
                     + spec.numericColumns.length);
         }
-        int slot = acc.sample.offer(Hashing.eventKey(acc.seed, topicCrc, partition, offset));
+        long key = Hashing.eventKey(acc.seed, topicCrc, partition, offset);
+        int slot = acc.sample.offer(key);
         int[] columns = config.columns;
         for (int f = 0; f < columns.length; f++) {
+            String[] why = invalid == null ? null : invalid[columns[f]];
+            if (why != null) {
+                acc.addInvalid(f, key, why[0], why[1], InvalidValues.where(topic, partition, offset));
+                if (slot >= 0 && !config.numeric[f]) {
+                    acc.sample.setText(slot, config.sampleColumn[f], null);  // a reused slot keeps no old value
+                }
+                continue;
+            }
             Object v = values[columns[f]];
             if (config.numeric[f]) {
                 if (v == null) {

@@ -34,6 +34,7 @@ import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMap
  * </pre>
  *
  * Each stdin line is {@code {"model", "event_ms", "topic", "partition", "offset", "unknown", "values": [c0..cN]}}
+ * and, for an event with values of the wrong type, {@code "invalid": [[column, reason, preview], ...]}
  * (NaN/Infinity allowed, as Python's json writes them). Records are grouped by (model, window
  * start); record i of a group goes to partial accumulator i mod N; each partial goes through the
  * state serializer and back, then all are merged into an empty accumulator. Prints one line per
@@ -140,7 +141,8 @@ public final class SummaryDump {
             int line = i + 1;
             agg.accumulate(accs.get(i % partials), field(r, "model", line).asText(), field(r, "event_ms", line).asLong(),
                     field(r, "topic", line).asText(), field(r, "partition", line).asInt(),
-                    field(r, "offset", line).asLong(), r.path("unknown").asInt(0), values(r, spec, line));
+                    field(r, "offset", line).asLong(), r.path("unknown").asInt(0),
+                    r.hasNonNull("invalid") ? r.get("invalid").toString() : null, values(r, spec, line));
         }
         List<WindowSummary> restored = new ArrayList<>();
         for (WindowSummary acc : accs) {
@@ -259,7 +261,7 @@ public final class SummaryDump {
                 for (int c = 0; c < 5; c++) {
                     row[20 + c] = new String(t[c]);
                 }
-                agg.accumulate(acc, "m", 1_000L + (i & 1023), "events", i & 3, (long) i, 0, row);
+                agg.accumulate(acc, "m", 1_000L + (i & 1023), "events", i & 3, (long) i, 0, null, row);
             }
             long t1 = System.nanoTime();
             long c1 = CPU.getCurrentThreadCpuTime();
@@ -317,7 +319,7 @@ public final class SummaryDump {
                 parts[s] = agg.createAccumulator();
             }
             for (int i = 0; i < events; i++) {
-                agg.accumulate(parts[segmentOf[i]], "m", 1_000L, "events", 0, (long) run * events + i, 0, rows[i]);
+                agg.accumulate(parts[segmentOf[i]], "m", 1_000L, "events", 0, (long) run * events + i, 0, null, rows[i]);
             }
             long c1 = CPU.getCurrentThreadCpuTime();
             SegmentPartials acc = merge.createAccumulator();

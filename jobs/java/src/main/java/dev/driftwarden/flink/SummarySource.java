@@ -56,7 +56,7 @@ public final class SummarySource {
                 .setGroupId(settings.groupId)
                 .setProperty("auto.offset.reset", "earliest")
                 .setStartingOffsets(startingOffsets(settings.start))
-                .setDeserializer(new KafkaRecord.Deserializer());
+                .setDeserializer(new KafkaRecord.Deserializer(settings.envelope));
         if (settings.topicPattern != null) {
             builder.setTopicPattern(Pattern.compile(settings.topicPattern));
         } else {

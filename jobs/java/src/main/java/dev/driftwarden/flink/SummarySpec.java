@@ -25,6 +25,8 @@ public final class SummarySpec {
         public final String[] features;
         public final int[] columns;
         public final boolean[] numeric;
+        /** Per feature: a boolean feature (its column holds "true" / "false"; summarized as a categorical one). */
+        public final boolean[] bool;
         public final int sampleSize;
         public final int precision;
         public final int maxBuckets;
@@ -33,12 +35,13 @@ public final class SummarySpec {
         public final String[] sampled;
         public final int[] sampleColumn;
 
-        Model(String name, String[] features, int[] columns, boolean[] numeric, int sampleSize, int precision,
-              int maxBuckets, int maxExact) {
+        Model(String name, String[] features, int[] columns, boolean[] numeric, boolean[] bool, int sampleSize,
+              int precision, int maxBuckets, int maxExact) {
             this.name = name;
             this.features = features;
             this.columns = columns;
             this.numeric = numeric;
+            this.bool = bool;
             this.sampleSize = sampleSize;
             this.precision = precision;
             this.maxBuckets = maxBuckets;
@@ -55,12 +58,15 @@ public final class SummarySpec {
     public final String text;
     public final long windowMs;
     public final boolean[] numericColumns;
+    public final boolean[] booleanColumns;
     public final Map<String, Model> models;
 
-    private SummarySpec(String text, long windowMs, boolean[] numericColumns, Map<String, Model> models) {
+    private SummarySpec(String text, long windowMs, boolean[] numericColumns, boolean[] booleanColumns,
+                        Map<String, Model> models) {
         this.text = text;
         this.windowMs = windowMs;
         this.numericColumns = numericColumns;
+        this.booleanColumns = booleanColumns;
         this.models = models;
     }
 
@@ -84,12 +90,15 @@ public final class SummarySpec {
             throw new IllegalArgumentException("spec columns must be a list of \"numeric\"/\"categorical\"");
         }
         boolean[] numeric = new boolean[columns.size()];
+        boolean[] bool = new boolean[columns.size()];
         for (int i = 0; i < numeric.length; i++) {
             String kind = columns.get(i).asText();
-            if (!kind.equals("numeric") && !kind.equals("categorical")) {
-                throw new IllegalArgumentException("spec columns[" + i + "] must be numeric or categorical, got " + columns.get(i));
+            if (!kind.equals("numeric") && !kind.equals("categorical") && !kind.equals("boolean")) {
+                throw new IllegalArgumentException("spec columns[" + i + "] must be numeric, categorical or boolean, got "
+                        + columns.get(i));
             }
             numeric[i] = kind.equals("numeric");
+            bool[i] = kind.equals("boolean");
         }
         JsonNode models = root.get("models");
         if (models == null || !models.isObject()) {
@@ -98,12 +107,12 @@ public final class SummarySpec {
         Map<String, Model> parsed = new HashMap<>();
         for (Iterator<Map.Entry<String, JsonNode>> it = models.fields(); it.hasNext(); ) {
             Map.Entry<String, JsonNode> e = it.next();
-            parsed.put(e.getKey(), model(e.getKey(), e.getValue(), numeric));
+            parsed.put(e.getKey(), model(e.getKey(), e.getValue(), numeric, bool));
         }
-        return new SummarySpec(text, windowMs, numeric, parsed);
+        return new SummarySpec(text, windowMs, numeric, bool, parsed);
     }
 
-    private static Model model(String name, JsonNode node, boolean[] numericColumns) {
+    private static Model model(String name, JsonNode node, boolean[] numericColumns, boolean[] booleanColumns) {
         String where = "spec model " + name;
         JsonNode features = node.get("features");
         if (features == null || !features.isArray()) {
@@ -112,6 +121,7 @@ public final class SummarySpec {
         String[] names = new String[features.size()];
         int[] columns = new int[names.length];
         boolean[] numeric = new boolean[names.length];
+        boolean[] bool = new boolean[names.length];
         Set<String> seen = new HashSet<>();
         for (int f = 0; f < names.length; f++) {
             JsonNode pair = features.get(f);
@@ -128,6 +138,7 @@ public final class SummarySpec {
                 throw new IllegalArgumentException(where + ": feature " + names[f] + " listed twice");
             }
             numeric[f] = numericColumns[columns[f]];
+            bool[f] = booleanColumns[columns[f]];
         }
         int sampleSize = (int) integer(node, "sample_size", where, 2000);
         int precision = (int) integer(node, "precision", where, 52);
@@ -137,7 +148,7 @@ public final class SummarySpec {
             throw new IllegalArgumentException(where + ": need sample_size >= 0, precision in 0..52, max_buckets >= 16,"
                     + " max_exact >= 1; got " + sampleSize + ", " + precision + ", " + maxBuckets + ", " + maxExact);
         }
-        return new Model(name, names, columns, numeric, sampleSize, precision, maxBuckets, maxExact);
+        return new Model(name, names, columns, numeric, bool, sampleSize, precision, maxBuckets, maxExact);
     }
 
     private static long integer(JsonNode node, String field, String where, long fallback) {

@@ -21,6 +21,8 @@ public final class WindowSummary {
     LogLinearHistogram[] histograms = new LogLinearHistogram[0];  // per feature, null when categorical
     CappedCounts[] counts = new CappedCounts[0];  // per feature, null when numeric
     EventSample sample;
+    boolean[] booleans = new boolean[0];  // per feature: a boolean feature (summarized as categorical "true" / "false")
+    InvalidValues[] invalid = new InvalidValues[0];  // per feature: its values of the wrong type, null when none
     /** The spec's model bound to this state (null: not yet bound, or the model is not configured). */
     transient SummarySpec.Model bound;
     transient boolean boundChecked;
@@ -55,6 +57,8 @@ public final class WindowSummary {
         }
         int f = config.features.length;
         names = config.features.clone();
+        booleans = config.bool.clone();
+        invalid = new InvalidValues[f];
         histograms = new LogLinearHistogram[f];
         counts = new CappedCounts[f];
         for (int i = 0; i < f; i++) {
@@ -98,6 +102,13 @@ public final class WindowSummary {
         events += other.events;
         unknownFeatures += other.unknownFeatures;
         for (int i = 0; i < names.length; i++) {
+            booleans[i] |= other.booleans[i];
+            if (other.invalid[i] != null) {
+                if (invalid[i] == null) {
+                    invalid[i] = new InvalidValues();
+                }
+                invalid[i].merge(other.invalid[i]);
+            }
             if (histograms[i] != null) {
                 histograms[i].merge(other.histograms[i]);
             } else {
@@ -130,6 +141,8 @@ public final class WindowSummary {
         histograms = s.histograms;
         counts = s.counts;
         sample = s.sample;
+        booleans = s.booleans;
+        invalid = s.invalid;
         bound = null;
         boundChecked = false;
     }
@@ -156,7 +169,62 @@ public final class WindowSummary {
         for (int i = 0; i < names.length; i++) {
             out.text(names[i]).blob(sketches[i]);
         }
-        return out.blob(sampleBytes).toBytes();
+        out.blob(sampleBytes);
+        if (hasTrailer()) {
+            writeTrailer(out);
+        }
+        return out.toBytes();
+    }
+
+    /** Invalid values to count, to keep examples of. */
+    void addInvalid(int feature, long key, String reason, String value, String where) {
+        if (invalid[feature] == null) {
+            invalid[feature] = new InvalidValues();
+        }
+        invalid[feature].add(key, reason, value, where);
+    }
+
+    private boolean hasTrailer() {
+        for (int i = 0; i < names.length; i++) {
+            if (booleans[i] || invalid[i] != null && invalid[i].count > 0) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** Per feature: its kind (1 numeric, 2 categorical, 3 boolean), its invalid values' count and examples. */
+    private void writeTrailer(FrameWriter out) {
+        for (int i = 0; i < names.length; i++) {
+            out.u8(booleans[i] ? 3 : histograms[i] != null ? 1 : 2);
+            InvalidValues tally = invalid[i];
+            out.i64(tally == null ? 0 : tally.count).u32(tally == null ? 0 : tally.examples.size());
+            if (tally != null) {
+                for (InvalidValues.Example e : tally.examples) {
+                    out.i64(e.key()).text(e.reason()).text(e.value()).text(e.where());
+                }
+            }
+        }
+    }
+
+    private void readTrailer(FrameReader in) {
+        for (int i = 0; i < names.length; i++) {
+            int kind = in.u8();
+            long count = in.i64();
+            long examples = in.u32();
+            if (kind < 1 || kind > 3 || examples > count || examples > InvalidValues.EXAMPLES) {
+                throw new IllegalArgumentException("corrupt window summary: feature " + names[i] + " kind " + kind
+                        + ", " + examples + " examples of " + count + " invalid values");
+            }
+            booleans[i] = kind == 3;
+            if (count > 0) {
+                InvalidValues tally = invalid[i] = new InvalidValues();
+                tally.count = count;
+                for (long e = 0; e < examples; e++) {
+                    tally.examples.add(new InvalidValues.Example(in.i64(), in.text(), in.text(), in.text()));
+                }
+            }
+        }
     }
 
     /** Reads a kind 17 frame back (unbound: the next accumulate binds it to the spec). */
@@ -188,6 +256,11 @@ public final class WindowSummary {
             }
         }
         s.sample = EventSample.fromBytes(in.blob());
+        s.booleans = new boolean[(int) f];
+        s.invalid = new InvalidValues[(int) f];
+        if (!in.atEnd()) {
+            s.readTrailer(in);
+        }
         in.done();
         String[] sampled = EventSample.sampledNames(s.names, numericOf(s.histograms));
         if (!Arrays.equals(s.sample.names, sampled)) {
