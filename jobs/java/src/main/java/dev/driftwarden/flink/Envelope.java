@@ -168,8 +168,10 @@ final class Envelope {
                 r.seen |= child.role;
                 readRole(parser, token, child.role, r, depth);
             } else if (token == JsonToken.START_OBJECT) {
-                // a top-level object on the way to a part is also a feature of a root mapping: Python decides
-                r.plain &= (r.seen & child.pathBit) == 0 && !(top && mapping.rootFeatures && !mapping.exclude.contains(field));  // an object on the way met twice: Python keeps the last
+                r.plain &= (r.seen & child.pathBit) == 0;
+                if (top && mapping.rootFeatures && !mapping.exclude.contains(field)) {
+                    r.features.addObject(field);  // also a feature of a root mapping (an object: no model's value)
+                }  // an object on the way met twice: Python keeps the last
                 r.seen |= child.pathBit;
                 readObject(parser, child, mapping, r, depth + 1, false);
             } else {

@@ -52,6 +52,18 @@ final class EventFeatures {
         count++;
     }
 
+    /** Adds a feature whose value is an object read elsewhere (a top-level field on the way to a part of the envelope). */
+    void addObject(String name) {
+        if (count == names.length) {
+            grow();
+        }
+        for (int i = 0; i < count && !duplicates; i++) {
+            duplicates = names[i].equals(name);
+        }
+        names[count] = name;
+        kinds[count++] = OTHER;
+    }
+
     /**
      * Consumes the value the parser is at ({@code token}); whether every number in it is one orjson reads as
      * Jackson does (an integer that fits a long, a finite double) and it nests at most {@link Envelope#MAX_DEPTH} deep.
