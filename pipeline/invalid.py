@@ -8,7 +8,7 @@ exactly. The Java twin is ``InvalidValues`` (jobs/java); both write the window s
 
 >>> tally = InvalidValues()
 >>> for key in (9, 4, 7):
-...     tally.add(key, "wrong_type:string", f"v{key}", f"t:0:{key}")
+...     _ = tally.add(key, "wrong_type:string", f"v{key}", f"t:0:{key}")
 >>> (tally.count, [e.value for e in tally.examples])
 (3, ['v4', 'v7', 'v9'])
 """

@@ -43,7 +43,7 @@ def doc() -> dict:
 def test_segment_outcomes_are_listed_apart_per_window(doc: dict) -> None:
     validate_report(doc)
     plain, segmented = doc["windows"]
-    assert doc["schema_version"] == SCHEMA_VERSION == 3
+    assert doc["schema_version"] == SCHEMA_VERSION == 4
     assert "segments" not in plain and [f["name"] for f in segmented["features"]] == ["amount"]
     rows = {s["segment"]["country"]: s for s in segmented["segments"]}
     assert set(rows) == {"FR", HOSTILE, "(other)"}

@@ -45,9 +45,14 @@ def test_verdicts_and_reasons_match_the_live_jobs(order):
 def test_each_monitored_models_features_are_gathered_as_columns():
     raws = [orjson.dumps(value) for value in VALUES]
     batch = ValidatedBatch.from_ipc(validate_batch(raws, CONFIG).to_ipc())  # as a worker hands it over
+    # a value of the wrong type is a null in its column, counted invalid (its event is valid)
     assert {m: {n: c.to_pylist() for n, c in cols.items()} for m, cols in batch.columns.items()} == {
-        "a": {"x": [1.0], "prediction": [7.0], "c": ["u"]}, "b": {"prediction": [None], "x": ["s"]}}
+        "a": {"x": [1.0, None, None], "prediction": [7.0, None, None], "c": ["u", None, None]},
+        "b": {"prediction": [None, None], "x": ["s", None]}}
     assert batch.rows[:2] == [0, 0] and batch.models[5] == "z" and batch.rows[5] == -1
+    assert [(i, name, why.reason) for i, name, why in batch.invalid] == [
+        (2, "x", "wrong_type:string"), (3, "x", "wrong_type:number"), (6, "x", "wrong_type:string"),
+        (6, "prediction", "wrong_type:string")]
 
 
 def test_the_live_jobs_python_validation_counts_unknown_features_as_replay_does(tmp_path):
@@ -65,4 +70,5 @@ def test_the_live_jobs_python_validation_counts_unknown_features_as_replay_does(
         rows = {i: list(live.eval("t", 0, i, None, None, T, raws[i])) for i in valid}
     finally:
         live.close()
-    assert [rows[i][0][0] for i in valid] == [batch.unknown[i] for i in valid] == [0, 0, 0, 1]
+    assert [rows[i][0][0] for i in valid] == [batch.unknown[i] for i in valid]
+    assert [batch.unknown[i] for i in valid][-1] == 1 and sum(batch.unknown[i] for i in valid) == 1
