@@ -16,7 +16,7 @@ from driftwarden.pipeline.summary import WindowRows, WindowSummary, summarize_wi
 from driftwarden.pipeline.references import ReferenceSet, StoredReferences, is_reference_file
 from driftwarden.jobs.source import kafka_source_ddl
 from driftwarden.schemas.config import MonitorConfig, SourceConfig, feature_kinds_lookup
-from driftwarden.schemas.events import validate_event
+from driftwarden.schemas.events import EventRules, InvalidValue, validate_event
 from driftwarden.schemas.tables import window_summaries
 
 WINDOW = 10_000
@@ -58,10 +58,15 @@ def test_the_common_shape_is_split_by_validation_and_others_are_not():
     common = validate_event(b'{"event_time": 1767225600000, "model": "m", "features": {"c": "a", "x": 2}}', kinds)
     extra = validate_event(b'{"event_time": 1767225600000, "model": "m", "features": {"x": 2, "u": 1}}', kinds)
     assert (common.by_kind, extra.by_kind) == (((2,), ("a",)), None)
+    text = validate_event(b'{"event_time": 1767225600000, "model": "m", "features": {"x": "2", "c": "a"}}', kinds)
+    flag = validate_event(b'{"event_time": 1767225600000, "model": "m", "features": {"x": true, "c": "a"}}', kinds)
+    assert (text.by_kind, dict(text.invalid)) == (None, {"x": InvalidValue("wrong_type:string", "2")})
+    assert dict(flag.invalid) == {"x": InvalidValue("wrong_type:boolean", "true")}
+    strict = EventRules(reject_invalid=True)  # source.on_invalid_value: reject_event
     with pytest.raises(InvalidEventError, match="type_mismatch:x"):
-        validate_event(b'{"event_time": 1767225600000, "model": "m", "features": {"x": "2", "c": "a"}}', kinds)
-    with pytest.raises(InvalidEventError, match="bad_feature_type:x"):
-        validate_event(b'{"event_time": 1767225600000, "model": "m", "features": {"x": true, "c": "a"}}', kinds)
+        validate_event(b'{"event_time": 1767225600000, "model": "m", "features": {"x": "2", "c": "a"}}', kinds, strict)
+    assert validate_event(b'{"event_time": 1767225600000, "model": "m", "features": {"x": 2, "u": [1]}}', kinds,
+                          strict).invalid is None  # an unmonitored list is ignored, strict or not
 
 
 def test_summary_is_independent_of_arrival_order():
