@@ -3,9 +3,12 @@
 :func:`malformed` makes records that every validation rejects (NUL bytes anywhere, bytes that are
 not UTF-8, lone surrogates, names longer than the store's columns, deep nesting, numbers beyond
 a double or a long, truncated JSON, ...), each with the event time of where it is inserted, so
-that none is late. :func:`hostile_valid` makes VALID events whose names or values are hostile (a
-NUL in an unmonitored model's name, a 300-character model name, a NUL in a category value): they
-are windowed and stored like any other. :func:`interleave` mixes them into a good stream.
+that none is late. :func:`bad_values` makes events whose only faults are their values or fields no
+model monitors (a NUL category on a numeric feature, a text prediction, hostile unmonitored names
+holding lists or objects): the value is its feature's problem, the event is windowed.
+:func:`hostile_valid` makes VALID events whose names or values are hostile (a NUL in an unmonitored
+model's name, a 300-character model name, a NUL in a category value): they are windowed and stored
+like any other. :func:`interleave` mixes them into a good stream.
 """
 
 from __future__ import annotations
@@ -30,10 +33,9 @@ def _kinds(t: int, rng: np.random.Generator) -> list[bytes]:
         f'{{"event_time": {t}, "model": "m", "features": {{"f0": "'.encode() + b"\xff\xfe" + b'"}}',  # not UTF-8
         f'{{"event_time": {t}, "model": "m\\ud800", "features": {{}}}}'.encode(),  # lone surrogate
         dumps(_event(t, model="m\x00x", features=[1])),                    # NUL model, bad features
-        dumps(_event(t, features={"f\x00" + "x" * int(rng.integers(0, 5)): [1]})),  # NUL feature name, bad type
-        dumps(_event(t, features={"f0": "a\x00b"})),                      # NUL category on a numeric feature
-        dumps(_event(t, model="m" * LONG, prediction="yes")),              # long model, bad prediction
-        dumps(_event(t, features={"f" * (LONG + 200): {"x": 1}})),         # long feature name, bad type
+        dumps(_event(t, features=[{"f\x00" + "x" * int(rng.integers(0, 5)): [1]}])),  # NUL name inside bad features
+        dumps(_event(t, model="m" * LONG, features="yes")),                # long model, bad features
+        dumps(_event(t, features=[{"f" * (LONG + 200): {"x": 1}}])),       # long name inside bad features
         f'{{"event_time": {t}, "model": "m", "features": {{"f0": {"[" * 3000}{"]" * 3000}}}}}'.encode(),  # deep
         f'{{"event_time": 1e400, "model": "m", "features": {{"f0": 1}}}}'.encode(),  # beyond a double
         f'{{"event_time": {t}, "model": "m", "features": {{"f0": -1e999}}}}'.encode(),
@@ -55,6 +57,31 @@ def malformed(n: int, times: list[int], seed: int = 7) -> list[tuple[int, bytes]
     for i, pos in enumerate(positions.tolist()):
         kinds = _kinds(times[pos - 1], rng)
         out.append((pos, kinds[i % len(kinds)]))
+    return out
+
+
+def _bad_value_kinds(t: int, rng: np.random.Generator) -> list[tuple[bytes, str]]:
+    """(record, model) of each kind of event kept with a bad value or a hostile unmonitored field, stamped ``t``."""
+    dumps = orjson.dumps
+    return [
+        (dumps(_event(t, features={"f0": "a\x00b"})), "m"),                                 # NUL category on numeric f0
+        (dumps(_event(t, prediction="yes")), "m"),                                          # a text prediction
+        (dumps(_event(t, features={"f\x00" + "x" * int(rng.integers(0, 5)): [1]})), "m"),   # NUL unmonitored name, a list
+        (dumps(_event(t, features={"f" * (LONG + 200): {"x": 1}})), "m"),                    # long unmonitored name, an object
+        (dumps(_event(t, model="m" * LONG, prediction="yes")), "m" * LONG),                 # long unmonitored model
+    ]
+
+
+def bad_values(n: int, times: list[int], seed: int = 9) -> list[tuple[int, bytes, str]]:
+    """``n`` (position, record, model) triples of events kept despite bad values or hostile unmonitored
+    fields (:func:`_bad_value_kinds`), at random positions, stamped with the time of the event before."""
+    rng = np.random.default_rng(seed)
+    positions = np.sort(rng.integers(1, len(times), size=n))
+    out = []
+    for i, pos in enumerate(positions.tolist()):
+        kinds = _bad_value_kinds(times[pos - 1], rng)
+        record, model = kinds[i % len(kinds)]
+        out.append((pos, record, model))
     return out
 
 

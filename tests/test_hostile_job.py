@@ -22,7 +22,7 @@ from driftwarden.jobs.drift_job import run_drift_job
 from driftwarden.schemas.config import load_config
 from driftwarden.schemas.events import parse_event_time, rfc3339
 from driftwarden.schemas.tables import dead_letters
-from bench.hostile_corpus import hostile_valid, interleave, malformed
+from bench.hostile_corpus import bad_values, hostile_valid, interleave, malformed
 from tests.job_helpers import (T0, WINDOW_MS, late_partitions, stored_counts, stored_dead_letters, stored_late,
                                stream, write_warmup_config)
 from tests.kafka_helpers import create_topic, produce, produce_to_partitions
@@ -30,6 +30,7 @@ from tests.kafka_helpers import create_topic, produce, produce_to_partitions
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
 N_MALFORMED = 1_200
+N_BAD_VALUES = 100  # events kept with a bad value or a hostile unmonitored field
 
 
 @pytest.fixture()
@@ -71,14 +72,15 @@ def _dead_letter_reasons(url: str) -> dict[tuple, str]:
 
 
 def test_malformed_corpus_never_stops_the_job_on_postgresql(kafka_bootstrap, topic_name, tmp_path, pg_schema_url):
-    """1,200 hostile records among 4,000 good events: every good window stored with its exact count,
+    """1,200 hostile records and 100 events with bad values among 4,000 good events: every window stored with
+    its exact count (the bad-valued events in it),
     read = valid + rejected + late exactly, and replay stores the same windows and dead letters."""
     started_ms = int(time.time() * 1000)
     create_topic(kafka_bootstrap, topic_name, partitions=1)
     good = stream(8, 500)
     times = [_event_ms(e) for e in good]
     bad = malformed(N_MALFORMED, times)
-    odd = hostile_valid(times, per_kind=10)
+    odd = hostile_valid(times, per_kind=10) + bad_values(N_BAD_VALUES, times)
     records = interleave([orjson.dumps(e) for e in good], bad + odd)
     produce(kafka_bootstrap, topic_name, records)
     config = write_warmup_config(tmp_path / "config.yaml", topic_name, kafka_bootstrap)
