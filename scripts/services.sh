@@ -19,8 +19,10 @@ VENV="$REPO/.venv"
 # DRIFTWARDEN_PORT_OFFSET shifts every port below (a private set of services, with its own
 # DRIFTWARDEN_RUN_DIR, beside the default one; tests/conftest.py reads the same offset).
 OFFSET="${DRIFTWARDEN_PORT_OFFSET:-0}"
-KAFKA_PORT=$((59092 + OFFSET))
-KAFKA_CONTROLLER_PORT=$((59093 + OFFSET))
+KAFKA_PORT=$((59092 + OFFSET))             # PLAINTEXT
+KAFKA_SASL_SSL_PORT=$((59093 + OFFSET))     # SASL_SSL, SCRAM-SHA-512 (user driftwarden)
+KAFKA_MTLS_PORT=$((59094 + OFFSET))         # SSL, a client certificate required
+KAFKA_CONTROLLER_PORT=$((59095 + OFFSET))   # the KRaft controller (59096, 59097: kept for other services)
 PG_PORT="${DRIFTWARDEN_PG_PORT:-$((55432 + OFFSET))}"  # another port: a private instance (with its own DRIFTWARDEN_RUN_DIR)
 PROM_PORT=$((59090 + OFFSET))
 FLINK_REST_PORT=$((58081 + OFFSET))
@@ -66,20 +68,92 @@ stop_pidfile() { # name
 }
 
 # ---------------------------------------------------------------- kafka
+# The broker's TLS material and the SCRAM user's password, made once in $RUN/kafka (docs/kafka-security.md):
+#   ca.pem, ca.key           a private CA (clients trust ca.pem)
+#   broker.pem               the broker's key (PKCS#8) and certificate, signed by the CA, for IP 127.0.0.1 only
+#   client.pem, client.key   a client certificate (CN=driftwarden) and its key, for the mutual-TLS listener
+#   client.password          the password of the SCRAM user driftwarden (random, mode 600, no line break)
+KAFKA_USER=driftwarden
+
+kafka_tls_material() { # dir
+  local dir=$1 tmp
+  [[ -s "$dir/ca.pem" && -s "$dir/broker.pem" && -s "$dir/client.pem" && -s "$dir/client.key" ]] && return 0
+  command -v openssl >/dev/null || die "openssl is needed to make Kafka's certificates (apt-get install openssl)"
+  log "making a private CA, the broker's certificate and a client certificate in $dir"
+  tmp=$(mktemp -d "$dir/.tls.XXXXXX")
+  (
+    set -e
+    umask 077
+    cd "$tmp"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 3650 -subj "/CN=driftwarden local CA" \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
+    printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >broker.ext
+    printf 'extendedKeyUsage=clientAuth\n' >client.ext
+    for who in broker client; do
+      openssl req -newkey rsa:2048 -nodes -keyout "$who.key" -out "$who.csr" \
+        -subj "/CN=$([[ $who == broker ]] && echo 127.0.0.1 || echo $KAFKA_USER)"
+      openssl x509 -req -in "$who.csr" -CA ca.pem -CAkey ca.key -CAcreateserial -out "$who.crt" -days 3650 \
+        -extfile "$who.ext"
+    done
+    cat broker.key broker.crt >broker.pem
+    mv client.crt client.pem
+    chmod 644 ca.pem client.pem
+    mv ca.key broker.pem client.pem client.key "$dir/"
+    mv ca.pem "$dir/"  # last: its presence says the set is whole
+  ) >>"$LOGS/kafka.log" 2>&1 || { rm -rf "$tmp"; die "could not make Kafka's certificates; its log: $LOGS/kafka.log"; }
+  rm -rf "$tmp"
+}
+
+kafka_password() { # dir
+  local file="$1/client.password"
+  [[ -s "$file" ]] && return 0
+  (umask 077 && python3 -c 'import secrets, sys; sys.stdout.write(secrets.token_urlsafe(24))' >"$file.tmp" \
+    && mv "$file.tmp" "$file") || die "could not write $file"
+}
+
+# The SCRAM-SHA-512 credential of $KAFKA_USER, set through the PLAINTEXT listener to the password file's
+# (idempotent); the password travels in the file, never on a command line.
+kafka_scram_user() { # dir
+  [[ -x "$VENV/bin/python" ]] || die "no virtualenv at $VENV to set Kafka's SCRAM user: run scripts/bootstrap.sh"
+  "$VENV/bin/python" - "127.0.0.1:$KAFKA_PORT" "$KAFKA_USER" "$1/client.password" >>"$LOGS/kafka.log" 2>&1 <<'PYEOF' \
+    || die "could not set the SCRAM credential of $KAFKA_USER; its log: $LOGS/kafka.log"
+import sys
+from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+bootstrap, user, password_file = sys.argv[1:]
+with open(password_file, "rb") as fh:
+    upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), fh.read())
+admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the futures resolve
+for future in admin.alter_user_scram_credentials([upsert]).values():
+    future.result(timeout=60)
+print(f"[services] SCRAM-SHA-512 credential of {user} set")
+PYEOF
+}
+
 start_kafka() {
   if already_listening $KAFKA_PORT; then log "kafka already running"; return; fi
   [[ -d "$CACHE/jars/kafka" ]] || die "Kafka jars missing in $CACHE/jars/kafka: run scripts/bootstrap.sh"
   local dir="$RUN/kafka" cp="$CACHE/jars/kafka/*"
   mkdir -p "$dir/data"
+  kafka_tls_material "$dir"
+  kafka_password "$dir"
   cat >"$dir/server.properties" <<EOF
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,SASL_SSL://127.0.0.1:$KAFKA_SASL_SSL_PORT,SSL://127.0.0.1:$KAFKA_MTLS_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,SASL_SSL://127.0.0.1:$KAFKA_SASL_SSL_PORT,SSL://127.0.0.1:$KAFKA_MTLS_PORT
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL,CONTROLLER:PLAINTEXT
 inter.broker.listener.name=PLAINTEXT
+sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+ssl.keystore.type=PEM
+ssl.keystore.location=$dir/broker.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$dir/ca.pem
+# mutual TLS: the SSL listener requires a client certificate; SASL_SSL takes one when a client offers it
+listener.name.ssl.ssl.client.auth=required
+listener.name.sasl_ssl.ssl.client.auth=requested
 log.dirs=$dir/data
 num.partitions=1
 auto.create.topics.enable=true
@@ -115,9 +189,15 @@ EOF
   nohup java "${java_opts[@]}" -cp "$cp" kafka.Kafka "$dir/server.properties" >>"$LOGS/kafka.log" 2>&1 &
   echo $! >"$PIDS/kafka.pid"
   wait_port kafka $KAFKA_PORT "$LOGS/kafka.log"
+  wait_port "kafka SASL_SSL" $KAFKA_SASL_SSL_PORT "$LOGS/kafka.log"
+  wait_port "kafka mutual TLS" $KAFKA_MTLS_PORT "$LOGS/kafka.log"
+  kafka_scram_user "$dir"
 }
 stop_kafka() { stop_pidfile kafka; }
-status_kafka() { port_open $KAFKA_PORT && echo "kafka: up 127.0.0.1:$KAFKA_PORT" || echo "kafka: down"; }
+status_kafka() {
+  port_open $KAFKA_PORT && echo "kafka: up 127.0.0.1:$KAFKA_PORT (SASL_SSL $KAFKA_SASL_SSL_PORT, mutual TLS $KAFKA_MTLS_PORT)" \
+    || echo "kafka: down"
+}
 
 # ---------------------------------------------------------------- postgres
 pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
