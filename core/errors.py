@@ -9,6 +9,7 @@ one of these, re-raised ``from`` the original, with a message that says what to 
     ├── SketchError          a sketch cannot be built, merged or decoded
     │   └── SerializationError   bytes are corrupt or of an unknown format version
     ├── ServiceError         a real service (Kafka, PostgreSQL, Flink, Prometheus) is unreachable
+    │   └── KafkaSecurityError   Kafka refused the connection as configured (authentication, TLS, protocol)
     ├── DeliveryError        a webhook could not be delivered
     └── ReplayError          a replay range or input cannot be read
 """
@@ -43,6 +44,12 @@ class SerializationError(SketchError):
 
 class ServiceError(DriftwardenError):
     """A backing service is unreachable or answered with an error."""
+
+
+class KafkaSecurityError(ServiceError):
+    """Kafka refused the connection as ``source.security`` makes it; one line names the broker, the mechanism
+    and the cause (wrong credentials, an untrusted or mismatched certificate, a protocol the listener does not
+    speak)."""
 
 
 class DeliveryError(DriftwardenError):

@@ -95,8 +95,112 @@ class SchemaRegistryConfig(_Strict):
         return self
 
 
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SASL_ONLY = ("sasl_mechanism", "username", "password_env", "password_file")
+_TLS_ONLY = ("ca_file", "cert_file", "key_file", "key_password_env", "key_password_file")
+
+
+class KafkaSecurity(_Strict):
+    """How every Kafka client connects: ``source.security``, in Kafka's own words (docs/kafka-security.md).
+
+    Secrets are never written here: ``password_env`` / ``key_password_env`` name an environment
+    variable, ``password_file`` / ``key_password_file`` a file (its final line break is not part of
+    the secret). Files are PEM; a relative path is read from the config file's folder.
+    Translated once for each client library: :mod:`driftwarden.core.kafka_security`.
+
+    >>> KafkaSecurity(protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-512", username="u", password_env="PW").tls
+    True
+    >>> try:
+    ...     KafkaSecurity(protocol="SSL", username="u")
+    ... except ValidationError as exc:
+    ...     print(exc.errors()[0]["loc"], exc.errors()[0]["msg"])
+    ('username',) Value error, only with protocol SASL_PLAINTEXT or SASL_SSL (protocol is SSL)
+    """
+
+    protocol: SecurityProtocol = "PLAINTEXT"
+    sasl_mechanism: SaslMechanism | None = None
+    username: str | None = Field(default=None, min_length=1)
+    password_env: str | None = None
+    password_file: str | None = None
+    ca_file: str | None = None  # the CA that signed the brokers' certificates; the system trust store when omitted
+    cert_file: str | None = None  # mutual TLS: the client certificate (with key_file)
+    key_file: str | None = None  # PKCS#8 PEM (BEGIN PRIVATE KEY or BEGIN ENCRYPTED PRIVATE KEY)
+    key_password_env: str | None = None
+    key_password_file: str | None = None
+
+    @property
+    def sasl(self) -> bool:
+        """Whether the protocol authenticates with SASL."""
+        return self.protocol.startswith("SASL_")
+
+    @property
+    def tls(self) -> bool:
+        """Whether the protocol runs over TLS."""
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @field_validator(*_SASL_ONLY)
+    @classmethod
+    def _sasl_only(cls, value: str | None, info: ValidationInfo) -> str | None:
+        protocol = info.data.get("protocol")
+        if value is not None and protocol is not None and not protocol.startswith("SASL_"):
+            raise ValueError(f"only with protocol SASL_PLAINTEXT or SASL_SSL (protocol is {protocol})")
+        return value
+
+    @field_validator(*_TLS_ONLY)
+    @classmethod
+    def _tls_only(cls, value: str | None, info: ValidationInfo) -> str | None:
+        protocol = info.data.get("protocol")
+        if value is not None and protocol is not None and protocol not in ("SSL", "SASL_SSL"):
+            raise ValueError(f"only with protocol SSL or SASL_SSL (protocol is {protocol})")
+        return value
+
+    @field_validator("password_env", "key_password_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_NAME.match(value):
+            raise ValueError("the name of an environment variable (letters, digits, _; not a digit first), "
+                             "never the secret itself")
+        return value
+
+    @field_validator("password_file", "ca_file", "cert_file", "key_file", "key_password_file")
+    @classmethod
+    def _file_path(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        if not value.strip() or "\x00" in value or "}" in value:
+            raise ValueError("a file path, not empty, without NUL or '}'")
+        base = (info.context or {}).get("config_dir")
+        return str(Path(base) / value) if base is not None and not Path(value).is_absolute() else value
+
+    @field_validator("password_file", "key_password_file")
+    @classmethod
+    def _one_source(cls, value: str | None, info: ValidationInfo) -> str | None:
+        env = info.field_name.replace("_file", "_env")
+        if value is not None and info.data.get(env) is not None:
+            raise ValueError(f"give {env} or {info.field_name}, not both")
+        return value
+
+    @model_validator(mode="after")
+    def _complete(self) -> "KafkaSecurity":
+        missing = []
+        if self.sasl:
+            missing += [f for f in ("sasl_mechanism", "username") if getattr(self, f) is None]
+            if self.password_env is None and self.password_file is None:
+                missing.append("password_env or password_file")
+        if missing:
+            raise ValueError(f"protocol {self.protocol} needs {', '.join(missing)}")
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("mutual TLS needs both cert_file and key_file")
+        if self.key_file is None and (self.key_password_env or self.key_password_file):
+            raise ValueError("key_password_env / key_password_file decrypt key_file: give key_file")
+        return self
+
+
 class SourceConfig(_Strict):
-    """Where events come from, and how a record is read (format, envelope, invalid values)."""
+    """Where events come from, how a record is read (format, envelope, invalid values), and how to connect
+    (``security``)."""
 
     topics: list[str] = Field(default_factory=lambda: ["features"])
     topic_pattern: str | None = None
@@ -104,6 +208,7 @@ class SourceConfig(_Strict):
     group_id: str = "driftwarden"
     start: str = "earliest"  # earliest | latest | committed | an RFC 3339 timestamp
     dead_letter_topic: str | None = None  # default: "<first topic>.dlq"
+    security: KafkaSecurity = Field(default_factory=KafkaSecurity)
     # json: each Kafka value is a JSON object; avro: the Confluent wire format, schemas from schema_registry
     format: Literal["json", "avro"] = "json"
     schema_registry: SchemaRegistryConfig | None = None
@@ -393,8 +498,19 @@ def load_config(path: str | Path) -> MonitorConfig:
     if not isinstance(root, yaml.MappingNode):
         raise ConfigError(f"{path}:{root.start_mark.line + 1}: the config must be a mapping (key: value) "
                           "at the top level")
+    try:  # relative file paths (source.security) are read from the config file's folder
+        return MonitorConfig.model_validate(data, context={"config_dir": path.absolute().parent})
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(path, root, exc)) from exc
+
+
+def load_security(path: str | Path) -> KafkaSecurity:
+    """Read a ``source.security`` section from a YAML file of its own (the demo's ``--kafka-security``);
+    ConfigError names file, line and field; relative paths are read from the file's folder."""
+    path = Path(path)
+    data, root = read_yaml(path)
     try:
-        return MonitorConfig.model_validate(data)
+        return KafkaSecurity.model_validate(data or {}, context={"config_dir": path.absolute().parent})
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(path, root, exc)) from exc
 

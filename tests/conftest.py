@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,11 @@ RUN_DIR = Path(os.environ.get("DRIFTWARDEN_RUN_DIR", REPO / ".run"))
 #: scripts/services.sh shifts every port by $DRIFTWARDEN_PORT_OFFSET (a private set of services): so do the tests.
 PORT_OFFSET = int(os.environ.get("DRIFTWARDEN_PORT_OFFSET", "0"))
 KAFKA_BOOTSTRAP = os.environ.get("DRIFTWARDEN_KAFKA_BOOTSTRAP", f"127.0.0.1:{59092 + PORT_OFFSET}")
+#: The same broker's SASL_SSL (SCRAM-SHA-512) and mutual-TLS listeners, and the folder of its CA, client
+#: certificate and SCRAM password (scripts/services.sh makes them at first start).
+KAFKA_SASL_SSL = f"127.0.0.1:{59093 + PORT_OFFSET}"
+KAFKA_MTLS = f"127.0.0.1:{59094 + PORT_OFFSET}"
+KAFKA_SECRETS = Path(os.environ.get("DRIFTWARDEN_KAFKA_SECRETS", RUN_DIR / "kafka"))
 PG_URL = os.environ.get("DRIFTWARDEN_TEST_PG_URL", f"postgresql://driftwarden@127.0.0.1:{55432 + PORT_OFFSET}/driftwarden")
 PROMETHEUS_URL = os.environ.get("DRIFTWARDEN_PROMETHEUS_URL", f"http://127.0.0.1:{59090 + PORT_OFFSET}")
 FLINK_REST = os.environ.get("DRIFTWARDEN_FLINK_REST", f"127.0.0.1:{58081 + PORT_OFFSET}")
@@ -37,6 +43,38 @@ def kafka_bootstrap() -> str:
     """Bootstrap servers of the real single-broker KRaft Kafka."""
     _require_port(KAFKA_BOOTSTRAP, "kafka")
     return KAFKA_BOOTSTRAP
+
+
+@dataclass(frozen=True)
+class SecureKafka:
+    """The broker's secured listeners and what a client needs for them (files of scripts/services.sh)."""
+
+    sasl_ssl: str
+    mtls: str
+    user: str
+    password_file: Path
+    ca_file: Path
+    cert_file: Path
+    key_file: Path
+
+    @property
+    def password(self) -> str:
+        """The SCRAM user's password (tests that must handle the secret itself)."""
+        return self.password_file.read_text()
+
+
+@pytest.fixture(scope="session")
+def secure_kafka(kafka_bootstrap) -> SecureKafka:
+    """The broker's SASL_SSL listener (SCRAM-SHA-512, user driftwarden) and mutual-TLS listener."""
+    _require_port(KAFKA_SASL_SSL, "kafka")
+    _require_port(KAFKA_MTLS, "kafka")
+    found = SecureKafka(KAFKA_SASL_SSL, KAFKA_MTLS, "driftwarden", KAFKA_SECRETS / "client.password",
+                        KAFKA_SECRETS / "ca.pem", KAFKA_SECRETS / "client.pem", KAFKA_SECRETS / "client.key")
+    missing = [str(p) for p in (found.password_file, found.ca_file, found.cert_file, found.key_file) if not p.is_file()]
+    if missing:
+        pytest.fail(f"the broker's TLS material or password is missing ({', '.join(missing)}): restart Kafka with "
+                    "`scripts/services.sh stop kafka && scripts/services.sh start kafka`")
+    return found
 
 
 @pytest.fixture(scope="session")
