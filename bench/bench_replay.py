@@ -133,10 +133,11 @@ def ensure_topic(path: Path, n: int) -> str:
 def floor_topic(topic: str, n: int) -> tuple[int, Clock]:
     """Read the topic's range and parse every record (orjson.loads)."""
     from driftwarden.replay.kafka_range import read_topic
+    from driftwarden.schemas.config import SourceConfig
 
-    count = 0
+    count, source = 0, SourceConfig(bootstrap_servers=BOOTSTRAP)
     with Clock() as clock:
-        for batch in read_topic(BOOTSTRAP, topic, START_MS - 1, START_MS + int(n * STEP_MS) + 1):
+        for batch in read_topic(source, topic, START_MS - 1, START_MS + int(n * STEP_MS) + 1):
             for record in batch:
                 orjson.loads(record.value)
             count += len(batch)
@@ -149,10 +150,11 @@ def replay_topic_timed(topic: str, n: int, reference: Path, workers: int) -> tup
     from driftwarden.replay.report import build_report
     from driftwarden.replay.run import replay_topic
     from driftwarden.replay.setup import load_setup
+    from driftwarden.schemas.config import SourceConfig
 
-    setup = load_setup(None, reference, None, None)
+    setup, kafka = load_setup(None, reference, None, None), SourceConfig(bootstrap_servers=BOOTSTRAP)
     with Clock() as clock:
-        outcome, source = replay_topic(BOOTSTRAP, topic, START_MS - 1, START_MS + int(n * STEP_MS) + 1, setup,
+        outcome, source = replay_topic(kafka, topic, START_MS - 1, START_MS + int(n * STEP_MS) + 1, setup,
                                        ReplayProgress(enabled=False), workers=workers)
         build_report(outcome, setup, source)
     return outcome.counts["read"], clock

@@ -55,10 +55,12 @@ def run_command(
     """Run the streaming drift job: Kafka in, sketches per window, gate, deep check, results out."""
     from driftwarden.core.store import make_engine, redact_url
     from driftwarden.jobs.flink_env import latest_checkpoint
+    from driftwarden.jobs.job_secrets import move_env_secrets, secret_env_names, with_secret_files
     from driftwarden.schemas.config import load_config
 
     cfg = load_config(config)
     _scrub_environment(cfg, config)
+    check_source(cfg)
     url = job_store_url(store_url or cfg.store_url)
     ref = str(reference.resolve()) if reference else (cfg.reference.path if cfg.reference.mode == "file" else None)
     if cfg.reference.mode == "file" and not ref:
@@ -70,17 +72,21 @@ def run_command(
                       "starting from the source's start[/]")
     elif resume_from:
         console.print(f"resuming from {escape(resume_from)}", highlight=False)
+    secrets = None if jobmanager else move_env_secrets(cfg.source.security, RUN_DIR)
+    if secrets:
+        cfg = with_secret_files(cfg, secrets)
     if metrics_port:
         _serve_metrics(url, metrics_port, cfg)
     args = ["--config", str(config.resolve()), "--store-url", url, "--parallelism", str(parallelism),
             "--checkpoint-interval-ms", str(checkpoint_interval), "--checkpoint-dir", str(checkpoint_dir)]
+    args += ["--kafka-secrets", str(secrets)] if secrets else []
     args += ["--reference", ref] if ref else []
     args += ["--bounded"] if bounded else []
     args += ["--resume-from", resume_from] if resume_from else []
     console.print(f"driftwarden: job on {'cluster ' + jobmanager if jobmanager else 'embedded MiniCluster'}; "
                   f"results -> {redact_url(url)}")
     if jobmanager:
-        _submit_to_cluster(jobmanager, args)
+        _submit_to_cluster(jobmanager, args, secret_env_names(cfg.source.security))
     else:
         from driftwarden.jobs.drift_job import main as job_main
 
@@ -103,6 +109,19 @@ def _run_embedded(job_main: Callable[[list[str]], None], args: list[str]) -> Non
             raise
         traceback.print_exc()  # every frame, for a bug report; the error below says what happened
         raise ServiceError(f"the streaming job failed:\n{failure}") from None
+
+
+def check_source(cfg) -> None:
+    """Connect to the source's brokers as the job will, before it starts: a refused connection ends `run`
+    here, in one line that says why (the job's own client would retry, restart and fail after minutes);
+    a client key that the job's Java client cannot read is refused here too."""
+    from driftwarden.core.kafka_check import check_kafka
+    from driftwarden.core.kafka_security import java_key_problem
+
+    problem = java_key_problem(cfg.source.security)
+    if problem:
+        raise ConfigError(f"source.security: {problem}")
+    check_kafka(cfg.source)
 
 
 def _scrub_environment(cfg, config_path: Path) -> None:
@@ -141,11 +160,13 @@ def _serve_metrics(url: str, port: int, cfg) -> None:
     console.print(f"metrics on http://127.0.0.1:{port}/metrics")
 
 
-def _submit_to_cluster(jobmanager: str, args: list[str]) -> None:
+def _submit_to_cluster(jobmanager: str, args: list[str], secret_names: list[str]) -> None:
+    """``flink run`` the job on the cluster; its client logs its whole environment, so it gets none of the
+    ``secret_names`` (the TaskManagers' own environment holds them: jobs/job_secrets.py)."""
     import pyflink
 
     flink = Path(pyflink.__file__).parent / "bin" / "flink"
-    env = dict(os.environ)
+    env = {name: value for name, value in os.environ.items() if name not in secret_names}
     env.setdefault("FLINK_CONF_DIR", str(RUN_DIR / "flink" / "conf"))
     cmd = [str(flink), "run", "-m", jobmanager, "-pyexec", sys.executable, "-pyclientexec", sys.executable,
            "-py", str(REPO / "jobs" / "drift_job.py"), *args]
@@ -235,15 +256,23 @@ def status_command(
     max_checkpoint_age: float = typer.Option(60.0, help="Seconds since the last completed checkpoint that count "
                                              "as behind."),
 ) -> None:
-    """Print the running job's lag, last window per model, checkpoints and outbox; exit 1 when behind, 2 unknown."""
+    """Print the running job's lag, last window per model, checkpoints and outbox; exit 1 when behind, 2 unknown.
+
+    When Kafka refuses the connection as source.security makes it (credentials, TLS), one line says why, exit 2.
+    """
     from driftwarden.core.console import data_table
+    from driftwarden.core.errors import KafkaSecurityError
     from driftwarden.core.store import make_engine, store_url as resolve_store_url
     from driftwarden.jobs.status import Limits, collect_status
     from driftwarden.schemas.config import load_config
 
     cfg = load_config(config)
     engine = make_engine(_absolute_sqlite(resolve_store_url(store_url or cfg.store_url)))
-    report = collect_status(cfg, engine, prometheus or None, Limits(max_lag, max_windows, max_checkpoint_age))
+    try:
+        report = collect_status(cfg, engine, prometheus or None, Limits(max_lag, max_windows, max_checkpoint_age))
+    except KafkaSecurityError as exc:
+        console.print(f"[bold red]{type(exc).__name__}[/]: {escape(str(exc))}", highlight=False)
+        raise typer.Exit(2) from None
     table = data_table("scope", "signal", "value", "state")
     colour = {"ok": "green", "behind": "red", "unknown": "yellow"}
     for c in report.checks:  # names come from events and topics: escaped, never read as markup

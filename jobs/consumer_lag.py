@@ -18,6 +18,7 @@ from typing import Iterator
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from driftwarden.core.kafka_security import librdkafka_config
 from driftwarden.schemas.config import SourceConfig
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,7 @@ def consumer_lags(source: SourceConfig, timeout_s: float = 10.0, now_s: float | 
     """Lag of ``source.group_id`` on every partition of the source's topics."""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": source.bootstrap_servers, "group.id": source.group_id,
+    consumer = Consumer({**librdkafka_config(source), "group.id": source.group_id,
                          "enable.auto.commit": False, "enable.partition.eof": False})
     try:
         partitions = [TopicPartition(t, p) for t, p in _partitions(consumer, source, timeout_s)]

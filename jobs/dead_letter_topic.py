@@ -12,17 +12,20 @@ import base64
 import orjson
 from sqlalchemy import Connection
 
+from driftwarden.core.kafka_security import librdkafka_config
 from driftwarden.pipeline.dead_letters import store_dead_letters
+from driftwarden.schemas.config import SourceConfig
 
 
 class DeadLetterWriter:
-    """Writes dead-letter rows to the store (in the caller's transaction) and to the DLQ topic."""
+    """Writes dead-letter rows to the store (in the caller's transaction) and to the DLQ topic, on the source's
+    brokers with its ``security`` (its secrets read where the writer runs: a TaskManager's Python worker)."""
 
-    def __init__(self, bootstrap: str, dlq_topic: str | None) -> None:
+    def __init__(self, source: SourceConfig, dlq_topic: str | None) -> None:
         from confluent_kafka import Producer
 
         self.dlq_topic = dlq_topic
-        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50}) if dlq_topic else None
+        self.producer = Producer({**librdkafka_config(source), "linger.ms": 50}) if dlq_topic else None
 
     def store(self, conn: Connection, rows: list[dict]) -> None:
         """Insert the rows (see :func:`store_dead_letters`)."""

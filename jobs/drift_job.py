@@ -37,6 +37,7 @@ import sys
 from pathlib import Path
 from typing import Mapping
 
+from driftwarden.core.kafka_security import java_properties
 from driftwarden.core.store import make_engine
 from driftwarden.pipeline.dead_letters import REASON_SEPARATOR
 from driftwarden.jobs.feature_spec import FeatureColumnSpec
@@ -78,7 +79,8 @@ SELECT model, {f"{segment_sql(segments, spec)} AS segment, " if segments else ""
 
 def source_settings(config: MonitorConfig, spec: FeatureColumnSpec, bounded: bool,
                     segments: Mapping[str, tuple[tuple[str, ...], tuple[SegmentKey, ...]]]) -> str:
-    """The settings of the job's source task (Java ``SourceSettings``): where to read, the event-time
+    """The settings of the job's source task (Java ``SourceSettings``): where to read and how to connect
+    (``source.security`` as the Java client's properties, with references in place of secrets), the event-time
     rules (out-of-orderness, idleness, how far ahead of its Kafka timestamp an event may be), the
     feature columns and summary specs, the segments, and the reasons a record is turned away with."""
     source, window = config.source, config.window
@@ -86,6 +88,7 @@ def source_settings(config: MonitorConfig, spec: FeatureColumnSpec, bounded: boo
     future = f"future{REASON_SEPARATOR}event time more than {window.max_future_skew} ahead of its Kafka record's timestamp"
     return json.dumps({
         "bootstrap_servers": source.bootstrap_servers, "group_id": source.group_id, "topics": source.topics,
+        "kafka_properties": java_properties(source.security),
         "topic_pattern": source.topic_pattern, "start": start, "bounded": bounded,
         "out_of_orderness_ms": window.out_of_orderness_ms, "idleness_ms": window.idleness_ms,
         "watermark_emit": window.watermark_emit, "max_future_skew_ms": window.max_future_skew_ms,
@@ -222,8 +225,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--checkpoint-interval-ms", type=int, default=10_000)
     parser.add_argument("--checkpoint-dir")
     parser.add_argument("--resume-from")
+    parser.add_argument("--kafka-secrets", type=Path, help="folder of the Kafka secrets `driftwarden run` moved out "
+                        "of the environment (jobs/job_secrets.py)")
     args = parser.parse_args(argv)
-    run_drift_job(load_config(args.config), args.store_url, args.reference, args.bounded, args.parallelism,
+    config = load_config(args.config)
+    if args.kafka_secrets:
+        from driftwarden.jobs.job_secrets import with_secret_files
+
+        config = with_secret_files(config, args.kafka_secrets)
+    run_drift_job(config, args.store_url, args.reference, args.bounded, args.parallelism,
                   args.checkpoint_interval_ms, args.checkpoint_dir, args.resume_from)
 
 

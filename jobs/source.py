@@ -15,6 +15,7 @@ intact instead of breaking the Arrow transfer to Python.
 
 from __future__ import annotations
 
+from driftwarden.core.kafka_security import java_properties
 from driftwarden.schemas.config import MAX_DURATION_MS, SourceConfig
 from driftwarden.schemas.events import parse_event_time
 
@@ -62,6 +63,8 @@ def kafka_source_ddl(
         "properties.auto.offset.reset": "earliest",
         "format": "raw",
         "scan.watermark.emit.strategy": watermark_emit,
+        # source.security: secrets only as references, resolved by the Kafka client (core/kafka_security.py)
+        **{f"properties.{key}": value for key, value in java_properties(source.security).items()},
     }
     if source.topic_pattern:
         options["topic-pattern"] = source.topic_pattern

@@ -2,7 +2,8 @@
 
 Reads three places, so it works for the embedded MiniCluster and a cluster alike:
 
-* Kafka: the job group's consumer lag per partition (jobs/consumer_lag.py);
+* Kafka: the job group's consumer lag per partition (jobs/consumer_lag.py), connected as ``source.security``
+  says (a refused connection raises KafkaSecurityError: the config is wrong, nothing can be judged);
 * the SQL store: the last window judged per model, and the alert outbox backlog;
 * Prometheus (scraping Flink's reporter): watermark lag per partition and for the job, the last
   completed checkpoint, failed checkpoints, restarts (the dashboard's queries,
@@ -23,6 +24,8 @@ import httpx
 from sqlalchemy import Engine, func, select
 
 from driftwarden.alerting.dashboards.health import SIGNALS
+from driftwarden.core.errors import KafkaSecurityError, ServiceError
+from driftwarden.core.kafka_check import check_kafka
 from driftwarden.alerting.dashboards.macros import expand_promql
 from driftwarden.jobs.consumer_lag import PartitionLag, consumer_lags
 from driftwarden.schemas.alert_tables import alert_deliveries
@@ -88,8 +91,11 @@ def _consumer_lag(report: Report, config: MonitorConfig, limits: Limits) -> None
     from confluent_kafka import KafkaException
 
     try:
+        check_kafka(config.source)
         lags: list[PartitionLag] = consumer_lags(config.source)
-    except KafkaException as exc:
+    except KafkaSecurityError:
+        raise
+    except (KafkaException, ServiceError) as exc:
         report.add("kafka", "consumer lag", f"unreadable: {exc}", UNKNOWN)
         return
     if not lags:

@@ -99,7 +99,7 @@ class ValidateRecord(TableFunction):
 
         install_bundle_hook()
         self.engine = make_engine(self.store_url, create=False)
-        self.writer = DeadLetterWriter(self.config.source.bootstrap_servers, self.config.source.dlq_topic)
+        self.writer = DeadLetterWriter(self.config.source, self.config.source.dlq_topic)
         self.kinds_of = feature_kinds_lookup(self.config)
         self.rules = EventRules.of(self.config.source)
         self.spec = FeatureColumnSpec.from_config(self.config)

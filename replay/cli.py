@@ -29,7 +29,7 @@ def replay_command(
     config: Annotated[Optional[Path], typer.Option(help="Monitor config YAML.", show_default="none: kinds from the reference, 60s windows, default thresholds")] = None,
     model: Annotated[Optional[list[str]], typer.Option("--model", help="Only this model (repeat for several).", show_default="all models")] = None,
     features: Annotated[Optional[str], typer.Option(help="Only these features, comma-separated (prediction: the monitored prediction).", show_default="all features")] = None,
-    bootstrap: Annotated[Optional[str], typer.Option(help="Kafka bootstrap servers.", show_default=f"the config's, else {DEFAULT_BOOTSTRAP}")] = None,
+    bootstrap: Annotated[Optional[str], typer.Option(help="Kafka bootstrap servers (the config's source.security still applies).", show_default=f"the config's, else {DEFAULT_BOOTSTRAP}")] = None,
     report_json: Annotated[Optional[Path], typer.Option(help="Write the JSON report here.", show_default="none")] = None,
     report_html: Annotated[Optional[Path], typer.Option(help="Write the self-contained HTML report here.", show_default="none")] = None,
     to_topic: Annotated[Optional[str], typer.Option(help="Re-publish the range to this (existing) topic, event times kept.", show_default="none")] = None,
@@ -58,10 +58,11 @@ def _replay(console, topic, start, end, input_file, reference, config, model, fe
     speedup = parse_pace(pace)
     feature_list = [f.strip() for f in features.split(",") if f.strip()] if features else None
     setup = load_setup(config, reference, model, feature_list)
-    bootstrap = bootstrap or setup.config.source.bootstrap_servers or DEFAULT_BOOTSTRAP
-    sink = _republisher(bootstrap, to_topic, speedup) if to_topic else None
+    source = setup.config.source  # its security applies to --bootstrap too
+    kafka = source.model_copy(update={"bootstrap_servers": bootstrap or source.bootstrap_servers or DEFAULT_BOOTSTRAP})
+    sink = _republisher(kafka, to_topic, speedup) if to_topic else None
     with ReplayProgress(enabled=progress, console=console) as bar:
-        outcome, source = _run(topic, range_ms, input_file, bootstrap, setup, bar, sink, workers)
+        outcome, source = _run(topic, range_ms, input_file, kafka, setup, bar, sink, workers)
     if sink is not None:
         sink.close()
         console.print(f"re-published {sink.sent} records to {escape(to_topic)}")
@@ -84,18 +85,18 @@ def _check_source(topic, start, end, input_file) -> tuple[int, int] | None:
     return start_ms, end_ms
 
 
-def _republisher(bootstrap: str, to_topic: str, speedup: float):
+def _republisher(kafka, to_topic: str, speedup: float):
     from driftwarden.replay.publish import Republisher, target_partitions
 
-    return Republisher(bootstrap, to_topic, speedup, target_partitions(bootstrap, to_topic))
+    return Republisher(kafka, to_topic, speedup, target_partitions(kafka, to_topic))
 
 
-def _run(topic, range_ms, input_file, bootstrap, setup, bar, sink, workers):
+def _run(topic, range_ms, input_file, kafka, setup, bar, sink, workers):
     from driftwarden.replay.run import replay_file, replay_topic
 
     if input_file is not None:
         return replay_file(input_file, setup, bar, sink, workers)
-    return replay_topic(bootstrap, topic, range_ms[0], range_ms[1], setup, bar, sink, workers)
+    return replay_topic(kafka, topic, range_ms[0], range_ms[1], setup, bar, sink, workers)
 
 
 def _outputs(console, outcome, setup, source, report_json, report_html, store) -> None:

@@ -17,7 +17,10 @@ from typing import Iterator
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from driftwarden.core.errors import ReplayError, ServiceError
+from driftwarden.core.kafka_check import check_kafka
+from driftwarden.core.kafka_security import librdkafka_config
 from driftwarden.replay.records import RawRecord
+from driftwarden.schemas.config import SourceConfig
 from driftwarden.schemas.events import rfc3339
 
 #: Seconds without a single record, while offsets remain, after which the read gives up.
@@ -39,10 +42,11 @@ class PartitionRange:
         return max(self.end - self.start, 0)
 
 
-def replay_consumer(bootstrap: str) -> Consumer:
-    """A consumer that cannot commit: a throwaway group id, auto-commit and offset store off."""
+def replay_consumer(source: SourceConfig) -> Consumer:
+    """A consumer of the source's brokers (with its ``security``) that cannot commit: a throwaway group id,
+    auto-commit and offset store off."""
     return Consumer({
-        "bootstrap.servers": bootstrap,
+        **librdkafka_config(source),
         "group.id": f"driftwarden-replay-{uuid.uuid4().hex[:12]}",
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
@@ -143,12 +147,16 @@ def _finish(consumer: Consumer, topic: str, todo: dict[int, PartitionRange], par
     consumer.pause([TopicPartition(topic, partition)])
 
 
-def read_topic(bootstrap: str, topic: str, start_ms: int, end_ms: int,
+def read_topic(source: SourceConfig, topic: str, start_ms: int, end_ms: int,
                on_plan=None) -> Iterator[list[RawRecord]]:
-    """Batches of the topic's records between the times; ``on_plan(ranges)`` is told the plan first."""
-    consumer = replay_consumer(bootstrap)
+    """Batches of the topic's records between the times; ``on_plan(ranges)`` is told the plan first.
+
+    The source's brokers are checked first (:func:`check_kafka`): a refused connection ends the replay
+    with one line that says why, instead of librdkafka's retries."""
+    check_kafka(source)
+    consumer = replay_consumer(source)
     try:
-        partitions = topic_partitions(consumer, topic, bootstrap)
+        partitions = topic_partitions(consumer, topic, source.bootstrap_servers)
         ranges = plan_ranges(consumer, topic, partitions, start_ms, end_ms)
         if not sum(r.size for r in ranges):
             raise ReplayError(f"topic {topic!r} holds no record between {rfc3339(start_ms)} and "

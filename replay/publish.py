@@ -15,7 +15,9 @@ import time
 from confluent_kafka import KafkaException, Producer
 
 from driftwarden.core.errors import ConfigError, ServiceError
+from driftwarden.core.kafka_security import librdkafka_config
 from driftwarden.replay.records import RawRecord
+from driftwarden.schemas.config import SourceConfig
 
 _PACE = re.compile(r"^x(\d+(?:\.\d+)?)$")
 #: Serve delivery callbacks every this many records.
@@ -35,14 +37,13 @@ def parse_pace(text: str) -> float:
 
 
 class Republisher:
-    """A record sink that produces every record it is handed to ``topic``."""
+    """A record sink that produces every record it is handed to ``topic`` of ``source``'s brokers."""
 
-    def __init__(self, bootstrap: str, topic: str, speedup: float, partitions: int | None = None,
+    def __init__(self, source: SourceConfig, topic: str, speedup: float, partitions: int | None = None,
                  sleep=time.sleep) -> None:
         self.topic = topic
         self.speedup = speedup
-        self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
-                                   "enable.idempotence": True})
+        self._producer = Producer({**librdkafka_config(source), "linger.ms": 20, "enable.idempotence": True})
         self._partitions = partitions
         self._sleep = sleep
         self._last_ms: int | None = None
@@ -79,15 +80,17 @@ class Republisher:
             raise ServiceError(f"{remaining} records could not be delivered to {self.topic!r} within 60 s")
 
 
-def target_partitions(bootstrap: str, topic: str) -> int:
+def target_partitions(source: SourceConfig, topic: str) -> int:
     """Partition count of the target topic; ConfigError when it does not exist."""
+    from driftwarden.core.kafka_check import check_kafka
     from driftwarden.replay.kafka_range import replay_consumer
 
-    consumer = replay_consumer(bootstrap)
+    check_kafka(source)
+    consumer = replay_consumer(source)
     try:
         found = consumer.list_topics(timeout=10).topics.get(topic)
     except KafkaException as exc:
-        raise ServiceError(f"cannot reach Kafka at {bootstrap}: {exc}") from exc
+        raise ServiceError(f"cannot reach Kafka at {source.bootstrap_servers}: {exc}") from exc
     finally:
         consumer.close()
     if found is None or found.error is not None:

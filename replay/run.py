@@ -16,6 +16,7 @@ from driftwarden.replay.records import RawRecord
 from driftwarden.replay.setup import ReplaySetup
 from driftwarden.replay.validate import ValidatedBatch
 from driftwarden.replay.workers import ValidationPool, auto_workers
+from driftwarden.schemas.config import SourceConfig
 from driftwarden.schemas.events import rfc3339
 
 #: A full garbage collection every this many batches (about 1,000,000 records).
@@ -45,11 +46,11 @@ def estimated_records(path: Path) -> int:
     return Path(path).stat().st_size // per_record
 
 
-def replay_topic(bootstrap: str, topic: str, start_ms: int, end_ms: int, setup: ReplaySetup,
+def replay_topic(source: SourceConfig, topic: str, start_ms: int, end_ms: int, setup: ReplaySetup,
                  progress: ReplayProgress, sink: RecordSink | None = None,
                  workers: int | None = None) -> tuple[ReplayOutcome, dict]:
-    """Replay a topic between two times; the outcome and the report's source entry (``workers``
-    as for :func:`replay_file`, auto sized by the records in the range)."""
+    """Replay a topic of ``source``'s brokers between two times; the outcome and the report's source entry
+    (``workers`` as for :func:`replay_file`, auto sized by the records in the range)."""
     state: dict = {}
 
     def on_plan(ranges: list[PartitionRange]) -> None:
@@ -59,7 +60,7 @@ def replay_topic(bootstrap: str, topic: str, start_ms: int, end_ms: int, setup: 
         state["replayer"] = Replayer(setup, [r.partition for r in ranges if r.size],
                                      {r.partition: r.end - 1 for r in ranges if r.size}, sink)
 
-    batches = read_topic(bootstrap, topic, start_ms, end_ms, on_plan)
+    batches = read_topic(source, topic, start_ms, end_ms, on_plan)
     first = next(batches, [])  # the plan is made (and checked) before the first batch
     replayer = state["replayer"]
     _drive(replayer, _chain(first, batches), progress, setup, state["workers"])

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from driftwarden.cli import app
 from driftwarden.replay.synthetic import incident_events
+from driftwarden.schemas.config import SourceConfig
 from tests.job_helpers import assert_same_results, stored_counts, stored_verdicts
 from driftwarden.schemas.events import rfc3339
 from tests.kafka_helpers import create_topic
@@ -214,7 +215,8 @@ def test_pace_sleeps_by_event_time_gaps(kafka_bootstrap, topic_name):
 
     create_topic(kafka_bootstrap, topic_name, partitions=1)
     slept = []
-    sink = Republisher(kafka_bootstrap, topic_name, parse_pace("x10"), 1, sleep=slept.append)
+    sink = Republisher(SourceConfig(bootstrap_servers=kafka_bootstrap), topic_name, parse_pace("x10"), 1,
+                       sleep=slept.append)
     for i, ms in enumerate([T0, T0 + 2000, T0 + 2000, T0 + 7000]):
         sink(RawRecord((topic_name, 0, i), 0, b"{}", ms), ms)
     sink.close()

@@ -16,6 +16,8 @@ from driftwarden.core.errors import ConfigError
 from driftwarden.demo import RUN_DIR
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:59092"
+SECURITY_HELP = ("YAML file of a monitor config's source.security section: how the demo's clients and job connect "
+                 "(SASL, TLS, mutual TLS; docs/kafka-security.md).")
 
 app = command_app("The live demo: a realistic stream with injected drift, caught by the real job, alerted by "
                   "signed webhooks. Plain `driftwarden demo` runs it (Kafka must be up: "
@@ -48,6 +50,8 @@ def demo(
     metrics: bool = typer.Option(True, "--metrics/--no-metrics", help="Serve the job's Prometheus /metrics on a "
                                  "free port (and register it with the local Prometheus when it runs).",
                                  show_default=True),
+    kafka_security: Optional[Path] = typer.Option(None, exists=True, dir_okay=False, help=SECURITY_HELP,
+                                                  show_default="none: PLAINTEXT"),
 ) -> None:
     """Run the demo: reference, streaming job, producer with injected drift, webhooks, summary, replay report."""
     if ctx.invoked_subcommand is not None:
@@ -57,7 +61,7 @@ def demo(
 
     console = Console()
     opts = DemoOptions(bootstrap, store_url, duration, speed, rate, window, partitions, reference_windows, live,
-                       run_dir, settle_timeout, metrics)
+                       run_dir, settle_timeout, metrics, _security(kafka_security))
     run, outcome = run_demo(opts, console)
     print_summary(console, outcome)
     args = run.replay_args()
@@ -91,6 +95,8 @@ def produce(
                               "then it starts again.", show_default=True),
     partitions: int = typer.Option(3, min=1, help="Partitions if the topic is created.", show_default=True),
     model: str = typer.Option("credit-risk", help="Model name of the events.", show_default=True),
+    kafka_security: Optional[Path] = typer.Option(None, exists=True, dir_okay=False, help=SECURITY_HELP,
+                                                  show_default="none: PLAINTEXT"),
 ) -> None:
     """Publish the demo's realistic stream to a topic, forever, with drift injected every cycle.
 
@@ -98,17 +104,18 @@ def produce(
     """
     from driftwarden.demo.producer import PacedProducer
     from driftwarden.demo.scenario import StreamGenerator, make_schedule
-    from driftwarden.demo.stack import check_kafka, create_topic, stop_signals_interrupt
+    from driftwarden.demo.stack import check_kafka, create_topic, kafka_source, stop_signals_interrupt
 
     console = Console()
-    check_kafka(bootstrap)
-    create_topic(bootstrap, topic, partitions)
+    source = kafka_source(bootstrap, _security(kafka_security))
+    check_kafka(source)
+    create_topic(source, topic, partitions)
     window_ms = window * 1000
     base_ms = -(-int(time.time() * 1000) // window_ms) * window_ms
     schedule = make_schedule(cycle)
     per_window = max(1, round(rate * window / speed))
     gen = StreamGenerator(model, base_ms, window_ms, per_window, schedule, cyclic=True)
-    producer = PacedProducer(bootstrap, topic, gen, rate)
+    producer = PacedProducer(source, topic, gen, rate)
     with stop_signals_interrupt():  # before the first line: a signal sent after it is never ignored
         console.print(f"publishing {model} to {topic} on {bootstrap}: {rate:g} events/s, {per_window} per "
                       f"{window} s window; cycle of {cycle} windows: " + "; ".join(
@@ -119,6 +126,13 @@ def produce(
         except KeyboardInterrupt:
             producer.stop()
     console.print(f"sent {producer.sent:,} events")
+
+
+def _security(path: Optional[Path]):
+    """The ``--kafka-security`` file's section, validated (None without one)."""
+    from driftwarden.schemas.config import load_security
+
+    return load_security(path) if path else None
 
 
 @app.command()

@@ -17,6 +17,8 @@ import orjson
 
 from driftwarden.demo.scenario import StreamGenerator
 from driftwarden.core.errors import ServiceError
+from driftwarden.core.kafka_security import librdkafka_config
+from driftwarden.schemas.config import SourceConfig
 
 TICK_S = 0.05
 
@@ -24,14 +26,14 @@ TICK_S = 0.05
 class PacedProducer:
     """Sends events ``0 .. total - 1`` (or forever when ``total`` is None) at ``rate`` events/s."""
 
-    def __init__(self, bootstrap: str, topic: str, generator: StreamGenerator, rate: float,
+    def __init__(self, source: SourceConfig, topic: str, generator: StreamGenerator, rate: float,
                  total: int | None = None) -> None:
         if rate <= 0:
             raise ValueError(f"rate must be positive, got {rate}")
         from confluent_kafka import Producer
 
         self.topic, self.generator, self.rate, self.total = topic, generator, rate, total
-        self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True,
+        self._producer = Producer({**librdkafka_config(source), "linger.ms": 20, "enable.idempotence": True,
                                    "compression.type": "lz4", "error_cb": self._on_error})
         self._stop = threading.Event()
         self._recent: deque[tuple[float, int]] = deque(maxlen=64)

@@ -28,10 +28,11 @@ from driftwarden.demo.outcome import DemoOutcome, closed_windows, evaluate, verd
 from driftwarden.demo.producer import PacedProducer
 from driftwarden.demo.receiver import DemoReceiver, Webhook
 from driftwarden.demo.scenario import Schedule, StreamGenerator, make_schedule
-from driftwarden.demo.stack import (JobProcess, build_reference, check_kafka, create_topic, free_port, monitor_config,
-                                    register_scrape_target, stop_signals_interrupt, write_config)
+from driftwarden.demo.stack import (JobProcess, build_reference, check_kafka, create_topic, free_port, kafka_source,
+                                    monitor_config, register_scrape_target, stop_signals_interrupt, write_config)
 from driftwarden.core.errors import ConfigError, ServiceError
 from driftwarden.jobs.cli import password_to_pgpass
+from driftwarden.schemas.config import KafkaSecurity
 
 SECRET_ENV = "DRIFTWARDEN_WEBHOOK_SECRET"
 MODEL = "credit-risk"
@@ -55,6 +56,7 @@ class DemoOptions:
     run_root: Path
     settle_timeout_s: float
     metrics: bool = True
+    security: KafkaSecurity | None = None  # --kafka-security: how every client connects (docs/kafka-security.md)
 
 
 def new_run_id() -> str:
@@ -98,6 +100,7 @@ class DemoRun:
         # a password moves to the private .run/pgpass: the job's command line and summary.json never carry it
         self.store_url = password_to_pgpass(opts.store_url) if opts.store_url else f"sqlite:///{self.dir / 'results.db'}"
         self.topic = f"driftwarden-demo-{self.run_id}"
+        self.kafka = kafka_source(opts.bootstrap, opts.security)
         self.route = f"demo-{self.run_id}"
         self.config_path = self.dir / "monitor.yaml"
         self.scrape_file: Path | None = None
@@ -119,7 +122,7 @@ class DemoRun:
     # -- set up ---------------------------------------------------------------------------------
     def prepare(self) -> None:
         """Check Kafka, announce the schedule, write config and reference, start the receiver."""
-        check_kafka(self.opts.bootstrap)
+        check_kafka(self.kafka)
         self.dir.mkdir(parents=True, exist_ok=True)
         ensure_secret()
         base = datetime.fromtimestamp(self.gen.base_ms / 1000, tz=timezone.utc).isoformat()
@@ -129,12 +132,13 @@ class DemoRun:
                            f"start. Run folder: {self.dir}", soft_wrap=True)
         self.receiver = DemoReceiver([os.environ[SECRET_ENV]], on_webhook=self._on_webhook,
                                      on_reject=lambda why: self.webhook_lines.append(f"REJECTED: {why}")).start()
-        create_topic(self.opts.bootstrap, self.topic, self.opts.partitions)
+        create_topic(self.kafka, self.topic, self.opts.partitions)
         route = {"name": self.route, "url": self.receiver.url, "format": "native", "secret_env": SECRET_ENV,
                  "allow_private": True, "timeout_s": 5}
         reference = {"mode": "file", "path": str(self.dir / "reference.dwref")}
         self.config_path = write_config(self.dir / "monitor.yaml", monitor_config(
-            self.topic, self.opts.bootstrap, self.gen.model, self.opts.window_s, reference, route))
+            self.topic, self.opts.bootstrap, self.gen.model, self.opts.window_s, reference, route,
+            security=self.opts.security))
         from driftwarden.core.store import make_engine
 
         self.engine = make_engine(self.store_url)  # tables made here, once: the job and worker would race
@@ -163,7 +167,7 @@ class DemoRun:
             self.console.print(f"job metrics: http://127.0.0.1:{port}/metrics{scraped}")
         self._spawn("delivery-worker", self._deliver)
         tail = math.ceil(self.gen.per_window * 2500 / self.gen.window_ms)  # moves the watermark past the last window
-        self.producer = PacedProducer(self.opts.bootstrap, self.topic, self.gen, self.opts.rate,
+        self.producer = PacedProducer(self.kafka, self.topic, self.gen, self.opts.rate,
                                       self.schedule.windows * self.gen.per_window + tail)
         self._spawn("producer", self.producer.run)
         self.started = time.monotonic()

@@ -23,7 +23,9 @@ import orjson
 import yaml
 
 from driftwarden.demo.scenario import FEATURE_KINDS, SEGMENT_BY, training_snapshot
-from driftwarden.core.errors import ServiceError
+from driftwarden.core.errors import KafkaSecurityError, ServiceError
+from driftwarden.core.kafka_security import librdkafka_config
+from driftwarden.schemas.config import KafkaSecurity, SourceConfig
 
 #: The demo model's segments (ModelConfig.segments): the reference gets one per top country plus (other).
 SEGMENTS = {"by": [SEGMENT_BY], "top": 4, "min_count": 200}
@@ -32,35 +34,43 @@ SEGMENTS = {"by": [SEGMENT_BY], "top": 4, "min_count": 200}
 RUN_MARKER_ENV = "DRIFTWARDEN_DEMO_RUN"
 
 
-def check_kafka(bootstrap: str, timeout_s: float = 5.0) -> None:
-    """Raise ServiceError, naming the command that starts Kafka, when no broker answers."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
+def kafka_source(bootstrap: str, security: KafkaSecurity | None) -> SourceConfig:
+    """The demo's brokers and how to connect to them (``--bootstrap``, ``--kafka-security``)."""
+    return SourceConfig(bootstrap_servers=bootstrap, security=security or KafkaSecurity())
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout_s * 1000), "log_level": 3})
+
+def check_kafka(source: SourceConfig, timeout_s: float = 5.0) -> None:
+    """Raise ServiceError, naming the command that starts Kafka, when no broker answers; KafkaSecurityError,
+    in one line, when it refuses the connection as ``--kafka-security`` makes it."""
+    from driftwarden.core.kafka_check import check_kafka as connect
+
     try:
-        admin.list_topics(timeout=timeout_s)
-    except KafkaException as exc:
-        raise ServiceError(f"Kafka is not reachable at {bootstrap}: start it with `scripts/services.sh start kafka` "
-                           f"(or pass --bootstrap HOST:PORT of a running broker)") from exc
+        connect(source, timeout_s)
+    except KafkaSecurityError:
+        raise
+    except ServiceError as exc:
+        raise ServiceError(f"Kafka is not reachable at {source.bootstrap_servers}: start it with "
+                           f"`scripts/services.sh start kafka` (or pass --bootstrap HOST:PORT of a running broker)") \
+            from exc
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def create_topic(source: SourceConfig, topic: str, partitions: int) -> None:
     """Create ``topic`` (an existing topic is fine)."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    admin = AdminClient({**librdkafka_config(source), "log_level": 3})
     for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
         try:
             future.result(timeout=30)
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise ServiceError(f"cannot create topic {topic} on {bootstrap}: {exc}") from exc
+                raise ServiceError(f"cannot create topic {topic} on {source.bootstrap_servers}: {exc}") from exc
 
 
 def monitor_config(topic: str, bootstrap: str, model: str, window_s: int, reference: dict[str, Any],
-                   route: dict[str, Any] | None, group_wait: str = "1s") -> dict[str, Any]:
+                   route: dict[str, Any] | None, group_wait: str = "1s",
+                   security: KafkaSecurity | None = None) -> dict[str, Any]:
     """The monitor config (as a mapping) for the demo model, its topic and its webhook route."""
     # min_severity is left at its default (moderate: the false-alarm budget); the timers are short
     # because the demo's windows are seconds long
@@ -68,7 +78,8 @@ def monitor_config(topic: str, bootstrap: str, model: str, window_s: int, refere
     if route:
         alerting["routes"] = [route]
     return {
-        "source": {"topics": [topic], "bootstrap_servers": bootstrap, "group_id": f"driftwarden-{topic}"},
+        "source": {"topics": [topic], "bootstrap_servers": bootstrap, "group_id": f"driftwarden-{topic}",
+                   **({"security": security.model_dump(exclude_none=True)} if security else {})},
         "window": {"size": f"{window_s}s", "out_of_orderness": "1s", "idleness": "30s"},
         "reference": reference,
         "thresholds": {"min_count": 30},

@@ -2,7 +2,9 @@ package dev.driftwarden.flink;
 
 import java.io.Serializable;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
@@ -19,6 +21,8 @@ final class SourceSettings implements Serializable {
     final String text;
     final String bootstrapServers;
     final String groupId;
+    /** The Kafka client's security properties (secrets only as config-provider references: KafkaSecretProvider). */
+    final Map<String, String> kafkaProperties = new LinkedHashMap<>();
     final List<String> topics = new ArrayList<>();
     final String topicPattern;
     /** "earliest", "latest", "committed", or an epoch-ms timestamp as text. */
@@ -47,6 +51,10 @@ final class SourceSettings implements Serializable {
         this.text = text;
         bootstrapServers = required(root, "bootstrap_servers").asText();
         groupId = required(root, "group_id").asText();
+        JsonNode kafka = root.get("kafka_properties");
+        if (kafka != null && kafka.isObject()) {
+            kafka.fields().forEachRemaining(e -> kafkaProperties.put(e.getKey(), e.getValue().asText()));
+        }
         required(root, "topics").forEach(t -> topics.add(t.asText()));
         topicPattern = root.hasNonNull("topic_pattern") ? root.get("topic_pattern").asText() : null;
         start = required(root, "start").asText();

@@ -57,6 +57,7 @@ public final class SummarySource {
                 .setProperty("auto.offset.reset", "earliest")
                 .setStartingOffsets(startingOffsets(settings.start))
                 .setDeserializer(new KafkaRecord.Deserializer(settings.envelope));
+        settings.kafkaProperties.forEach(builder::setProperty);  // source.security, translated once in Python
         if (settings.topicPattern != null) {
             builder.setTopicPattern(Pattern.compile(settings.topicPattern));
         } else {
