@@ -180,6 +180,7 @@ def java_key_problem(security: KafkaSecurity) -> str | None:
         return f"key_file {security.key_file}: its PEM body is not base64"
     if match[1] == "ENCRYPTED PRIVATE KEY" and _PBES2_OID in der[:24]:
         return (f"key_file {security.key_file} is encrypted with PBES2 (OpenSSL's default), which Flink's Java "
-                f"Kafka client cannot decrypt: re-encrypt it with `openssl pkcs8 -topk8 -v1 PBE-SHA1-3DES`, or "
-                f"give it unencrypted (`{convert}`) in a file only the job can read")
+                f"Kafka client cannot decrypt: re-encrypt it with PBES1 (`openssl pkcs8 -in {security.key_file} | "
+                f"openssl pkcs8 -topk8 -v1 PBE-SHA1-3DES -out client-pbes1.key`), or give it unencrypted "
+                f"(`openssl pkcs8 -in {security.key_file} -out client-pkcs8.key`) in a file only the job can read")
     return None
