@@ -26,7 +26,8 @@ from driftwarden.jobs.flink_env import embedded_tmp_dir
 from driftwarden.schemas.config import KafkaSecurity, MonitorConfig
 
 #: The secrets a security section can name in the environment: (variable field, file field, what it is).
-SECRET_FIELDS = (("password_env", "password_file", "password"), ("key_password_env", "key_password_file", "key_password"))
+SECRET_FIELDS = (("password_env", "password_file", "password"),
+                 ("key_password_env", "key_password_file", "key_password"))
 
 
 def secret_env_names(security: KafkaSecurity) -> list[str]:

@@ -282,7 +282,8 @@ def test_embedded_no_secret_reaches_command_lines_environments_logs_checkpoints_
     assert sum(stored_counts(url).values()) == N_WINDOWS * PER_WINDOW + 1
     assert len(watch.seen) >= 2, "the job's JVM and Python workers were not seen"
     assert (run_dir / "logs").is_dir()  # the embedded cluster's logs are among what is searched
-    assert sorted(watch.leaks) + _leaks_in_text("the output", output, secrets) + _leaks_in_files(tmp_path, secrets) == []
+    leaks = sorted(watch.leaks) + _leaks_in_text("the output", output, secrets)
+    assert leaks + _leaks_in_files(tmp_path, secrets) == []
 
 
 def test_the_replay_report_and_output_hold_no_secret(leak_case, tmp_path):
@@ -290,7 +291,8 @@ def test_the_replay_report_and_output_hold_no_secret(leak_case, tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "driftwarden.cli", "replay", "--topic", leak_case["topic"], "--from", str(T0),
          "--to", str(T0 + (N_WINDOWS + 1) * WINDOW_MS), "--config", str(leak_case["configs"]["env"]),
-         "--report-json", str(report), "--report-html", str(tmp_path / "r.html"), "--store", f"sqlite:///{tmp_path}/r.db",
+         "--report-json", str(report), "--report-html", str(tmp_path / "r.html"),
+         "--store", f"sqlite:///{tmp_path}/r.db",
          "--no-progress"],
         cwd=REPO, capture_output=True, text=True, env={**os.environ, **leak_case["env"]}, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr

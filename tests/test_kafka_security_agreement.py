@@ -174,8 +174,8 @@ BROKER_PASSWORD_ENV, WRONG_PASSWORD_ENV = "DW_AGREEMENT_BROKER_PASSWORD", "DW_AG
 @pytest.fixture(scope="module")
 def broker_java_client(secure_kafka):
     """The Java client, its environment holding the broker's password, a wrong one and the key password."""
-    client = JavaKafkaClient({BROKER_PASSWORD_ENV: secure_kafka.password, WRONG_PASSWORD_ENV: "not-" + secure_kafka.password,
-                              KEY_PASSWORD_ENV: KEY_PASSWORD})
+    client = JavaKafkaClient({BROKER_PASSWORD_ENV: secure_kafka.password,
+                              WRONG_PASSWORD_ENV: "not-" + secure_kafka.password, KEY_PASSWORD_ENV: KEY_PASSWORD})
     yield client
     client.close()
 

@@ -161,8 +161,8 @@ def test_consumer_lag_and_status_read_the_group_over_sasl_ssl(secure_topic, secu
     group = f"lag-{uuid.uuid4().hex[:8]}"
     client = secure_client_config(secure_kafka.sasl_ssl, sasl_ssl_security(secure_kafka))
     committer = Consumer({**client, "group.id": group, "enable.auto.commit": False})
-    committer.commit(offsets=[TopicPartition(secure_topic["topic"], 0, 100), TopicPartition(secure_topic["topic"], 1, 0)],
-                     asynchronous=False)
+    topic = secure_topic["topic"]
+    committer.commit(offsets=[TopicPartition(topic, 0, 100), TopicPartition(topic, 1, 0)], asynchronous=False)
     committer.close()
     source = SourceConfig(topics=[secure_topic["topic"]], bootstrap_servers=secure_kafka.sasl_ssl, group_id=group,
                           security=sasl_ssl_security(secure_kafka))
