@@ -36,7 +36,8 @@ def run_command(
     config: Path = typer.Option(..., "--config", "-c", exists=True, dir_okay=False, help="Monitor config (YAML)."),
     store_url: Optional[str] = typer.Option(None, help="Results store URL [default: the config's store_url, else "
                                             "$DRIFTWARDEN_STORE_URL, else sqlite:///driftwarden.db]; a PostgreSQL "
-                                            "password in it (user:pass@ or ?password=) moves to .run/pgpass"),
+                                            "password in it (user:pass@ or ?password=) moves to .run/pgpass; "
+                                            "with --jobmanager name a password file instead: ?passfile=PATH"),
     reference: Optional[Path] = typer.Option(None, exists=True, dir_okay=False,
                                              help="Reference file from `driftwarden reference build` "
                                                   "(needed when the config's reference mode is 'file')."),
@@ -61,7 +62,7 @@ def run_command(
     cfg = load_config(config)
     _scrub_environment(cfg, config)
     check_source(cfg)
-    url = job_store_url(store_url or cfg.store_url)
+    url = job_store_url(store_url or cfg.store_url, cluster=jobmanager is not None)
     ref = str(reference.resolve()) if reference else (cfg.reference.path if cfg.reference.mode == "file" else None)
     if cfg.reference.mode == "file" and not ref:
         raise ConfigError(f"{config}: reference mode 'file' needs --reference or reference.path")
@@ -176,16 +177,29 @@ def _submit_to_cluster(jobmanager: str, args: list[str], secret_names: list[str]
                            f"see the output above and the cluster logs in {RUN_DIR / 'flink' / 'log'}")
 
 
-def job_store_url(url: Optional[str]) -> str:
+#: Why a password in the store URL cannot go to a cluster, and what to do instead.
+CLUSTER_PASSWORD_HELP = (
+    "the store URL holds a password, which a Flink cluster's TaskManagers could only get through the job's "
+    "arguments (shown by Flink's REST API and logs): give the TaskManagers (and this client) a libpq password "
+    "file of mode 600 and name it in the URL instead, e.g. postgresql://driftwarden@db:5432/driftwarden"
+    "?passfile=/run/secrets/pgpass (docs/store.md)")
+
+
+def job_store_url(url: Optional[str], cluster: bool = False) -> str:
     """The store URL to hand to a job: resolved, SQLite made absolute, no password anywhere.
 
     A PostgreSQL password moves to a private PGPASSFILE (:func:`password_to_pgpass`), and a
     ``$DRIFTWARDEN_STORE_URL`` holding one leaves this process's environment: Flink logs the
-    command line and the environment of its Python workers.
+    command line and the environment of its Python workers. For a job on a Flink ``cluster``
+    a password is refused (:data:`CLUSTER_PASSWORD_HELP`): the TaskManagers never see this
+    process's files or environment, so they read a password file the URL names (``?passfile=``).
     """
     from driftwarden.core.store import STORE_URL_ENV, store_url
 
-    private = password_to_pgpass(_absolute_sqlite(store_url(url)))
+    resolved = _absolute_sqlite(store_url(url))
+    if cluster and _password_of(resolved):
+        raise ConfigError(CLUSTER_PASSWORD_HELP)
+    private = password_to_pgpass(resolved)
     if _password_of(os.environ.get(STORE_URL_ENV, "")):
         os.environ.pop(STORE_URL_ENV)  # the job gets its URL explicitly, without the password
     return private

@@ -27,7 +27,8 @@ PG_PORT="${DRIFTWARDEN_PG_PORT:-$((55432 + OFFSET))}"  # another port: a private
 PROM_PORT=$((59090 + OFFSET))
 FLINK_REST_PORT=$((58081 + OFFSET))
 FLINK_RPC_PORT=$((56123 + OFFSET))
-FLINK_METRICS_PORTS=$((59250 + OFFSET))-$((59251 + OFFSET))  # Flink's Prometheus reporter: the JobManager takes the first, the TaskManager the next
+FLINK_TASKMANAGERS=2  # one slot each: a job at parallelism 2 runs on both
+FLINK_METRICS_PORTS=$((59250 + OFFSET))-$((59250 + FLINK_TASKMANAGERS + OFFSET))  # Flink's Prometheus reporter: the JobManager takes the first, each TaskManager one of the next
 READY_TIMEOUT="${DRIFTWARDEN_READY_TIMEOUT:-90}"
 
 mkdir -p "$PIDS" "$LOGS"
@@ -226,10 +227,19 @@ start_postgres() {
   local dir; dir=$(pg_dir)
   mkdir -p "$dir"
   [[ $(id -u) -eq 0 ]] && chown postgres "$dir"
+  local password; password=$(pg_password)
   if [[ ! -f "$dir/data/PG_VERSION" ]]; then
-    log "initialising PostgreSQL cluster in $dir/data"
-    as_pg "$bin/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 >"$LOGS/postgres-initdb.log" 2>&1 \
-      || die "initdb failed; its log: $LOGS/postgres-initdb.log"
+    log "initialising PostgreSQL cluster in $dir/data (scram-sha-256; the password is in $(pg_password_file))"
+    # initdb runs as the postgres user: it reads the password from a copy it can read, removed after
+    local pwfile="$dir/initdb-password"
+    (umask 077; printf '%s\n' "$password" >"$pwfile")
+    [[ $(id -u) -eq 0 ]] && chown postgres "$pwfile"
+    as_pg "$bin/initdb" -D "$dir/data" -U postgres --auth=scram-sha-256 --pwfile="$pwfile" -E UTF8 \
+      >"$LOGS/postgres-initdb.log" 2>&1 || { rm -f "$pwfile"; die "initdb failed; its log: $LOGS/postgres-initdb.log"; }
+    rm -f "$pwfile"
+  elif ! grep -Eq '^(local|host)[[:space:]].*scram-sha-256' "$dir/data/pg_hba.conf"; then
+    die "the PostgreSQL cluster in $dir/data lets clients in without a password (initialised with trust); \
+re-initialise it (its data is lost): scripts/services.sh stop postgres && rm -rf '$dir/data' && scripts/services.sh start postgres"
   fi
   touch "$dir/postgres.log"; [[ $(id -u) -eq 0 ]] && chown postgres "$dir/postgres.log"
   ln -sfn "$dir/postgres.log" "$LOGS/postgres.log"  # the known log folder points at it
@@ -238,11 +248,31 @@ start_postgres() {
     || die "PostgreSQL did not start; its log: $dir/postgres.log"
   head -n 1 "$dir/data/postmaster.pid" >"$PIDS/postgres.pid"
   wait_port postgres $PG_PORT "$dir/postgres.log"
-  psql -h 127.0.0.1 -p $PG_PORT -U postgres -tAc "SELECT 1 FROM pg_roles WHERE rolname='driftwarden'" | grep -q 1 \
-    || psql -h 127.0.0.1 -p $PG_PORT -U postgres -qc "CREATE ROLE driftwarden LOGIN SUPERUSER"
-  psql -h 127.0.0.1 -p $PG_PORT -U postgres -tAc "SELECT 1 FROM pg_database WHERE datname='driftwarden'" | grep -q 1 \
-    || psql -h 127.0.0.1 -p $PG_PORT -U postgres -qc "CREATE DATABASE driftwarden OWNER driftwarden"
+  write_pgpass "$password"
+  as_admin psql -tAc "SELECT 1 FROM pg_roles WHERE rolname='driftwarden'" | grep -q 1 \
+    || printf "CREATE ROLE driftwarden LOGIN SUPERUSER PASSWORD '%s';\n" "$password" | as_admin psql -q -f -
+  as_admin psql -tAc "SELECT 1 FROM pg_database WHERE datname='driftwarden'" | grep -q 1 \
+    || as_admin psql -qc "CREATE DATABASE driftwarden OWNER driftwarden"
 }
+
+# The password of the roles postgres and driftwarden, generated once (URL-safe characters) into a file of
+# mode 600; tests/conftest.py builds its store URL from it. It never goes on a command line.
+pg_password_file() { echo "$RUN/postgres/password"; }
+pg_password() {
+  local file; file=$(pg_password_file)
+  if [[ ! -s "$file" ]]; then
+    mkdir -p "$(dirname "$file")"
+    (umask 077; python3 -c 'import secrets; print(secrets.token_urlsafe(24))' >"$file")
+  fi
+  chmod 600 "$file"
+  head -n 1 "$file"
+}
+# libpq's password file for this server (mode 600): the admin commands below, and any client named to it
+# (PGPASSFILE, or ?passfile= in a store URL, as a cluster's TaskManagers are)
+write_pgpass() {
+  (umask 077; printf '127.0.0.1:%s:*:*:%s\nlocalhost:%s:*:*:%s\n' "$PG_PORT" "$1" "$PG_PORT" "$1" >"$RUN/postgres/pgpass")
+}
+as_admin() { PGPASSFILE="$RUN/postgres/pgpass" "$@" -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres; }
 stop_postgres() {
   local bin dir; bin=$(pg_bin); dir=$(pg_dir)
   if [[ -n "$bin" && -f "$dir/data/postmaster.pid" ]]; then
@@ -293,14 +323,17 @@ for name in sys.argv[1:]: plain(Path(name), Path(name))' "$conf/"log4j*.properti
   export FLINK_CONF_DIR="$conf" FLINK_LOG_DIR="$RUN/flink/log" FLINK_PID_DIR="$PIDS" FLINK_LIB_DIR="$RUN/flink/lib" \
     FLINK_PLUGINS_DIR="$CACHE/jars/plugins"
   "$home/bin/jobmanager.sh" start >>"$LOGS/flink.log" 2>&1 || die "Flink JobManager did not start; logs: $RUN/flink/log"
-  "$home/bin/taskmanager.sh" start >>"$LOGS/flink.log" 2>&1 || die "Flink TaskManager did not start; logs: $RUN/flink/log"
+  local tm
+  for ((tm = 1; tm <= FLINK_TASKMANAGERS; tm++)); do  # each a process of its own, with its own log
+    "$home/bin/taskmanager.sh" start >>"$LOGS/flink.log" 2>&1 || die "Flink TaskManager $tm did not start; logs: $RUN/flink/log"
+  done
   wait_port flink $FLINK_REST_PORT "$LOGS/flink.log"
   local waited=0
-  until curl -fsS "http://127.0.0.1:$FLINK_REST_PORT/taskmanagers" 2>/dev/null | grep -q '"id"'; do
-    (( waited >= READY_TIMEOUT )) && die "no Flink TaskManager registered within ${READY_TIMEOUT}s; logs: $RUN/flink/log"
+  until (( $(curl -fsS "http://127.0.0.1:$FLINK_REST_PORT/taskmanagers" 2>/dev/null | grep -o '"id"' | wc -l) >= FLINK_TASKMANAGERS )); do
+    (( waited >= READY_TIMEOUT )) && die "fewer than $FLINK_TASKMANAGERS Flink TaskManagers registered within ${READY_TIMEOUT}s; logs: $RUN/flink/log"
     sleep 1; waited=$((waited + 1))
   done
-  log "flink TaskManager registered"
+  log "flink: $FLINK_TASKMANAGERS TaskManagers registered"
   register_flink_targets
 }
 

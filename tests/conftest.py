@@ -25,7 +25,9 @@ KAFKA_BOOTSTRAP = os.environ.get("DRIFTWARDEN_KAFKA_BOOTSTRAP", f"127.0.0.1:{590
 KAFKA_SASL_SSL = f"127.0.0.1:{59093 + PORT_OFFSET}"
 KAFKA_MTLS = f"127.0.0.1:{59094 + PORT_OFFSET}"
 KAFKA_SECRETS = Path(os.environ.get("DRIFTWARDEN_KAFKA_SECRETS", RUN_DIR / "kafka"))
-PG_URL = os.environ.get("DRIFTWARDEN_TEST_PG_URL", f"postgresql://driftwarden@127.0.0.1:{55432 + PORT_OFFSET}/driftwarden")
+#: scripts/services.sh runs PostgreSQL with scram-sha-256 authentication; the password it generated at first init.
+PG_PASSWORD_FILE = RUN_DIR / "postgres" / "password"
+PG_ADDRESS = f"127.0.0.1:{55432 + PORT_OFFSET}"
 PROMETHEUS_URL = os.environ.get("DRIFTWARDEN_PROMETHEUS_URL", f"http://127.0.0.1:{59090 + PORT_OFFSET}")
 FLINK_REST = os.environ.get("DRIFTWARDEN_FLINK_REST", f"127.0.0.1:{58081 + PORT_OFFSET}")
 
@@ -77,11 +79,25 @@ def secure_kafka(kafka_bootstrap) -> SecureKafka:
     return found
 
 
+def pg_password() -> str:
+    """The password of the test PostgreSQL's roles (``.run/postgres/password``, written by scripts/services.sh)."""
+    try:
+        return PG_PASSWORD_FILE.read_text().strip()
+    except FileNotFoundError:
+        pytest.fail(f"no PostgreSQL password at {PG_PASSWORD_FILE}: run `scripts/services.sh start postgres` (a server "
+                    "initialised before it had one: stop it, remove its data folder and start it again)")
+
+
 @pytest.fixture(scope="session")
 def pg_url() -> str:
-    """URL of the real PostgreSQL (a fresh database per test session is not needed: tables are per test)."""
-    _require_port(PG_URL.rsplit("@", 1)[1].split("/")[0], "postgres")
-    return PG_URL
+    """URL of the real PostgreSQL, with its password (a fresh database per test session is not needed:
+    tables are per test); ``$DRIFTWARDEN_TEST_PG_URL`` names another server."""
+    if "DRIFTWARDEN_TEST_PG_URL" in os.environ:
+        url = os.environ["DRIFTWARDEN_TEST_PG_URL"]
+        _require_port(url.rsplit("@", 1)[1].split("/")[0], "postgres")
+        return url
+    _require_port(PG_ADDRESS, "postgres")
+    return f"postgresql://driftwarden:{pg_password()}@{PG_ADDRESS}/driftwarden"
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.services)])

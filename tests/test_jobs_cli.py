@@ -94,6 +94,20 @@ def test_a_password_in_the_environment_variable_leaves_the_environment(tmp_path,
     assert os.environ["DRIFTWARDEN_STORE_URL"] == "postgresql://u@db.example/drift"
 
 
+def test_a_job_for_a_cluster_is_refused_a_password_and_told_to_name_a_password_file(tmp_path, monkeypatch):
+    """A cluster's TaskManagers could only get a password through the job's arguments: refused, whatever the form."""
+    monkeypatch.setattr("driftwarden.jobs.cli.RUN_DIR", tmp_path)
+    monkeypatch.delenv("DRIFTWARDEN_STORE_URL", raising=False)
+    for url in ("postgresql://u:hunter2@db.example/drift", "postgresql://u@db.example/drift?password=hunter2"):
+        with pytest.raises(ConfigError, match=r"\?passfile=") as refused:
+            job_store_url(url, cluster=True)
+        assert "hunter2" not in str(refused.value)
+    assert not (tmp_path / "pgpass").exists()
+    named = "postgresql://u@db.example/drift?passfile=/run/secrets/pgpass"
+    assert job_store_url(named, cluster=True) == named  # a file's name travels; the TaskManagers read it
+    assert job_store_url("postgresql://u:hunter2@db.example/drift") == "postgresql://u@db.example/drift"  # embedded
+
+
 def test_redacted_urls_hide_both_password_forms():
     from driftwarden.core.store import redact_url
 

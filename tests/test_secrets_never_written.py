@@ -4,7 +4,8 @@ Forms: ``user:pass@``, ``?password=``, and ``$DRIFTWARDEN_STORE_URL``. Each run 
 a folder of its own (its working directory and ``DRIFTWARDEN_RUN_DIR``); the test then greps
 everything the run printed and wrote, and, for the streaming job, the command line and the
 environment of every process the job started (the JVM and its Python workers), while they run.
-The test PostgreSQL trusts local connections, so any password is accepted and the runs succeed.
+The test PostgreSQL asks for its password (scram-sha-256): a run that reaches it carries the real one, in
+both forms at once (user:pass@ and ?password=); an unreachable server is given two random ones.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import uuid
 from pathlib import Path
 
@@ -22,9 +22,10 @@ from typer.testing import CliRunner
 
 from driftwarden.cli import app
 from driftwarden.replay.synthetic import incident_events
-from tests.conftest import REPO
+from tests.conftest import REPO, pg_password
 from tests.job_helpers import T0, stored_counts, stream, write_config
 from tests.kafka_helpers import create_topic, produce
+from tests.secret_search import ProcessWatch, leaks_in
 
 pytestmark = pytest.mark.services
 
@@ -34,24 +35,15 @@ def _secrets() -> tuple[str, str]:
     return f"pw1-{uuid.uuid4().hex}", f"pw2-{uuid.uuid4().hex}"
 
 
-def _with_passwords(schema_url: str, user_pass: str | None, query_pass: str | None, port: int = 55432) -> str:
-    """The test schema's URL with a password as ``user:pass@`` and/or ``?password=``."""
+def _with_passwords(schema_url: str, user_pass: str | None, query_pass: str | None, port: int | None = None) -> str:
+    """The test schema's URL with a password as ``user:pass@`` and/or ``?password=`` (and another port, if given)."""
     from sqlalchemy.engine import make_url
 
-    url = make_url(schema_url)._replace(password=user_pass, port=port, drivername="postgresql")
+    url = make_url(schema_url)
+    url = url._replace(password=user_pass, port=port or url.port, drivername="postgresql")
     if query_pass:
         url = url.update_query_dict({"password": query_pass})
     return url.render_as_string(hide_password=False)
-
-
-def _leaks(folder: Path, text: str, passwords: tuple[str, ...], allowed: tuple[Path, ...] = ()) -> list[str]:
-    """Where a password shows up: in ``text`` or in any file under ``folder`` (but ``allowed``)."""
-    found = [f"output contains {p}" for p in passwords if p in text]
-    for path in folder.rglob("*"):
-        if path.is_file() and path not in allowed:
-            data = path.read_bytes()
-            found += [f"{path} contains {p}" for p in passwords if p.encode() in data]
-    return found
 
 
 def _env(run_dir: Path, **extra: str) -> dict[str, str]:
@@ -71,9 +63,9 @@ def replay_inputs(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.mark.parametrize("form", ["both", "unreachable"])  # each form alone: tests/test_jobs_cli.py
 def test_replay_store_password_is_nowhere_in_what_the_run_writes(form, replay_inputs, pg_engine, tmp_path):
-    pw1, pw2 = _secrets()
+    pw1, pw2 = _secrets() if form == "unreachable" else (pg_password(),) * 2
     schema_url = pg_engine.url.render_as_string(hide_password=False)
-    url = _with_passwords(schema_url, pw1, pw2, port=1 if form == "unreachable" else 55432)
+    url = _with_passwords(schema_url, pw1, pw2, port=1 if form == "unreachable" else None)
     cmd = [sys.executable, "-m", "driftwarden.cli", "replay", "--no-progress", "--input", str(replay_inputs["stream"]),
            "--reference", str(replay_inputs["reference"]), "--store", url, "--report-json", "r.json",
            "--report-html", "r.html"]
@@ -84,56 +76,13 @@ def test_replay_store_password_is_nowhere_in_what_the_run_writes(form, replay_in
     else:
         assert done.returncode == 0 and "stored " in output, output
         assert (tmp_path / "r.json").is_file() and (tmp_path / "r.html").is_file()
-    assert _leaks(tmp_path, output, (pw1, pw2)) == []
-
-
-class _ProcessWatch:
-    """Reads the command line and environment of every descendant of one process, until stopped."""
-
-    def __init__(self, root: int, passwords: tuple[str, ...]) -> None:
-        self.root, self.passwords = root, passwords
-        self.seen: set[int] = set()
-        self.leaks: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-        self._thread.start()
-
-    def _descendants(self) -> list[int]:
-        parents = {}
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                try:
-                    parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-                except (OSError, IndexError, ValueError):
-                    continue
-        found, frontier = [], [self.root]
-        while frontier:
-            children = [pid for pid, parent in parents.items() if parent in frontier]
-            found += children
-            frontier = children
-        return found
-
-    def _watch(self) -> None:
-        while not self._stop.wait(0.2):
-            for pid in self._descendants():
-                self.seen.add(pid)
-                for part in ("cmdline", "environ"):
-                    try:
-                        data = (Path("/proc") / str(pid) / part).read_bytes()
-                    except OSError:
-                        continue
-                    self.leaks += [f"/proc/{pid}/{part} contains {p}" for p in self.passwords if p.encode() in data]
-
-    def stop(self) -> None:
-        """Stop watching."""
-        self._stop.set()
-        self._thread.join()
+    assert leaks_in(tmp_path, output, (pw1, pw2)) == []
 
 
 @pytest.mark.slow
 def test_job_cli_moves_every_password_form_out_of_the_job(kafka_bootstrap, topic_name, pg_engine, tmp_path):
     """`driftwarden run` with $DRIFTWARDEN_STORE_URL carrying user:pass@ and ?password=, on a real topic."""
-    pw1, pw2 = _secrets()
+    pw1 = pw2 = pg_password()
     create_topic(kafka_bootstrap, topic_name, partitions=1)
     produce(kafka_bootstrap, topic_name, stream(3, 100))
     snapshot = tmp_path / "train.jsonl"
@@ -148,7 +97,7 @@ def test_job_cli_moves_every_password_form_out_of_the_job(kafka_bootstrap, topic
            "--checkpoint-dir", str(run_dir / "checkpoints")]
     job = subprocess.Popen(cmd, cwd=tmp_path, env=_env(run_dir, DRIFTWARDEN_STORE_URL=url), stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
-    watch = _ProcessWatch(job.pid, (pw1, pw2))
+    watch = ProcessWatch([job.pid], (pw1, pw2))
     try:
         output, _ = job.communicate(timeout=600)
     finally:
@@ -161,7 +110,7 @@ def test_job_cli_moves_every_password_form_out_of_the_job(kafka_bootstrap, topic
     pgpass = run_dir / "pgpass"
     assert pw1 in pgpass.read_text() and (pgpass.stat().st_mode & 0o777) == 0o600
     assert (run_dir / "logs").is_dir()  # the embedded cluster's logs are among what was grepped
-    assert _leaks(tmp_path, output, (pw1, pw2), allowed=(pgpass,)) == []
+    assert leaks_in(tmp_path, output, (pw1, pw2), allowed=(pgpass,)) == []
 
 
 def test_demo_keeps_the_password_out_of_the_job_command_and_summary(tmp_path, monkeypatch):

@@ -50,7 +50,12 @@ class PrivatePostgres:
         self.run_dir.mkdir(mode=0o755)
         self.run_dir.chmod(0o755)
         self.port = _free_port()
-        self.url = f"postgresql://driftwarden@127.0.0.1:{self.port}/driftwarden"
+
+    @property
+    def url(self) -> str:
+        """Its store URL, with the password scripts/services.sh generated at its first start."""
+        password = (self.run_dir / "postgres" / "password").read_text().strip()
+        return f"postgresql://driftwarden:{password}@127.0.0.1:{self.port}/driftwarden"
 
     def services(self, action: str) -> None:
         """``scripts/services.sh <action> postgres`` on this instance."""
