@@ -18,7 +18,7 @@ from sqlalchemy import and_, delete, insert, select, update
 
 from driftwarden.alerting.delivery import utcnow
 from driftwarden.alerting.metrics import DeliveryMetrics, StoreCollector, serve_metrics
-from driftwarden.alerting.outbox import prune
+from driftwarden.alerting.outbox import prune, set_delivery_status
 from driftwarden.alerting.rules import Matcher, load_rules, parse_duration
 from driftwarden.alerting.worker import Dispatcher, build_sinks, make_client
 from driftwarden.core.console import command_app, data_table
@@ -114,9 +114,8 @@ def enable(
         removed = conn.execute(delete(alert_endpoints).where(alert_endpoints.c.route == route)).rowcount
         if not removed:
             raise ConfigError(f"route {route!r} is not disabled")
-        requeued = conn.execute(update(alert_deliveries).where(and_(
-            alert_deliveries.c.route == route, alert_deliveries.c.status == "disabled")).values(
-            status="pending", next_attempt_at=utcnow(), finished_at=None, claimed_until=None)).rowcount if requeue else 0
+        requeued = set_delivery_status(conn, alert_deliveries.c.route == route, "disabled", "pending",
+                                       next_attempt_at=utcnow(), finished_at=None, claimed_until=None) if requeue else 0
     _console.print(f"route {escape(route)} enabled; {requeued} deliveries queued again")
 
 

@@ -3,7 +3,9 @@
 :class:`StoreCollector` derives the job's counters and gauges from durable rows on every scrape
 (windows closed, events, late and rejected events, gate alarms, deep checks, latest drift scores,
 and per segment the latest drift score and severity), so /metrics survives restarts of the job and of
-this process. Every metric takes ``registry=``.
+this process. A scrape costs five queries that read a row (or an index lookup) per series, whatever the
+size of the tables: the counters are the store's running totals (``core.totals``, kept by the writers),
+the latest scores one index lookup per (model, feature[, segment]). Every metric takes ``registry=``.
 
 Segment labels are bounded: per model at most its cap (the config's ``top`` + ``(other)`` when the
 collector is given the config's :func:`segment_caps`, else :data:`SEGMENT_CAP`) segments keep their
@@ -20,15 +22,15 @@ from typing import Iterator, Mapping
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import Connection, Engine, and_, case, func, select
+from sqlalchemy import Connection, Engine, Table, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from driftwarden.core.records import boolean_shares
-from driftwarden.schemas.alert_tables import alert_deliveries, alerts
-from driftwarden.schemas.tables import dead_letters, segment_results, window_counts, window_results
+from driftwarden.core.totals import Key, read_totals
+from driftwarden.schemas.alert_tables import alerts
+from driftwarden.schemas.tables import segment_results, store_totals, window_counts, window_results
 
 log = logging.getLogger(__name__)
-LATE_REASON = "late"  # dead_letters.reason of events that missed their window (jobs/ writes it)
 SCORE_COLUMNS = ("gate_ks", "gate_psi", "gate_emd", "deep_ks_stat", "deep_psi", "deep_emd")
 _SEVERITY_VALUE = {"none": 0, "minor": 1, "moderate": 2, "major": 3}
 #: The most segment labels per model when the config is not known: SegmentConfig.top's maximum plus "(other)".
@@ -100,67 +102,54 @@ class StoreCollector(Collector):
         yield from families
 
     def _families(self, conn: Connection) -> Iterator[Metric]:
-        yield from self._window_counts(conn)
-        yield from self._window_results(conn)
+        totals = read_totals(conn)  # a row per series: what the writers counted (core.totals)
+        yield from self._window_counts(conn, totals)
+        yield from self._window_results(totals)
         yield from self._latest_scores(conn)
         yield from self._segment_scores(conn)
-        yield from self._rejected(conn)
-        yield from self._alerting(conn)
+        yield from self._rejected(totals)
+        yield from self._alerting(conn, totals)
 
-    def _window_counts(self, conn: Connection) -> Iterator[Metric]:
+    def _window_counts(self, conn: Connection, totals: dict[Key, int]) -> Iterator[Metric]:
         closed = CounterMetricFamily("driftwarden_windows_closed", "Windows closed and written", labels=["model"])
         events = CounterMetricFamily("driftwarden_window_events", "Events counted in closed windows", labels=["model"])
         checked = CounterMetricFamily("driftwarden_windows_deep_checked",
                                       "Windows whose gate fired so that the deep check ran", labels=["model"])
-        wc = window_counts.c
-        deep = func.coalesce(func.sum(case((wc.deep_checked, 1), else_=0)), 0)
-        for model, n, total, n_deep in conn.execute(select(
-                wc.model, func.count(), func.coalesce(func.sum(wc.events), 0), deep).group_by(wc.model)):
-            closed.add_metric([model], n)
-            events.add_metric([model], total)
-            checked.add_metric([model], n_deep)
+        for (metric, model, _, _), n in sorted(totals.items()):
+            if metric == "windows_closed":  # the model's other counters start at 0 with its first window
+                closed.add_metric([model], n)
+                events.add_metric([model], totals.get(("window_events", model, "", ""), 0))
+                checked.add_metric([model], totals.get(("windows_deep_checked", model, "", ""), 0))
         latest = GaugeMetricFamily("driftwarden_latest_window_events", "Events in the latest closed window",
                                    labels=["model"])
-        newest = select(wc.model, func.max(wc.window_start).label("ws")).group_by(wc.model).subquery()
-        for model, n in conn.execute(select(wc.model, wc.events).join(
-                newest, and_(wc.model == newest.c.model, wc.window_start == newest.c.ws))):
-            latest.add_metric([model], n)
+        wc, t = window_counts.c, store_totals.c
+        newest = (select(wc.events).where(wc.model == t.model).order_by(wc.window_start.desc()).limit(1)
+                  .correlate(store_totals).scalar_subquery())  # one index lookup per model
+        for model, n in conn.execute(select(t.model, newest).where(t.metric == "windows_closed").order_by(t.model)):
+            if n is not None:
+                latest.add_metric([model], n)
         yield from (closed, events, checked, latest)
 
-    def _window_results(self, conn: Connection) -> Iterator[Metric]:
+    def _window_results(self, totals: dict[Key, int]) -> Iterator[Metric]:
         alarms = CounterMetricFamily("driftwarden_gate_alarms", "Windows where the cheap gate alarmed",
                                      labels=["model", "feature"])
         deep = CounterMetricFamily("driftwarden_deep_checks", "Deep checks run, by verdict",
                                    labels=["model", "feature", "verdict"])
-        wr = window_results.c
-        for model, feature, n in conn.execute(select(wr.model, wr.feature, func.count()).where(
-                wr.gate_alarm.is_(True)).group_by(wr.model, wr.feature)):
-            alarms.add_metric([model, feature], n)
-        ran = (wr.deep_ks_stat.is_not(None)) | (wr.deep_psi.is_not(None)) | (wr.deep_emd.is_not(None))
-        for model, feature, drifted, n in conn.execute(select(wr.model, wr.feature, wr.drifted, func.count()).where(
-                ran).group_by(wr.model, wr.feature, wr.drifted)):
-            deep.add_metric([model, feature, "drifted" if drifted else "not_drifted"], n)
         invalid = CounterMetricFamily("driftwarden_invalid_values",
                                       "Monitored values of the wrong type in stored windows (their events were kept)",
                                       labels=["model", "feature"])
-        for model, feature, n in conn.execute(select(wr.model, wr.feature, func.sum(wr.invalid)).where(
-                wr.invalid > 0).group_by(wr.model, wr.feature)):
-            invalid.add_metric([model, feature], n)
-        yield from (alarms, deep, invalid, self._judging_errors(conn))
-
-    def _judging_errors(self, conn: Connection) -> Metric:
-        """Stored (feature or segment) cells whose judging raised, per model (``driftwarden_judging_errors_total``)."""
         errors = CounterMetricFamily("driftwarden_judging_errors",
                                      "Features (and segment cells) of stored windows not judged because judging raised",
                                      labels=["model"])
-        counts: dict[str, int] = {}
-        for table in (window_results, segment_results):
-            for model, n in conn.execute(select(table.c.model, func.count()).where(
-                    table.c.error.is_not(None)).group_by(table.c.model)):
-                counts[model] = counts.get(model, 0) + n
-        for model, n in sorted(counts.items()):
-            errors.add_metric([model], n)
-        return errors
+        families = {"gate_alarms": alarms, "invalid_values": invalid}
+        for (metric, model, feature, label), n in sorted(totals.items()):
+            if metric in families:
+                families[metric].add_metric([model, feature], n)
+            elif metric == "deep_checks":
+                deep.add_metric([model, feature, label], n)
+            elif metric == "judging_errors":
+                errors.add_metric([model], n)
+        yield from (alarms, deep, invalid, errors)
 
     def _latest_scores(self, conn: Connection) -> Iterator[Metric]:
         scores = GaugeMetricFamily("driftwarden_drift_score", "Drift scores of the latest window per feature",
@@ -168,15 +157,10 @@ class StoreCollector(Collector):
         severity = GaugeMetricFamily("driftwarden_feature_severity",
                                      "Severity of the latest window (0 none, 1 minor, 2 moderate, 3 major)",
                                      labels=["model", "feature"])
-        wr = window_results.c
-        newest = select(wr.model, wr.feature, func.max(wr.window_start).label("ws")).group_by(
-            wr.model, wr.feature).subquery()
-        rows = conn.execute(select(window_results).join(newest, and_(
-            wr.model == newest.c.model, wr.feature == newest.c.feature, wr.window_start == newest.c.ws)))
         shares = GaugeMetricFamily("driftwarden_boolean_share",
                                    "A boolean feature's shares of true, false and null values in the latest window",
                                    labels=["model", "feature", "value"])
-        for row in rows:
+        for row in conn.execute(_latest_rows(window_results, "windows_judged")):
             for col in SCORE_COLUMNS:
                 value = getattr(row, col)
                 if value is not None:
@@ -198,13 +182,8 @@ class StoreCollector(Collector):
         folded = GaugeMetricFamily("driftwarden_segments_folded",
                                    f"Segments past the model's label cap, reported as segment={OTHER_SEGMENT!r}",
                                    labels=["model"])
-        sr = segment_results.c
-        newest = select(sr.model, sr.feature, sr.segment, func.max(sr.window_start).label("ws")).group_by(
-            sr.model, sr.feature, sr.segment).subquery()
-        rows = conn.execute(select(sr.model, sr.feature, sr.segment, sr.window_start, sr.count,
-                                   func.coalesce(sr.deep_psi, sr.gate_psi), sr.severity).join(newest, and_(
-            sr.model == newest.c.model, sr.feature == newest.c.feature, sr.segment == newest.c.segment,
-            sr.window_start == newest.c.ws))).all()
+        rows = [(r.model, r.feature, r.segment, r.window_start, r.count, r.deep_psi if r.deep_psi is not None
+                 else r.gate_psi, r.severity) for r in conn.execute(_latest_rows(segment_results, "segment_windows_judged"))]
         labels = self._segment_labels(rows)
         cells: dict[tuple[str, str, str], tuple[float | None, int]] = {}
         for model, feature, segment, _ws, _n, psi, sev in rows:
@@ -234,32 +213,42 @@ class StoreCollector(Collector):
             labels[model, segment] = segment if within else OTHER_SEGMENT
         return labels
 
-    def _rejected(self, conn: Connection) -> Iterator[Metric]:
+    def _rejected(self, totals: dict[Key, int]) -> Iterator[Metric]:
         """Dead letters: late events per model, every other reason as rejected."""
         rejected = CounterMetricFamily("driftwarden_rejected_events", "Events rejected (dead-lettered), by reason",
                                        labels=["reason"])
         late = CounterMetricFamily("driftwarden_late_events", "Events that arrived after their window closed",
                                    labels=["model"])
-        dl = dead_letters.c
-        for reason, model, n in conn.execute(select(dl.reason, dl.model, func.count()).group_by(dl.reason, dl.model)):
-            if reason == LATE_REASON:
-                late.add_metric([model or ""], n)
-        for reason, n in conn.execute(select(dl.reason, func.count()).where(dl.reason != LATE_REASON)
-                                      .group_by(dl.reason)):
-            rejected.add_metric([reason], n)
+        for (metric, model, _, label), n in sorted(totals.items()):
+            if metric == "late_events":
+                late.add_metric([model], n)
+            elif metric == "rejected_events":
+                rejected.add_metric([label], n)
         yield from (rejected, late)
 
-    def _alerting(self, conn: Connection) -> Iterator[Metric]:
+    def _alerting(self, conn: Connection, totals: dict[Key, int]) -> Iterator[Metric]:
         outbox = GaugeMetricFamily("driftwarden_alert_outbox", "Webhook deliveries in the store, by status",
                                    labels=["route", "status"])
-        d = alert_deliveries.c
-        for route, status, n in conn.execute(select(d.route, d.status, func.count()).group_by(d.route, d.status)):
-            outbox.add_metric([route, status], n)
+        for (metric, _, route, status), n in sorted(totals.items()):
+            if metric == "deliveries" and n:
+                outbox.add_metric([route, status], n)
         firing = GaugeMetricFamily("driftwarden_alerts_firing", "Alerts currently firing", labels=["model"])
+        # one row per alert identity (model, feature, segment), not per window: bounded by the series
         for model, n in conn.execute(select(alerts.c.model, func.count()).where(
                 alerts.c.status == "firing").group_by(alerts.c.model)):
             firing.add_metric([model], n)
         yield from (outbox, firing)
+
+
+def _latest_rows(table: Table, series_metric: str):
+    """The newest row of ``table`` per series that ``series_metric`` lists in the totals (model, feature
+    [, segment]): one lookup in the table's unique index per series, whatever the table's size."""
+    c, t = table.c, store_totals.c
+    same = [c.model == t.model, c.feature == t.item] + ([c.segment == t.label] if "segment" in c else [])
+    newest = (select(c.id).where(*same).order_by(c.window_start.desc()).limit(1)
+              .correlate(store_totals).scalar_subquery())
+    return (select(table).select_from(store_totals).join(table, c.id == newest)
+            .where(t.metric == series_metric).order_by(t.model, t.item, t.label))
 
 
 def serve_metrics(port: int, registry: CollectorRegistry, addr: str = "127.0.0.1"):

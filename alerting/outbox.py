@@ -33,10 +33,12 @@ from sqlalchemy.engine import Row
 from driftwarden.alerting.lifecycle import enqueue_alerts, labels_of, mark_no_data
 from driftwarden.alerting.payloads import render
 from driftwarden.core.records import utc
+from driftwarden.core.totals import add_totals, delivery_totals
 from driftwarden.alerting.rules import AlertRules, Matcher, matches_all
 from driftwarden.schemas.alert_tables import alert_deliveries, alert_events, alert_groups, alert_outbox, alert_silences, alerts
 
-__all__ = ["enqueue_alerts", "mark_no_data", "seal_due_groups", "active_silences", "is_silenced", "prune"]
+__all__ = ["enqueue_alerts", "mark_no_data", "seal_due_groups", "active_silences", "is_silenced", "prune",
+           "set_delivery_status"]
 log = logging.getLogger(__name__)
 _WARNED_ROUTES: set[str] = set()  # routes already warned about in this process
 _ACTIVE = ("firing", "nodata")
@@ -168,9 +170,9 @@ def _supersede(conn: Connection, waiting: list[Row], now: datetime) -> bool:
     """Mark the group's undelivered notifications superseded; False if a worker claimed one meanwhile."""
     d = alert_deliveries.c
     for w in waiting:
-        done = conn.execute(update(alert_deliveries).where(and_(
-            d.id == w.id, d.status == "pending", or_(d.claimed_until.is_(None), d.claimed_until < now)))
-            .values(status="superseded", finished_at=now, last_error="superseded by a newer notification")).rowcount
+        done = set_delivery_status(conn, and_(d.id == w.id, or_(d.claimed_until.is_(None), d.claimed_until < now)),
+                                   "pending", "superseded", finished_at=now,
+                                   last_error="superseded by a newer notification")
         if not done:
             return False
     return True
@@ -191,18 +193,35 @@ def _insert_delivery(conn: Connection, rules: AlertRules, route: str, key: str, 
     next_at = max([now] + [utc(w.next_attempt_at) for w in superseded])
     fmt = rules.route(route).format
     body = render(fmt, route, labels, [json.loads(r.alert) for r in chosen], truncated)
-    return int(conn.execute(insert(alert_deliveries).values(
+    new_id = int(conn.execute(insert(alert_deliveries).values(
         webhook_id=f"msg_{uuid.uuid4().hex}", route=route, model=models.pop() if len(models) == 1 else "",
         group_key=key, format=fmt, body=body.decode(), alert_count=len(chosen), status="pending", attempts=0,
         failures=failures, created_at=now, next_attempt_at=next_at)).inserted_primary_key[0])
+    add_totals(conn, delivery_totals([{"route": route, "status": "pending"}]))
+    return new_id
+
+
+def set_delivery_status(conn: Connection, where: Any, old: str, new: str, **values: Any) -> int:
+    """Update the deliveries matching ``where`` that are in status ``old`` to status ``new`` (with ``values``),
+    keeping the deliveries' totals by status (``core.totals``); return how many changed."""
+    d = alert_deliveries.c
+    routes = conn.execute(update(alert_deliveries).where(and_(where, d.status == old))
+                          .values(status=new, **values).returning(d.route)).scalars().all()
+    if new != old:
+        moved = delivery_totals([{"route": r, "status": new} for r in routes])
+        moved.update(delivery_totals([{"route": r, "status": old} for r in routes], sign=-1))
+        add_totals(conn, moved)
+    return len(routes)
 
 
 def prune(conn: Connection, before: datetime) -> dict[str, int]:
     """Delete finished deliveries, told resolved states, resolved alerts, old history and expired silences."""
     before = utc(before)
     d, o = alert_deliveries.c, alert_outbox.c
-    counts = {"deliveries": conn.execute(delete(alert_deliveries).where(
-        and_(d.status != "pending", d.finished_at < before))).rowcount}
+    deleted = conn.execute(delete(alert_deliveries).where(and_(d.status != "pending", d.finished_at < before))
+                           .returning(d.route, d.status)).mappings().all()
+    add_totals(conn, delivery_totals(deleted, sign=-1))  # a gauge of the deliveries in the store
+    counts = {"deliveries": len(deleted)}
     resolved = select(alerts.c.fingerprint).where(and_(alerts.c.status == "resolved", alerts.c.updated_at < before))
     counts["outbox"] = conn.execute(delete(alert_outbox).where(and_(
         o.pending.is_(False), o.fingerprint.in_(resolved)))).rowcount

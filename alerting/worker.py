@@ -34,7 +34,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from driftwarden.alerting.delivery import AlertSink, EndpointGoneError, RetryableDeliveryError, WebhookSink, backoff_s, utcnow
 from driftwarden.alerting.metrics import DeliveryMetrics
-from driftwarden.alerting.outbox import mark_no_data, seal_due_groups
+from driftwarden.alerting.outbox import mark_no_data, seal_due_groups, set_delivery_status
 from driftwarden.core.records import Delivery, utc
 from driftwarden.alerting.rules import AlertRules
 from driftwarden.alerting.signing import secrets_from_env
@@ -238,10 +238,9 @@ class Dispatcher:
 
     def _write(self, delivery: Delivery, **values: object) -> None:
         """Update the delivery (only while it is still pending)."""
-        d = alert_deliveries.c
+        status = str(values.pop("status", "pending"))
         with self.engine.begin() as conn:
-            conn.execute(update(alert_deliveries).where(and_(d.id == delivery.id, d.status == "pending"))
-                         .values(**values))
+            set_delivery_status(conn, alert_deliveries.c.id == delivery.id, "pending", status, **values)
 
     def _disabled(self, route: str) -> bool:
         with self.engine.connect() as conn:

@@ -8,13 +8,13 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
-from sqlalchemy import Connection, Engine, String, Table, create_engine, event, inspect, select, text, update
+from sqlalchemy import Connection, Engine, String, Table, create_engine, event, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from driftwarden.core.errors import ConfigError, ServiceError
-from driftwarden.schemas.tables import ADDED_COLUMNS, SCHEMA_VERSION, metadata, schema_info
+from driftwarden.schemas.tables import SCHEMA_VERSION, metadata, schema_info
 
 DEFAULT_STORE_URL = "sqlite:///driftwarden.db"
 STORE_URL_ENV = "DRIFTWARDEN_STORE_URL"
@@ -22,6 +22,8 @@ STORE_URL_ENV = "DRIFTWARDEN_STORE_URL"
 #: The hash (of the original text) keeps two altered names that share a prefix apart.
 ALTERED_MARKER = "\u2026#"
 _HASH_CHARS = 12
+#: pg_advisory_xact_lock key that serialises schema creation and upgrades ("dw-schema").
+_SCHEMA_LOCK = int.from_bytes(b"dw-schem", "big", signed=True)
 #: libpq settings of every PostgreSQL connection (the URL's own query wins): an attempt to connect
 #: gives up after 10 s, and a peer that stops answering is noticed within about a minute (TCP
 #: keepalives, unacknowledged data), so a store outage is an error that the caller's retry sees
@@ -59,50 +61,39 @@ def _connect_args(url: str) -> dict[str, Any]:
     return {key: value for key, value in PG_CONNECT_ARGS.items() if key not in query}
 
 
-def create_schema(engine: Engine) -> None:
-    """Create all tables (idempotent) and record the schema version."""
+def create_schema(engine: Engine, attempts: int = 8) -> str:
+    """Create the store's tables, or upgrade an older store's schema in place (``core.migrate``); return
+    what was done. Processes opening the same store at once all agree: on PostgreSQL one at a time (an
+    advisory lock), on SQLite the loser of a race retries."""
     import driftwarden.schemas.latency_tables  # noqa: F401  (registers the latency benchmark runs on the metadata)
-    from driftwarden.schemas.alert_tables import finish_alert_upgrade, prepare_alert_upgrade  # (and the alerting tables)
 
-    try:
-        with engine.begin() as conn:
-            old_alerts = prepare_alert_upgrade(conn)
-        _create_tables(engine)
-        with engine.begin() as conn:
-            finish_alert_upgrade(conn, old_alerts, datetime.now(timezone.utc))
-            _add_columns(conn)
-            # insert-if-absent, then read: processes creating the same store at once all agree
-            insert_ignore(conn, schema_info, [{"id": 1, "version": SCHEMA_VERSION}], ("id",))
-            version = conn.execute(select(schema_info.c.version)).scalar_one()
-            if version != SCHEMA_VERSION:
-                raise ConfigError(f"the store at {redact_url(_url_string(engine))} has table schema version {version}; "
-                                  f"this driftwarden writes version {SCHEMA_VERSION}: use a new store (or database "
-                                  "schema) for it - automatic migrations are not written yet")
-    except SQLAlchemyError as exc:
-        raise ServiceError(f"cannot reach the store at {redact_url(_url_string(engine))}: {exc.__class__.__name__}: {exc}") from exc
-
-
-def _add_columns(conn: Connection) -> None:
-    """Upgrade a store of an older version in place when only columns were added since (``ADDED_COLUMNS``)."""
-    row = conn.execute(select(schema_info.c.version)).first()
-    if row is None or row[0] not in ADDED_COLUMNS:
-        return
-    for table, column, ddl in ADDED_COLUMNS[row[0]]:
-        if column not in {c["name"] for c in inspect(conn).get_columns(table)}:
-            conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}"))
-    conn.execute(update(schema_info).values(version=SCHEMA_VERSION))
-
-
-def _create_tables(engine: Engine, attempts: int = 8) -> None:
-    """create_all, retried: another process may create the same tables between check and create."""
     for attempt in range(attempts):
         try:
-            metadata.create_all(engine)
-            return
-        except SQLAlchemyError:
-            if attempt == attempts - 1:
-                raise
+            with engine.begin() as conn:
+                return _create_or_upgrade(conn)
+        except ConfigError:
+            raise
+        except SQLAlchemyError as exc:
+            if attempt == attempts - 1 or engine.dialect.name == "postgresql":
+                raise ServiceError(f"cannot reach the store at {redact_url(_url_string(engine))}: "
+                                   f"{exc.__class__.__name__}: {exc}") from exc
             time.sleep(0.05 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+def _create_or_upgrade(conn: Connection) -> str:
+    """One attempt of :func:`create_schema`, in the caller's transaction."""
+    from driftwarden.core.migrate import upgrade_store
+    from driftwarden.schemas.alert_tables import finish_alert_upgrade, prepare_alert_upgrade
+
+    if conn.dialect.name == "postgresql":  # held to the end of the transaction
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK})
+    old_alerts = prepare_alert_upgrade(conn)
+    done = upgrade_store(conn)
+    metadata.create_all(conn)  # tables no migration owns: the alerting tables a version-1 store is rebuilt with
+    finish_alert_upgrade(conn, old_alerts, datetime.now(timezone.utc))
+    insert_ignore(conn, schema_info, [{"id": 1, "version": SCHEMA_VERSION}], ("id",))
+    return done
 
 
 def store_text(value: str, limit: int | None = None) -> str:
@@ -181,13 +172,18 @@ def upsert(conn: Connection, table: Table, rows: Iterable[Mapping[str, Any]], ke
     return len(rows)
 
 
-def insert_ignore(conn: Connection, table: Table, rows: Iterable[Mapping[str, Any]], keys: tuple[str, ...]) -> int:
-    """Insert rows, skipping those whose unique ``keys`` already exist."""
+def insert_ignore(conn: Connection, table: Table, rows: Iterable[Mapping[str, Any]], keys: tuple[str, ...],
+                  returning: tuple = ()) -> Any:
+    """Insert rows, skipping those whose unique ``keys`` already exist; return the row count, or with
+    ``returning`` (columns) the inserted rows' values of those columns, as mappings."""
     rows = storable_rows(table, rows)
     if not rows:
-        return 0
+        return [] if returning else 0
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    conn.execute(dialect.insert(table).on_conflict_do_nothing(index_elements=list(keys)), rows)
+    stmt = dialect.insert(table).on_conflict_do_nothing(index_elements=list(keys))
+    if returning:
+        return conn.execute(stmt.returning(*returning), rows).mappings().all()
+    conn.execute(stmt, rows)
     return len(rows)
 
 

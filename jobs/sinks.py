@@ -14,10 +14,10 @@ from datetime import datetime, timezone
 from pyflink.table import DataTypes
 from pyflink.table.udf import FunctionContext, ScalarFunction, udf
 
-from driftwarden.core.store import make_engine, upsert
+from driftwarden.core.store import make_engine
+from driftwarden.pipeline.results import store_counts
 from driftwarden.pipeline.summary import window_start
 from driftwarden.schemas.events import utc_from_ms
-from driftwarden.schemas.tables import window_counts
 
 
 def window_bounds(event_ms: int, window_ms: int) -> tuple[datetime, datetime]:
@@ -27,7 +27,7 @@ def window_bounds(event_ms: int, window_ms: int) -> tuple[datetime, datetime]:
 
 
 class StoreWindowCounts(ScalarFunction):
-    """Upsert one (model, window) event count into ``window_counts``; returns 1."""
+    """Upsert one (model, window) event count into ``window_counts`` (and the running totals); returns 1."""
 
     def __init__(self, store_url: str, window_ms: int) -> None:
         self.store_url = store_url
@@ -43,7 +43,7 @@ class StoreWindowCounts(ScalarFunction):
                "late": 0, "unknown_features": 0, "deep_checked": False,
                "computed_at": datetime.now(timezone.utc)}
         with self.engine.begin() as conn:
-            upsert(conn, window_counts, [row], ("model", "window_start"))
+            store_counts(conn, row)
         return 1
 
     def is_deterministic(self) -> bool:

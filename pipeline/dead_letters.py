@@ -23,6 +23,7 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import DataError, IntegrityError
 
 from driftwarden.core.store import insert_ignore
+from driftwarden.core.totals import add_totals, dead_letter_totals
 from driftwarden.schemas.events import utc_from_ms
 from driftwarden.schemas.tables import dead_letters
 
@@ -79,7 +80,7 @@ def store_dead_letters(conn: Connection, rows: list[dict]) -> None:
     """
     try:
         with _savepoint(conn):
-            insert_ignore(conn, dead_letters, rows, ("topic", "partition", "offset"))
+            _insert_new(conn, rows)
         return
     except ROW_ERRORS:
         if conn.dialect.name != "postgresql":
@@ -87,11 +88,18 @@ def store_dead_letters(conn: Connection, rows: list[dict]) -> None:
     for row in rows:
         try:
             with _savepoint(conn):
-                insert_ignore(conn, dead_letters, [row], ("topic", "partition", "offset"))
+                _insert_new(conn, [row])
         except ROW_ERRORS as exc:
             log.warning("dead letter %s:%s:%s refused by the store (%s); kept as %r",
                         row["topic"][:80], row["partition"], row["offset"], type(exc).__name__, UNSTORABLE)
-            insert_ignore(conn, dead_letters, [_reduced(row, exc)], ("topic", "partition", "offset"))
+            _insert_new(conn, [_reduced(row, exc)])
+
+
+def _insert_new(conn: Connection, rows: list[dict]) -> None:
+    """Insert the rows not stored yet and add those to the running totals (``core.totals``)."""
+    inserted = insert_ignore(conn, dead_letters, rows, ("topic", "partition", "offset"),
+                             returning=(dead_letters.c.reason, dead_letters.c.model))
+    add_totals(conn, dead_letter_totals(inserted))
 
 
 def _savepoint(conn: Connection):

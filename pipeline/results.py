@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from dataclasses import replace
 from datetime import datetime, timezone
 
-from sqlalchemy import Connection, and_, func, select, text, update
+from sqlalchemy import Connection, Table, and_, func, select, text, update
 
 from driftwarden.core.records import AlertSink, WindowReport
-from driftwarden.core.store import store_text, upsert
+from driftwarden.core.store import storable_rows, store_text, upsert
+from driftwarden.core.totals import add_totals, counts_totals, result_totals
 from driftwarden.schemas.alert_tables import segment_key
 from driftwarden.schemas.tables import dead_letters, segment_results, window_counts, window_results
 from driftwarden.sketches.sequential import CusumState
@@ -33,18 +35,53 @@ def store_window(conn: Connection, report: WindowReport, events: int, unknown_fe
     now = now or datetime.now(timezone.utc)
     if store_text(report.model, MODEL_CHARS) != report.model:
         report = replace(report, model=store_text(report.model, MODEL_CHARS))
-    upsert(conn, window_results, [_result_row(report, f, now) for f in report.features if f.segment is None],
-           ("model", "feature", "window_start"))
-    upsert(conn, segment_results, [{**_result_row(report, f, now), "segment": segment_key(f.segment)}
-                                   for f in report.features if f.segment is not None],
-           ("model", "feature", "segment", "window_start"))
+    plain = [_result_row(report, f, now) for f in report.features if f.segment is None]
+    segmented = [{**_result_row(report, f, now), "segment": segment_key(f.segment)}
+                 for f in report.features if f.segment is not None]
+    # what the rows this write replaces (a window judged again after a restart) had added to the totals
+    old = (result_totals(_stored(conn, window_results, report, "feature", plain), segmented=False)
+           + result_totals(_stored(conn, segment_results, report, "feature", segmented), segmented=True))
+    upsert(conn, window_results, plain, ("model", "feature", "window_start"))
+    upsert(conn, segment_results, segmented, ("model", "feature", "segment", "window_start"))
+    new = result_totals(storable_rows(window_results, plain), segmented=False)
+    new.update(result_totals(storable_rows(segment_results, segmented), segmented=True))
     lock_window(conn, report.model, report.window_start)  # before counting its late events
     deep_checked = any(f.alarm for f in report.features)
     counts = {"model": report.model, "window_start": report.window_start, "window_end": report.window_end,
               "events": events, "late": late_events(conn, report.model, report.window_start, report.window_end),
               "unknown_features": unknown_features, "deep_checked": deep_checked, "computed_at": now}
-    upsert(conn, window_counts, [counts], ("model", "window_start"))
+    store_counts(conn, counts, extra_totals=_difference(new, old))
     return alerts.enqueue(conn, report, now) if alerts is not None else 0
+
+
+def store_counts(conn: Connection, counts: dict, extra_totals: Counter | None = None) -> None:
+    """Upsert one ``window_counts`` row (idempotent per model and window) and add it to the running totals
+    (with ``extra_totals``, what the window's result rows changed), as the last write of the transaction."""
+    wc = window_counts.c
+    old = conn.execute(select(wc.model, wc.events, wc.deep_checked).where(
+        wc.model == counts["model"], wc.window_start == counts["window_start"])).mappings().all()
+    upsert(conn, window_counts, [counts], ("model", "window_start"))
+    added = counts_totals(storable_rows(window_counts, [counts]))
+    added.update(extra_totals or {})
+    add_totals(conn, _difference(added, counts_totals(old)))
+
+
+def _stored(conn: Connection, table: Table, report: WindowReport, key: str, rows: list[dict]) -> list:
+    """The stored rows of ``table`` for the report's model and window among those ``rows`` will replace."""
+    if not rows:
+        return []
+    rows = storable_rows(table, rows)
+    keys = {(r[key], r.get("segment")) for r in rows}
+    found = conn.execute(select(table).where(table.c.window_start == report.window_start,
+                                             table.c.model == report.model)).mappings().all()
+    return [r for r in found if (r[key], r.get("segment")) in keys]
+
+
+def _difference(new: Counter, old: Counter) -> Counter:
+    """``new`` - ``old`` per key, negative values kept (Counter's own ``-`` drops them)."""
+    out = Counter(new)
+    out.subtract(old)
+    return out
 
 
 def stored_events(conn: Connection, model: str, window_start: datetime) -> int | None:

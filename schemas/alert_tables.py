@@ -157,6 +157,7 @@ alert_deliveries = Table(
     Column("last_error", String(500)),
     Column("finished_at", DateTime(timezone=True)),
     Index("ix_alert_deliveries_due", "status", "next_attempt_at"),
+    Index("ix_alert_deliveries_finished", "finished_at"),  # retention (store version 7)
 )
 
 # Endpoints switched off by a 410 Gone (or by hand): deliveries to them are not attempted.

@@ -1,8 +1,10 @@
 """SQL tables of the results store (SQLAlchemy Core), shared by jobs/, alerting/ and replay/.
 
-All tables hang off one :data:`metadata`; ``core.store.create_schema`` creates them.
-Window times are stored as timezone-aware UTC timestamps so that Grafana can use them
-directly as time columns. ``SCHEMA_VERSION`` is bumped with every change to a table.
+All tables hang off one :data:`metadata`; ``core.store.create_schema`` creates a new store from it
+and upgrades an older one with the Alembic migrations of ``schemas/migrations`` (one revision per
+change to a table). Window times are stored as timezone-aware UTC timestamps so that Grafana can use
+them directly as time columns. ``SCHEMA_VERSION`` is bumped with every change to a table (the number
+of the newest migration): a driftwarden older than a store refuses it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from sqlalchemy import (
     Column,
     DateTime,
     Float,
+    Index,
     Integer,
     LargeBinary,
     MetaData,
@@ -22,16 +25,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 7
-#: Older versions a store is upgraded from in place, each with the columns it lacks (additive only; a table
-#: added since, such as segment_results in version 5, is created by ``create_all`` before these are added).
-_CUSUM = (("window_results", "cusum_up", "FLOAT"), ("window_results", "cusum_down", "FLOAT"))
-_ERROR = (("window_results", "error", "VARCHAR(200)"), ("segment_results", "error", "VARCHAR(200)"))
-#: version 7: each result's invalid values (count, examples as JSON) and a boolean feature's true values
-_VALUES = tuple((table, column, sql) for table in ("window_results", "segment_results")
-                for column, sql in (("invalid", "BIGINT"), ("invalid_examples", "TEXT"), ("true_count", "BIGINT")))
-ADDED_COLUMNS = {2: (("window_results", "evidence", "TEXT"),) + _CUSUM + _ERROR[:1] + _VALUES[:3],
-                 3: _CUSUM + _ERROR[:1] + _VALUES[:3], 4: _ERROR[:1] + _VALUES[:3], 5: _ERROR + _VALUES, 6: _VALUES}
+SCHEMA_VERSION = 8
 
 metadata = MetaData()
 
@@ -88,6 +82,7 @@ window_results = Table(
     metadata,
     *_result_columns(),
     UniqueConstraint("model", "feature", "window_start", name="uq_window_results"),
+    Index("ix_window_results_start", "window_start"),  # a window's rows, retention (version 8)
 )
 
 # One row per (model, feature, segment, window) of a model with segments (version 5): the same columns plus the
@@ -98,6 +93,7 @@ segment_results = Table(
     *_result_columns(),
     Column("segment", String(500), nullable=False),
     UniqueConstraint("model", "feature", "segment", "window_start", name="uq_segment_results"),
+    Index("ix_segment_results_start", "window_start"),  # a window's rows, retention (version 8)
 )
 
 # One row per (model, window): event counts of the window as a whole.
@@ -131,6 +127,7 @@ dead_letters = Table(
     Column("payload", Text, nullable=False),
     Column("seen_at", DateTime(timezone=True), nullable=False),
     UniqueConstraint("topic", "partition", "offset", name="uq_dead_letters"),
+    Index("ix_dead_letters_seen", "seen_at"),  # retention (version 8)
 )
 
 # Window summaries (sketches + samples) kept for the warmup and rolling reference modes.
@@ -142,4 +139,18 @@ window_summaries = Table(
     Column("window_start", BigInteger, nullable=False),  # epoch ms
     Column("summary", LargeBinary, nullable=False),
     UniqueConstraint("model", "window_start", name="uq_window_summaries"),
+)
+
+# Running totals behind /metrics (version 8): one row per (metric, model, item, label), kept by the writers in
+# the same transaction as the rows they count (core.totals), so that a scrape reads a row per series whatever
+# the size of the tables, and retention, which deletes old rows, never lowers a counter. ``item`` is a feature
+# or a route, ``label`` a segment, a verdict, a reason or a delivery status ("" where a metric has none).
+store_totals = Table(
+    "store_totals",
+    metadata,
+    Column("metric", String(40), primary_key=True),
+    Column("model", String(200), primary_key=True),
+    Column("item", String(200), primary_key=True),
+    Column("label", String(500), primary_key=True),
+    Column("value", BigInteger, nullable=False),
 )

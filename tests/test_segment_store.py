@@ -64,13 +64,14 @@ def test_a_version_4_store_is_upgraded_in_place(store_url: str) -> None:
         store_window(conn, WindowReport("fraud", T0 - MINUTE, T0, [FeatureOutcome("amount", count=10)]), 10, 0, None)
         conn.execute(text("DROP TABLE segment_results"))
         conn.execute(update(schema_info).values(version=4))
+        conn.execute(text("DROP TABLE alembic_version"))  # made before migrations
     engine.dispose()
     engine = make_engine(store_url)
     make_engine(store_url).dispose()  # a second start changes nothing
     try:
         assert "segment_results" in inspect(engine).get_table_names()
         with engine.begin() as conn:
-            assert conn.execute(select(schema_info.c.version)).scalar_one() == SCHEMA_VERSION == 6
+            assert conn.execute(select(schema_info.c.version)).scalar_one() == SCHEMA_VERSION == 8
             store_window(conn, report(), 5000, 0, None)
             assert conn.execute(select(func.count()).select_from(window_results)).scalar_one() == 2
             assert conn.execute(select(func.count()).select_from(segment_results)).scalar_one() == 3
