@@ -37,6 +37,7 @@ def _register() -> None:
     from driftwarden.latency.cli import bench_command; app.command("bench")(bench_command)  # noqa: E702
     from driftwarden.replay.cli import replay_command; app.command("replay")(replay_command)  # noqa: E702
     from driftwarden.demo.cli import app as demo_app; app.add_typer(demo_app, name="demo")  # noqa: E702
+    from driftwarden.store_cli import store_app; app.add_typer(store_app, name="store")  # noqa: E702
 
 
 _register()

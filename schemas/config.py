@@ -33,8 +33,8 @@ from driftwarden.schemas.events import PREDICTION, FeatureKinds, sketch_kind
 
 FeatureKind = Literal["numeric", "categorical", "boolean"]
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, None: 1000}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1000}
 
 #: Every duration of the window section stays below this (100 days): the job's SQL states them as intervals
 #: with 2 day digits (``jobs.source.interval_sql``; Flink's watermark code accepts no other precision).
@@ -45,7 +45,7 @@ MAX_DEPTH = 64
 
 
 def parse_duration_ms(value: Any) -> int:
-    """Milliseconds of a duration written as ``250ms``, ``5s``, ``10m``, ``1h`` or plain seconds.
+    """Milliseconds of a duration written as ``250ms``, ``5s``, ``10m``, ``1h``, ``90d`` or plain seconds.
 
     >>> parse_duration_ms("250ms"), parse_duration_ms("1.5m"), parse_duration_ms(2)
     (250, 90000, 2000)
@@ -444,6 +444,26 @@ class ModelConfig(_Strict):
         return features
 
 
+class RetentionConfig(_Strict):
+    """How long the store keeps rows (``driftwarden store prune`` deletes older ones); null keeps them forever."""
+
+    verdicts: str | None = "90d"  # window and segment results and window counts, by window start
+    dead_letters: str | None = "14d"  # by when they were stored
+    deliveries: str | None = "30d"  # finished webhook deliveries, resolved alerts, alert history, expired silences
+
+    @field_validator("verdicts", "dead_letters", "deliveries", mode="before")
+    @classmethod
+    def _check_duration(cls, value: Any) -> Any:
+        if value is not None and parse_duration_ms(value) < 3_600_000:
+            raise ValueError(f"{value!r}: keep rows at least 1h (or null: forever)")
+        return value
+
+    def keep_ms(self, what: str) -> int | None:
+        """Milliseconds rows of ``what`` (verdicts, dead_letters, deliveries) are kept; None: forever."""
+        value = getattr(self, what)
+        return None if value is None else parse_duration_ms(value)
+
+
 class MonitorConfig(_Strict):
     """The whole monitor config."""
 
@@ -455,6 +475,7 @@ class MonitorConfig(_Strict):
     store_url: str | None = None
     dashboard_url: str | None = None
     alerting: dict[str, Any] = Field(default_factory=dict)
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
 
     @field_validator("models")
     @classmethod
