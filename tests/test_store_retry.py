@@ -44,3 +44,29 @@ def test_a_refused_row_is_not_retried():
     with pytest.raises(DataError):
         with_store_retries("t-data", write, sleep=lambda _s: None)
     assert len(calls) == 1
+
+
+@pytest.mark.services
+@pytest.mark.parametrize("credentials", ["driftwarden:wrong-password@", "driftwarden@"])
+def test_a_login_the_server_refuses_fails_at_once_saying_where_the_password_goes(pg_url, credentials):
+    """The scram-authenticated PostgreSQL refuses a wrong or missing password: no retry for minutes (the
+    sinks once waited RETRY_FOR_S on it, then the job restarted into the same refusal), one clear error."""
+    from sqlalchemy import text
+
+    from driftwarden.core.errors import ServiceError
+    from driftwarden.core.store import make_engine
+
+    host = pg_url.rsplit("@", 1)[1]
+    engine = make_engine(f"postgresql://{credentials}{host}", create=False)
+    sleeps = []
+
+    def write() -> None:
+        with engine.begin() as conn:
+            conn.execute(text("SELECT 1"))
+
+    try:
+        with pytest.raises(ServiceError, match=r"refused the login .*\?passfile=") as refused:
+            with_store_retries("results", write, retry_for_s=60, sleep=sleeps.append)
+    finally:
+        engine.dispose()
+    assert sleeps == [] and "wrong-password" not in str(refused.value)
