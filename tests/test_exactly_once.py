@@ -1,4 +1,7 @@
-"""Exactly once: kill -9 the embedded job, resume from the latest checkpoint, same store as a clean run."""
+"""Exactly once: kill -9 the embedded job, resume from the latest checkpoint, same store as a clean run.
+
+Run on SQLite and on the production store, the scram-authenticated PostgreSQL of scripts/services.sh
+(the job gets the password through the URL, which `driftwarden run` moves into its private pgpass)."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -57,11 +61,45 @@ def _kill_hard(job: subprocess.Popen) -> None:
     job.wait(30)
 
 
+_ENGINES: dict[str, object] = {}
+
+
 def _windows_stored(url: str) -> int:
+    """Windows stored so far (polled: one engine per store, not one per poll)."""
+    from sqlalchemy import create_engine, func, select
+
+    from driftwarden.schemas.tables import window_counts
+
+    engine = _ENGINES.setdefault(url, create_engine(url.replace("postgresql://", "postgresql+psycopg://")))
     try:
-        return len(stored_counts(url))
+        with engine.connect() as conn:
+            return conn.execute(select(func.count()).select_from(window_counts)).scalar_one()
     except Exception:  # noqa: BLE001 - the store may not exist yet
         return 0
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def two_stores(request, tmp_path):
+    """URLs of two empty stores, the crashed run's and the clean run's: SQLite files, or schemas of the real PostgreSQL."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/crashed.db", f"sqlite:///{tmp_path}/clean.db"
+        return
+    from sqlalchemy import create_engine, text
+
+    pg_url = request.getfixturevalue("pg_url")
+    schemas = [f"t_{uuid.uuid4().hex[:10]}" for _ in range(2)]
+    admin = create_engine(pg_url.replace("postgresql://", "postgresql+psycopg://"))
+    with admin.begin() as conn:
+        for schema in schemas:
+            conn.execute(text(f"CREATE SCHEMA {schema}"))
+    yield tuple(f"{pg_url}?options=-csearch_path%3D{schema}" for schema in schemas)
+    for engine in _ENGINES.values():
+        engine.dispose()
+    _ENGINES.clear()
+    with admin.begin() as conn:
+        for schema in schemas:
+            conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
+    admin.dispose()
 
 
 def _two_partitions(events: list[dict]) -> tuple[list[tuple[list, list]], int]:
@@ -76,7 +114,7 @@ def _two_partitions(events: list[dict]) -> tuple[list[tuple[list, list]], int]:
 
 
 @pytest.mark.parametrize("resumed_parallelism", [1, 2])
-def test_kill_minus_nine_and_resume_equals_uninterrupted_run(kafka_bootstrap, topic_name, tmp_path,
+def test_kill_minus_nine_and_resume_equals_uninterrupted_run(kafka_bootstrap, topic_name, tmp_path, two_stores,
                                                              reference_file, resumed_parallelism: int):  # noqa: F811
     """Two partitions with out-of-order and late events, killed mid-stream and resumed (at parallelism 1, or
     rescaled to 2: the source task's marks and open partials are redistributed): every stored row (results,
@@ -91,7 +129,7 @@ def test_kill_minus_nine_and_resume_equals_uninterrupted_run(kafka_bootstrap, to
     produce_to_partitions(kafka_bootstrap, topic_name, [before for before, _ in parts])
     (tmp_path / "reference.dwref").write_bytes(reference_file.read_bytes())
     config = write_config(tmp_path / "config.yaml", topic_name, kafka_bootstrap)
-    crashed_url, checkpoints = f"sqlite:///{tmp_path}/crashed.db", tmp_path / "chk"
+    (crashed_url, clean_url), checkpoints = two_stores, tmp_path / "chk"
 
     job = _start_job(config, crashed_url, checkpoints, resume=False)
     try:
@@ -110,7 +148,6 @@ def test_kill_minus_nine_and_resume_equals_uninterrupted_run(kafka_bootstrap, to
     finally:
         _kill_hard(job)
 
-    clean_url = f"sqlite:///{tmp_path}/clean.db"
     run_drift_job(load_config(config), clean_url, str(tmp_path / "reference.dwref"), bounded=True,
                   checkpoint_interval_ms=0)
     assert 3 <= windows_before_crash < N_WINDOWS

@@ -73,4 +73,4 @@ def test_upgrade_migrates_the_release_store_once(empty_store_url: str) -> None: 
     first = runner.invoke(app, ["store", "upgrade", "--store-url", empty_store_url])
     second = runner.invoke(app, ["store", "upgrade", "--store-url", empty_store_url])
     assert first.exit_code == second.exit_code == 0, first.output + second.output
-    assert "upgraded from v5 (schema v7)" in first.output and "up to date (schema v7)" in second.output
+    assert "upgraded from v5 (schema v8)" in first.output and "up to date (schema v8)" in second.output
