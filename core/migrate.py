@@ -44,12 +44,12 @@ def upgrade_store(conn: Connection) -> str:
         _known(current)
         command.upgrade(config, "head")
         return f"upgraded from {current}"
-    if "schema_info" not in tables:
+    version = conn.execute(select(schema_info.c.version)).scalar_one_or_none() if "schema_info" in tables else None
+    if version is None:  # a new store, or one another process is creating (SQLite: its tables show before its stamp)
         metadata.create_all(conn)
-        command.stamp(config, "head")
+        command.stamp(config, "head")  # two at once: the second's insert fails, and its retry finds the store made
         return "created"
-    version = conn.execute(select(schema_info.c.version)).scalar_one_or_none()
-    if version is None or not OLDEST_VERSION <= version <= SCHEMA_VERSION:
+    if not OLDEST_VERSION <= version <= SCHEMA_VERSION:
         raise ConfigError(f"the store has table schema version {version}; this driftwarden upgrades versions "
                           f"{OLDEST_VERSION} to {SCHEMA_VERSION - 1} and writes {SCHEMA_VERSION}: "
                           "use a new store (or database schema) for it, or a driftwarden of that version")
