@@ -38,7 +38,7 @@ def _report(i: int, drifted_features: set[str], error: str | None = None, model:
         hit = name in drifted_features
         features.append(FeatureOutcome(name, count=100, gate_psi=0.3 if hit else 0.01, alarm=hit,
                                        psi=0.3 if hit else None, drifted=hit, severity="major" if hit else "none",
-                                       error=error if name == "country" else None))
+                                       error=error if name == "country" else None, invalid=2 if name == "amount" else 0))
     features += [FeatureOutcome("amount", count=50, gate_psi=0.02, segment={"country": c}) for c in ("DE", "FR")]
     return WindowReport(model, T0 + i * MINUTE, T0 + (i + 1) * MINUTE, features)
 
@@ -75,7 +75,7 @@ def test_the_writers_keep_the_totals_equal_to_a_count_of_the_rows(store_url: str
         assert live["windows_closed", "fraud", "", ""] == 4 and live["window_events", "fraud", "", ""] == 1000
         assert live["gate_alarms", "fraud", "country", ""] == 1 and ("gate_alarms", "fraud", "amount", "") not in live
         assert live["judging_errors", "fraud", "", ""] == 1 and live["late_events", "fraud", "", ""] == 1
-        assert live["deliveries", "", "oncall", "sent"] == 1
+        assert live["deliveries", "", "oncall", "sent"] == 1 and live["invalid_values", "fraud", "amount", ""] == 8
         with engine.begin() as conn:
             prune(conn, T0 + MINUTE)  # the sent delivery finished before: deleted, the gauge follows
         live, counted = _totals(engine)
