@@ -123,7 +123,7 @@ def _summary(console: Console, doc: dict) -> None:
 
     counts = doc["counts"]
     console.print("records: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + f"; windows {len(doc['windows'])}")
-    errors = [(w, f) for w in doc["windows"] for f in w.get("features", []) + w.get("segments", []) if f.get("error")]
+    errors = [(w, f) for w in doc["windows"] for f in w["features"] if f.get("error")]
     if errors:
         w, f = errors[0]
         console.print(Text(f"{len(errors)} feature(s) not judged, judging raised (first: feature {f['name']!r} of model "

@@ -251,7 +251,7 @@ class Replayer:
         return self._segments[model]
 
     def _note_first_drift(self, report: WindowReport, summary: WindowSummary, reference: Reference) -> None:
-        """The first drift of each (model, feature) of the global view (segments: in the report's segment section)."""
+        """The first drift of each (model, feature) of the global view (a segment's: in the report's first_drift)."""
         for outcome in report.features:
             key = (report.model, outcome.name)
             if outcome.segment is not None or not outcome.drifted or key in self.outcome.first_drift:

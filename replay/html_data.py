@@ -1,4 +1,8 @@
-"""The numbers behind the HTML report's plots and table, kept apart from the drawing."""
+"""The numbers behind the HTML report's plots and ranking, kept apart from the drawing.
+
+The ranking and the plots are of the global view (the report entries without a ``segment``), unless a
+segment is asked for.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from datetime import datetime
 import numpy as np
 
 from driftwarden.core.records import severity_rank
+from driftwarden.replay.report import global_entries
 from driftwarden.sketches import distances
 from driftwarden.sketches.gate import bin_edges, category_probs
 
@@ -57,11 +62,12 @@ def unseen_summary(detail, doc: dict) -> dict | None:
             "baseline": baseline_unseen_share(ref), "threshold": float(ref.thresholds.new_share),
             "timeline": [{"time": datetime.fromisoformat(w["window_start"]), "share": f["gate"].get("new_share")}
                          for w in doc["windows"] if w["model"] == detail.model
-                         for f in w["features"] if f["name"] == detail.feature]}
+                         for f in w["features"] if f["name"] == detail.feature and "segment" not in f]}
 
 
-def feature_timeline(doc: dict, model: str, feature: str) -> list[dict]:
-    """Per window of ``model``: time, drift score (gate PSI, else deep PSI, else NaN), alarm, drifted.
+def feature_timeline(doc: dict, model: str, feature: str, segment: dict | None = None) -> list[dict]:
+    """Per window of ``model``: time, drift score (gate PSI, else deep PSI, else NaN), alarm, drifted, of the
+    feature in all traffic or, with ``segment``, in that segment.
 
     Categorical features have no gate PSI in the report, so their line shows only deep-tested windows.
     """
@@ -70,7 +76,7 @@ def feature_timeline(doc: dict, model: str, feature: str) -> list[dict]:
         if window["model"] != model:
             continue
         for f in window["features"]:
-            if f["name"] == feature:
+            if f["name"] == feature and f.get("segment") == segment:
                 score = f["gate"]["psi"]
                 if score is None and f["deep"]:
                     score = f["deep"]["psi"]
@@ -80,10 +86,10 @@ def feature_timeline(doc: dict, model: str, feature: str) -> list[dict]:
 
 
 def effect_ranking(doc: dict) -> list[dict]:
-    """Every (model, feature) with its largest scores over the windows, largest PSI first."""
+    """Every (model, feature) of the global view with its largest scores over the windows, largest PSI first."""
     rows: dict[tuple[str, str], dict] = {}
     for window in doc["windows"]:
-        for f in window["features"]:
+        for f in global_entries(window):
             row = rows.setdefault((window["model"], f["name"]), {
                 "model": window["model"], "feature": f["name"], "kind": f.get("kind", ""), "psi": None,
                 "emd": None, "ks": None, "drifted_windows": 0, "first_drifted": None, "severity": "none"})

@@ -5,10 +5,14 @@ Beyond the contract's keys the report adds ``schema_version``, ``source``, ``set
 ``first_drift`` (the first window where each feature drifted), each feature's ``kind``, and the
 rejected and late records with their coordinates (partition/offset or file/line).
 
-Version 3: a window with segment outcomes (``FeatureOutcome.segment`` set) lists them apart, in
-``segments`` (one entry per (feature, segment): the feature entry's keys plus ``segment`` and the
-hierarchical ``p_adjusted``); ``features`` keeps the global view only. ``alerts`` name a feature
-drifted in a segment too (its ``segments`` say where), ``first_drift`` is per (model, feature, segment).
+Version 5: a window's ``features`` hold every verdict it judged: the global view's entries (no
+``segment`` key) first, then one entry per (feature, segment) when segments are on, with its
+``segment`` ({key: value}) and the hierarchical ``p_adjusted`` beside the feature entry's keys, as
+DESIGN.md's contract says. (Versions 3 and 4 listed the segment entries apart, in the window's
+``segments``, which version 5 no longer writes; version 4 added a feature's invalid values and a
+boolean's shares.) ``alerts`` name a feature drifted in a segment too
+(its ``segments`` say where), ``first_drift`` is per (model, feature, segment). A reader that wants
+the global view only takes the entries without ``segment``: :func:`global_entries`.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from driftwarden.replay.engine import ReplayOutcome, WindowResult
 from driftwarden.replay.setup import ReplaySetup
 from driftwarden.schemas.events import rfc3339
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 SCHEMA_PATH = resources.files("driftwarden.schemas") / "replay_report.schema.json"  # package data, in a checkout or a wheel
 #: At most this many rejected (and late) records are listed; the counts always hold them all.
 MAX_LISTED = 10_000
@@ -53,25 +57,27 @@ def build_report(outcome: ReplayOutcome, setup: ReplaySetup, source: dict) -> di
 
 
 def window_entry(result: WindowResult) -> dict:
-    """One (model, window) entry of the report."""
+    """One (model, window) entry of the report: the global view's feature entries, then each segment's."""
     report = result.report
-    entry = {
+    return {
         "model": report.model,
         "window_start": _iso(report.window_start),
         "window_end": _iso(report.window_end),
         "events": result.events,
         "late": result.late,
-        "features": [feature_entry(f) for f in report.features if f.segment is None],
+        "features": [feature_entry(f) for f in report.features if f.segment is None]
+        + [segment_entry(f) for f in report.features if f.segment is not None],
     }
-    segments = [segment_entry(f) for f in report.features if f.segment is not None]
-    if segments:  # version 3
-        entry["segments"] = segments
-    return entry
+
+
+def global_entries(window: dict) -> list[dict]:
+    """The feature entries of a report window's global view (those without a ``segment``)."""
+    return [f for f in window["features"] if "segment" not in f]
 
 
 def segment_entry(f: FeatureOutcome) -> dict:
     """One (feature, segment) verdict: the feature entry's keys plus ``segment`` and ``p_adjusted``."""
-    return {"segment": dict(f.segment or {}), **feature_entry(f), "p_adjusted": _num(f.p_adjusted)}
+    return {**feature_entry(f), "segment": dict(f.segment or {}), "p_adjusted": _num(f.p_adjusted)}
 
 
 def feature_entry(f: FeatureOutcome) -> dict:

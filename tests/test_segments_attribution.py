@@ -17,6 +17,7 @@ from sqlalchemy import select
 from typer.testing import CliRunner
 
 from driftwarden.core.store import make_engine
+from driftwarden.replay.report import global_entries
 from driftwarden.cli import app
 from driftwarden.schemas.tables import segment_results, window_results
 
@@ -72,12 +73,12 @@ def test_a_shift_inside_one_segment_is_caught_and_attributed_to_it(tmp_path):
 
     doc = json.loads(report.read_text())
     drifted = {(w["window_start"], s["name"], tuple(sorted(s["segment"].items())))
-               for w in doc["windows"] for s in w.get("segments", []) if s["drifted"]}
+               for w in doc["windows"] for s in w["features"] if "segment" in s and s["drifted"]}
     starts = sorted({w["window_start"] for w in doc["windows"]})
     assert len(starts) == 8
     expected = {(start, "amount", (("country", "FR"),)) for start in starts[SHIFT_FROM:]}
     assert drifted == expected  # caught in its first window, in every one after, and nowhere else
-    globally = {(w["window_start"], f["name"]) for w in doc["windows"] for f in w["features"] if f["drifted"]}
+    globally = {(w["window_start"], f["name"]) for w in doc["windows"] for f in global_entries(w) if f["drifted"]}
     assert globally == set()  # the global view alone would not have told
     with make_engine(store).connect() as conn:
         stored = conn.execute(select(segment_results.c.feature, segment_results.c.segment)
