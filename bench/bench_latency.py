@@ -37,6 +37,7 @@ def make_fixtures(d: Path, width: int, extra: int) -> dict[str, Path]:
         "base": samples.save_mlp(d / "base.pt", width=width),
         "heavy": samples.save_mlp(d / "heavy.pt", width=width, extra_width=extra),
         "seq": samples.save_sequence_model(d / "seq.pt"),
+        "seq_heavy": samples.save_sequence_model(d / "seq_heavy.pt", dim=256),
         "leaky": samples.save_leaky(d / "leaky.pt"),
         "ref": samples.write_events(d / "ref.jsonl", 2048, seq_len=(8, 16)),
         "long": samples.write_events(d / "long.jsonl", 2048, seq_len=(100, 128), seed=1),
@@ -57,6 +58,7 @@ def bench_run(name: str, out: Path, **kwargs) -> dict:
         "batch_size": c["batch_size"], "dtype": c["dtype"], "status": c["status"],
         **({"p50_ratio": _r(c["model_effect"]["p50"]), "p99_ratio": _r(c["model_effect"]["p99"]),
             "input_p50_ratio": _r(c["input_effect"]["p50"]) if c["input_effect"] else None,
+            "input_share": round(c["decomposition"]["input_share"], 3) if c.get("decomposition") else None,
             "verdict": c["verdict"], "attribution": c["attribution"],
             "baseline_p50_ms": c["arms"][0]["latency_ms"]["p50"],
             "energy_j_per_sample": [(a["energy"] or {}).get("j_per_sample") for a in c["arms"]]}
@@ -84,6 +86,23 @@ def independent_ratio(base: Path, cand: Path, x: torch.Tensor, blocks: int = 8, 
     return round(float(np.median(times[1]) / np.median(times[0])), 3)
 
 
+def poisson_rate(f: dict[str, Path], rate: float = 2000.0, requests: int = 200) -> float:
+    """Achieved over offered request rate of a Poisson chunk on a call that does nothing (1.0: the loop kept up)."""
+    from driftwarden.latency.timing import CpuTimer, run_chunk
+
+    events = read_events(f["ref"]).events
+    pool = build_pool("reference", events, load_adapter(f["dense"], events), 1, torch.float32, "cpu")
+    chunk = run_chunk(lambda *x: None, pool, 0, requests, 0, CpuTimer(), rate=rate, rng=np.random.default_rng(0))
+    return round(chunk.latency_ns.size / (chunk.elapsed_ns / 1e9) / rate, 3)
+
+
+def same_model_verdicts(f: dict[str, Path], out: Path, runs: int, duration: float) -> list[str]:
+    """The verdict of ``runs`` short runs of a model against its own copy, one seed each."""
+    options = dict(baseline=f["base"], candidate=f["copy"], adapter=f["dense"], reference_input=f["ref"],
+                   min_duration_s=duration, threads=1, memory_iterations=0, device="cpu", batch_sizes=(8,))
+    return [bench_run(f"same{seed}", out, seed=seed, **options)["verdict"] for seed in range(runs)]
+
+
 def memory_classes(f: dict[str, Path], device: str) -> dict:
     """Memory class of the leaky and of a steady model on ``device``."""
     events = read_events(f["ref"]).events
@@ -107,6 +126,11 @@ def cpu_mode(out: Path, duration: float) -> dict:
         "same_model": bench_run("same", out, baseline=f["base"], candidate=f["copy"], adapter=f["dense"], **common),
         "longer_inputs": bench_run("inputs", out, baseline=f["seq"], candidate=f["seq2"], incident_input=f["long"],
                                    adapter=f["seqcfg"], batch_sizes=(8,), **common),
+        "heavier_on_longer_inputs": bench_run("both", out, baseline=f["seq"], candidate=f["seq_heavy"],
+                                              incident_input=f["long"], adapter=f["seqcfg"], batch_sizes=(8,),
+                                              **common),
+        "same_model_ten_runs": same_model_verdicts(f, out, 10, min(duration, 0.2)),
+        "poisson_rate_ratio": poisson_rate(f),
         "memory": memory_classes(f, "cpu"),
     }
     return summary
@@ -144,13 +168,36 @@ def checks(summary: dict) -> dict[str, bool]:
     s = summary
     if "heavier_candidate" not in s:
         return {}
-    return {
+    checks = {
         "heavier_is_regression": s["heavier_candidate"]["exit_code"] == 3,
         "same_model_no_change": s["same_model"]["verdict"] == "no significant change",
         "longer_inputs_attributed_to_inputs": s["longer_inputs"]["cells"][0].get("attribution") == "inputs",
         "leaky_is_leak": s["memory"]["leaky"] == "leak",
         "steady_is_steady": s["memory"]["base"] == "steady",
         "reports_match_schema": not any(s[k]["schema_errors"] for k in ("heavier_candidate", "same_model", "longer_inputs")),
+    }
+    if "independent_ratio_b8" in s:  # the CPU mode's checks that were unit tests before (wall-clock claims)
+        checks.update(cpu_checks(s))
+    return checks
+
+
+def cpu_checks(s: dict) -> dict[str, bool]:
+    """CPU mode: the heavier candidate's p50 ratio against the independent measurement (within 1.2x) and its
+    interval above 1.05; a copy judged no change in at least 9 of 10 short runs; longer inputs blamed on the
+    inputs (interval above 2, input share above 0.9); a heavier model on longer inputs blamed on both; a Poisson
+    chunk keeps within 30% of its offered rate."""
+    heavier = next(c for c in s["heavier_candidate"]["cells"] if c["batch_size"] == 8)
+    inputs = s["longer_inputs"]["cells"][0]
+    return {
+        "heavier_ratio_matches_independent":
+            bool(abs(np.log(heavier["p50_ratio"][0] / s["independent_ratio_b8"])) < np.log(1.2)),
+        "heavier_interval_above_1_05": heavier["p50_ratio"][1] > 1.05,
+        "same_model_no_change_9_of_10": s["same_model_ten_runs"].count("no significant change") >= 9,
+        "longer_inputs_interval_above_2": (inputs.get("input_p50_ratio") or [0, 0])[1] > 2.0
+        and (inputs.get("input_share") or 0) > 0.9,
+        "heavier_on_longer_inputs_attributed_to_both":
+            s["heavier_on_longer_inputs"]["cells"][0].get("attribution") == "model and inputs",
+        "poisson_rate_within_30pct": 0.7 < s["poisson_rate_ratio"] < 1.4,
     }
 
 
