@@ -40,7 +40,7 @@ from driftwarden.core.errors import SketchError
 from driftwarden.sketches import distances
 from driftwarden.sketches.categorical import CategoricalSketch
 from driftwarden.sketches.feature import FeatureSketch, is_numeric
-from driftwarden.sketches.histogram import HistogramSketch
+from driftwarden.sketches.histogram import HistogramSketch, curve_at
 from driftwarden.sketches.histogram_stack import StackedHistograms, stack
 from driftwarden.sketches.numeric import NumericSketch
 from driftwarden.sketches.profile import CategoricalProfile
@@ -278,7 +278,7 @@ def _stacked_ks(references: list[HistogramSketch], windows: StackedHistograms) -
     for i, reference in enumerate(references):
         points = reference.support()
         ref_at_ref.append(reference.cdf(points))
-        win_at_ref.append(np.interp(points, *windows.curve(i), left=0.0, right=1.0))
+        win_at_ref.append(curve_at(points, *windows.curve(i)))
         ref_at_win.append(reference.cdf(windows.support(i)))
     starts = np.cumsum([0] + [points.size for points in ref_at_ref[:-1]])
     on_ref = np.maximum.reduceat(np.abs(np.concatenate(ref_at_ref) - np.concatenate(win_at_ref)), starts)
@@ -291,7 +291,7 @@ def _stacked_psi(references: list[HistogramSketch], windows: StackedHistograms, 
     at_edges, ref_probs = [], []
     for i, reference in enumerate(references):
         edges, probs = reference.remember(("psi_bins", bins), lambda r=reference: _reference_bins(r, bins))
-        at_edges.append(np.interp(edges, *windows.curve(i), left=0.0, right=1.0))
+        at_edges.append(curve_at(edges, *windows.curve(i)))
         ref_probs.append(probs)
     win_probs, starts = distances.probs_from_cdfs(at_edges)
     sizes = np.array([probs.size for probs in ref_probs])

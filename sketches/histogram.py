@@ -213,7 +213,7 @@ class HistogramSketch:
         knots, ranks, distinct, at_distinct = self._cdf_curve()
         if xs is distinct:  # at its own support (gate.ks_estimate of a reference): part of the curve
             return at_distinct.copy()
-        out = np.interp(x, knots, ranks, left=0.0, right=1.0)
+        out = curve_at(x, knots, ranks)
         out[np.isnan(x)] = np.nan
         return out
 
@@ -368,6 +368,25 @@ def cdf_curves(lower: np.ndarray, upper: np.ndarray, counts: np.ndarray, cum: np
     np.not_equal(knots[1:], knots[:-1], out=last[:-1])
     last[2 * rows[1:] - 1] = True
     return knots, ranks, last
+
+
+def curve_at(x: np.ndarray, knots: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """A CDF curve (:func:`cdf_curves`' knots and ranks) at each x: ``np.interp(x, knots, ranks, 0, 1)``,
+    also inside a bucket narrower than about 1e-308 (subnormal values), where np.interp's slope overflows
+    and its value is infinite or NaN: such an x gets the rank at its fraction of the bucket's width.
+
+    >>> curve_at(np.array([2e-310, 1.5]), np.array([0.0, 3e-310, 1.0, 2.0]), np.array([0.0, 0.5, 0.5, 1.0]))
+    array([0.33333333, 0.75      ])
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = np.interp(x, knots, ranks, left=0.0, right=1.0)
+    bad = ~np.isfinite(out) & ~np.isnan(x)
+    if bad.any():
+        j = np.clip(np.searchsorted(knots, x[bad], side="right") - 1, 0, knots.size - 2)
+        width = knots[j + 1] - knots[j]
+        fraction = np.clip((x[bad] - knots[j]) / np.where(width > 0, width, 1.0), 0.0, 1.0)
+        out[bad] = ranks[j] + fraction * (ranks[j + 1] - ranks[j])
+    return out
 
 
 def quantiles_at(q: np.ndarray, lower: np.ndarray, upper: np.ndarray, counts: np.ndarray, cum: np.ndarray,

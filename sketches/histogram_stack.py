@@ -54,7 +54,7 @@ class StackedHistograms:
         return self.n.size
 
     def curve(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        """Histogram ``i``'s CDF as (knots, ranks): ``np.interp(x, knots, ranks, 0.0, 1.0)`` is its CDF at x."""
+        """Histogram ``i``'s CDF as (knots, ranks): ``histogram.curve_at(x, knots, ranks)`` is its CDF at x."""
         a, b = 2 * self.rows[i], 2 * self.rows[i + 1]
         return self.knots[a:b], self.ranks[a:b]
 

@@ -115,6 +115,19 @@ def test_a_renamed_segment_is_judged_with_the_rest():
     assert all(f.error is None for f in quiet.features + moved.features)
 
 
+def test_a_reference_of_subnormal_values_gives_finite_gate_scores():
+    """Buckets narrower than 1e-308 (values at +-5e-324 beside 0): the CDF's slope there overflows in np.interp;
+    the gate's KS and PSI stay numbers (found by a random search beyond the derandomized one below)."""
+    rng = np.random.default_rng(11)
+    config = _config({"x": "numeric"}, min_count=1)
+    reference = [{"x": rng.choice([1e308, -1e308, 5e-324, -5e-324, 0.0], 400).tolist()},
+                 {"x": rng.normal(0.0, 0.05, 1_500).tolist()}]
+    [moved] = _judge(config, reference, [{"x": [3.1]}])
+    [x] = moved.features
+    assert x.error is None
+    assert math.isfinite(x.gate_ks) and math.isfinite(x.gate_psi), (x.gate_ks, x.gate_psi)
+
+
 # ------------------------------------------------------------------------- the property-based search
 def _numeric(kind: str, seed: int, n: int) -> list:
     rng = np.random.default_rng(seed)
