@@ -31,9 +31,8 @@ from driftwarden.core.records import FeatureOutcome, WindowReport
 from driftwarden.alerting.rules import AlertRules
 from driftwarden.alerting.testing import Reply, WebhookReceiver
 from driftwarden.alerting.worker import Dispatcher, build_sinks, make_client
-from driftwarden.core.store import insert_ignore
 from driftwarden.pipeline.results import store_window
-from driftwarden.schemas.tables import dead_letters
+from driftwarden.pipeline.dead_letters import store_dead_letters
 
 pytestmark = pytest.mark.services
 FEATURES = ["amount", "age", "country", "device", "hour"]
@@ -66,10 +65,9 @@ def write_window(engine: Engine, rules: AlertRules, model: str, start: datetime,
     outcomes += [outcome(rng, "amount", 600, segment_drift if key == "country=FR" else 0.0,
                          dict([key.split("=")])) for key in SEGMENTS]
     with engine.begin() as conn:
-        insert_ignore(conn, dead_letters, [{"topic": "features", "partition": 0, "offset": rng.randrange(10**9),
-                                            "reason": rng.choice(REASONS), "model": model, "event_time": start,
-                                            "payload": '{"broken": ', "seen_at": end} for _ in range(3)],
-                      keys=("topic", "partition", "offset"))
+        store_dead_letters(conn, [{"topic": "features", "partition": 0, "offset": rng.randrange(10**9),
+                                   "reason": rng.choice(REASONS), "model": model, "event_time": start,
+                                   "payload": '{"broken": ', "seen_at": end} for _ in range(3)])
         store_window(conn, WindowReport(model, start, end, outcomes), 6000 + rng.randint(-500, 500), 0, rules)
 
 

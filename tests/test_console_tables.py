@@ -50,7 +50,7 @@ def test_alerts_list_at_80_columns_shows_the_fingerprint_to_ack_and_every_name_w
 
 def test_the_replay_summary_at_80_columns_names_each_drifted_feature_whole() -> None:
     out = StringIO()
-    doc = {"counts": {"read": 10}, "windows": [{}], "first_drift": [
+    doc = {"counts": {"read": 10}, "windows": [{"features": []}], "first_drift": [
         {"model": MODEL, "feature": FEATURE, "segment": SEGMENT, "window_start": "2026-12-04T00:42:50Z",
          "severity": "major", "drifted_windows": 42}]}
     _summary(Console(file=out, width=80), doc)

@@ -22,7 +22,7 @@ POLICY = drift_policy(CONFIG.thresholds, WINDOW_MS)
 
 
 def _summary(rng: np.random.Generator, index: int, shift: float = 0.0):
-    x, y = rng.normal(shift, 1.0, PER_WINDOW), rng.normal(size=PER_WINDOW)
+    x, y = rng.normal(shift, 1.0, PER_WINDOW).tolist(), rng.normal(size=PER_WINDOW).tolist()  # JSON's own floats
     return summarize_window("m", index * WINDOW_MS, WINDOW_MS, [{"x": a, "y": b} for a, b in zip(x, y)],
                             CONFIG.model("m"))
 
