@@ -8,6 +8,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
+# the local stack's Kafka (scripts/services.sh, shifted by DRIFTWARDEN_PORT_OFFSET): driftwarden's own default is localhost:9092
+KAFKA := 127.0.0.1:$(shell echo $$((59092 + $${DRIFTWARDEN_PORT_OFFSET:-0})))
 
 .PHONY: setup services stop test demo smoke bench clean
 
@@ -25,11 +27,11 @@ test: services
 
 demo: setup
 	scripts/services.sh start kafka postgres prometheus
-	$(VENV)/bin/driftwarden demo
+	$(VENV)/bin/driftwarden demo --bootstrap-servers $(KAFKA)
 
 smoke: setup
 	scripts/services.sh start kafka
-	$(PY) -m driftwarden.jobs.smoke_job --topic smoke-$$(date +%s) --produce 10000 --store-url sqlite:///$(CURDIR)/.run/smoke.db
+	$(PY) -m driftwarden.jobs.smoke_job --topic smoke-$$(date +%s) --bootstrap-servers $(KAFKA) --produce 10000 --store-url sqlite:///$(CURDIR)/.run/smoke.db
 
 bench: services
 	$(PY) bench/run_all.py $(BENCH_ARGS)

@@ -22,17 +22,28 @@ from driftwarden.alerting.outbox import prune, set_delivery_status
 from driftwarden.alerting.rules import Matcher, load_rules, parse_duration
 from driftwarden.alerting.worker import Dispatcher, build_sinks, make_client
 from driftwarden.core.console import command_app, data_table
+from driftwarden.core.endpoints import DEFAULT_METRICS_HOST, STORE_URL_HELP_DEFAULT, store_url
 from driftwarden.core.errors import ConfigError
-from driftwarden.core.store import DEFAULT_STORE_URL, STORE_URL_ENV, make_engine
+from driftwarden.core.store import make_engine
 from driftwarden.schemas.alert_tables import alert_deliveries, alert_endpoints, alert_silences, alerts
+from driftwarden.schemas.config import config_store_url
 
 app = command_app("Alerts: list, acknowledge, silence, re-enable routes, and deliver webhooks from the outbox.",
                   no_args_is_help=True)
 _console = Console()
 _MATCHER = re.compile(r"^\s*(model|feature|segment|severity)\s*(=~|!~|!=|>=|=)\s*(.+?)\s*$")
 
-StoreOpt = typer.Option(DEFAULT_STORE_URL, "--store", envvar=STORE_URL_ENV, show_default=True,
-                        help="SQLAlchemy URL of the results store.")
+StoreOpt = typer.Option(None, "--store-url", help="SQLAlchemy URL of the results store.",
+                        show_default=STORE_URL_HELP_DEFAULT)
+ConfigOpt = typer.Option(None, "--config",
+                         help="Monitor config YAML: its store_url (and, for deliver, its alerting: key).",
+                         show_default="none")
+
+
+def alert_store(option: str | None, config: Path | None):
+    """The engine of the results store: ``--store-url``, else the config's ``store_url``, else
+    $DRIFTWARDEN_STORE_URL, else local SQLite (driftwarden.core.endpoints.store_url)."""
+    return make_engine(store_url(option, config_store_url(config)))
 
 
 def parse_matcher(text: str) -> Matcher:
@@ -49,16 +60,17 @@ def parse_matcher(text: str) -> Matcher:
 
 @app.command("list")
 def list_cmd(
-    store: str = StoreOpt,
+    store: Optional[str] = StoreOpt,
     status: str = typer.Option("firing", help="Status to show: firing, nodata, resolved or all (deliveries: "
                                "pending, sent, failed, dead, disabled, superseded or all; firing means all).",
                                show_default=True),
     deliveries: bool = typer.Option(False, "--deliveries/--alerts", help="Show webhook deliveries instead of alerts.",
                                     show_default=True),
     limit: int = typer.Option(50, min=1, help="Most rows to show.", show_default=True),
+    config: Optional[Path] = ConfigOpt,
 ) -> None:
     """List alerts (or deliveries, including dead ones)."""
-    engine = make_engine(store)
+    engine = alert_store(store, config)
     if deliveries:
         _print_deliveries(engine, status, limit)
     else:
@@ -69,10 +81,11 @@ def list_cmd(
 def ack(
     fingerprint: str = typer.Argument(..., help="Fingerprint of the alert (see `alerts list`)."),
     by: str = typer.Option("cli", "--by", help="Who acknowledges.", show_default=True),
-    store: str = StoreOpt,
+    store: Optional[str] = StoreOpt,
+    config: Optional[Path] = ConfigOpt,
 ) -> None:
     """Acknowledge one alert (model, feature[, segment]): no more repeat notifications; changes are still sent."""
-    engine = make_engine(store)
+    engine = alert_store(store, config)
     with engine.begin() as conn:
         done = conn.execute(update(alerts).where(alerts.c.fingerprint == fingerprint).values(
             acked_at=utcnow(), acked_by=by)).rowcount
@@ -87,7 +100,8 @@ def silence(
     duration: str = typer.Option("2h", "--for", help="How long, e.g. 30m, 2h, 1d.", show_default=True),
     by: str = typer.Option("cli", "--by", help="Who silences.", show_default=True),
     comment: str = typer.Option("", help="Why (shown in `alerts list`).", show_default="empty"),
-    store: str = StoreOpt,
+    store: Optional[str] = StoreOpt,
+    config: Optional[Path] = ConfigOpt,
 ) -> None:
     """Silence alerts matching every --match (labels model, feature, segment, severity) until the duration runs out."""
     matchers = [parse_matcher(m) for m in match]
@@ -95,7 +109,7 @@ def silence(
     if not isinstance(length, timedelta):
         raise typer.BadParameter(f"{duration!r}: expected a duration such as 30m, 2h, 1d", param_hint="--for")
     now = utcnow()
-    with make_engine(store).begin() as conn:
+    with alert_store(store, config).begin() as conn:
         new_id = conn.execute(insert(alert_silences).values(
             matchers=json.dumps([m.model_dump() for m in matchers]), starts_at=now, ends_at=now + length,
             created_by=by, comment=comment)).inserted_primary_key[0]
@@ -107,10 +121,11 @@ def enable(
     route: str = typer.Argument(..., help="Route name disabled by a 410 Gone (see `alerts list --deliveries`)."),
     requeue: bool = typer.Option(True, "--requeue/--no-requeue", help="Send again the deliveries it disabled.",
                                  show_default=True),
-    store: str = StoreOpt,
+    store: Optional[str] = StoreOpt,
+    config: Optional[Path] = ConfigOpt,
 ) -> None:
     """Re-enable a route that answered 410 Gone."""
-    with make_engine(store).begin() as conn:
+    with alert_store(store, config).begin() as conn:
         removed = conn.execute(delete(alert_endpoints).where(alert_endpoints.c.route == route)).rowcount
         if not removed:
             raise ConfigError(f"route {route!r} is not disabled")
@@ -123,36 +138,41 @@ def enable(
 def prune_cmd(
     keep: str = typer.Option("30d", "--keep", help="Keep history younger than this (e.g. 7d, 12h).",
                              show_default=True),
-    store: str = StoreOpt,
+    store: Optional[str] = StoreOpt,
+    config: Optional[Path] = ConfigOpt,
 ) -> None:
     """Delete finished deliveries, resolved alerts and expired silences older than --keep."""
     length = parse_duration(keep)
     if not isinstance(length, timedelta):
         raise typer.BadParameter(f"{keep!r}: expected a duration such as 7d or 12h", param_hint="--keep")
-    with make_engine(store).begin() as conn:
+    with alert_store(store, config).begin() as conn:
         counts = prune(conn, utcnow() - length)
     _console.print(", ".join(f"{n} {what}" for what, n in counts.items()) + " deleted")
 
 
 @app.command()
 def deliver(
-    config: Optional[Path] = typer.Option(None, "--config", help="Monitor config YAML (its alerting: key).",
+    config: Optional[Path] = typer.Option(None, "--config", help="Monitor config YAML: its alerting: key and its "
+                                          "store_url.",
                                           show_default="none: default rules, no routes"),
-    store: str = StoreOpt,
+    store: Optional[str] = StoreOpt,
     once: bool = typer.Option(False, "--once/--forever", help="Handle what is due now and exit, or keep running.",
                               show_default=True),
     poll: float = typer.Option(1.0, help="Seconds between polls when idle.", show_default=True),
     lease: float = typer.Option(30.0, help="Seconds a claimed delivery stays leased to this worker (one POST "
                                 "per claim: must exceed every route's timeout_s by 1 s).", show_default=True),
     metrics_port: int = typer.Option(0, help="Serve /metrics on this port (0: off).", show_default=True),
+    metrics_host: str = typer.Option(DEFAULT_METRICS_HOST, help="Address /metrics listens on (0.0.0.0: every "
+                                     "interface, as in a container).", show_default=True),
 ) -> None:
     """Run the delivery worker: seal due groups, send webhooks, retry with backoff, record outcomes (SIGTERM stops it)."""
-    engine, rules = make_engine(store), load_rules(config)
+    rules = load_rules(config)
+    engine = alert_store(store, config)
     registry = CollectorRegistry()
     metrics = DeliveryMetrics(registry)
     if metrics_port:
         registry.register(StoreCollector(engine, min_interval_s=5.0))
-        serve_metrics(metrics_port, registry)
+        serve_metrics(metrics_port, registry, metrics_host)
     with make_client() as client:
         dispatcher = Dispatcher(engine, rules, build_sinks(rules, client), metrics, lease=timedelta(seconds=lease))
         if once:

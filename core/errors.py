@@ -12,9 +12,26 @@ one of these, re-raised ``from`` the original, with a message that says what to 
     │   └── KafkaSecurityError   Kafka refused the connection as configured (authentication, TLS, protocol)
     ├── DeliveryError        a webhook could not be delivered
     └── ReplayError          a replay range or input cannot be read
+
+The ``driftwarden`` command's exit codes, one meaning each (2 is the CLI library's usage error, so no
+command returns it for anything else):
+
+    0  done (whatever it found, unless a code below says otherwise)
+    1  a DriftwardenError, printed in red without a traceback
+    2  a usage error: an unknown or bad option or argument (click)
+    3  the command ran and found the problem it checks for: ``status`` a job behind,
+       ``bench`` a latency regression
+    4  ``status``: nothing behind, but a signal could not be read
+  130  interrupted (Ctrl-C)
 """
 
 from __future__ import annotations
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_BEHIND = 3
+EXIT_REGRESSION = 3
+EXIT_UNKNOWN = 4
 
 
 class DriftwardenError(Exception):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
@@ -13,11 +12,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
+from driftwarden.core.endpoints import DEFAULT_STORE_URL, STORE_URL_ENV, store_url  # noqa: F401 (the one rule, here too)
 from driftwarden.core.errors import ConfigError, ServiceError
 from driftwarden.schemas.tables import SCHEMA_VERSION, metadata, schema_info
 
-DEFAULT_STORE_URL = "sqlite:///driftwarden.db"
-STORE_URL_ENV = "DRIFTWARDEN_STORE_URL"
 #: Ends a text the store could not keep as it was: NUL escaped and/or cut to the column's length.
 #: The hash (of the original text) keeps two altered names that share a prefix apart.
 ALTERED_MARKER = "\u2026#"
@@ -30,11 +28,6 @@ _SCHEMA_LOCK = int.from_bytes(b"dw-schem", "big", signed=True)
 #: (jobs/store_retry.py), never a call that waits forever.
 PG_CONNECT_ARGS: dict[str, int] = {"connect_timeout": 10, "keepalives": 1, "keepalives_idle": 30,
                                    "keepalives_interval": 10, "keepalives_count": 3, "tcp_user_timeout": 60_000}
-
-
-def store_url(url: str | None = None) -> str:
-    """Return the store URL: the argument, else $DRIFTWARDEN_STORE_URL, else local SQLite."""
-    return url or os.environ.get(STORE_URL_ENV) or DEFAULT_STORE_URL
 
 
 def make_engine(url: str | None = None, create: bool = True) -> Engine:

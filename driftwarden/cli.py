@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from driftwarden.core.console import command_app
-from driftwarden.core.errors import DriftwardenError
+from driftwarden.core.errors import EXIT_ERROR, DriftwardenError
 
 app = command_app(
     "Streaming drift monitoring for ML model features on Apache Flink.",
@@ -50,7 +50,7 @@ def main() -> None:
     except DriftwardenError as exc:
         Console(stderr=True).print(f"[bold red]{type(exc).__name__}[/]: {escape(str(exc))}", highlight=False,
                                    soft_wrap=True)
-        sys.exit(1)
+        sys.exit(EXIT_ERROR)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from driftwarden.core.console import command_app
+from driftwarden.core.endpoints import STORE_URL_HELP_DEFAULT
 
 console = Console(stderr=True, soft_wrap=True)
 store_app = command_app("The results store: upgrade its schema, prune rows older than the retention.",
@@ -18,8 +19,7 @@ store_app = command_app("The results store: upgrade its schema, prune rows older
 
 ConfigOpt = typer.Option(None, "--config", "-c", exists=True, dir_okay=False,
                          help="Monitor config (YAML): its store_url and retention.")
-StoreUrlOpt = typer.Option(None, "--store-url", help="Results store URL [default: the config's store_url, else "
-                           "$DRIFTWARDEN_STORE_URL, else sqlite:///driftwarden.db]")
+StoreUrlOpt = typer.Option(None, "--store-url", help=f"Results store URL [default: {STORE_URL_HELP_DEFAULT}]")
 
 
 def _keep_option(what: str, default: str) -> typer.Option:
@@ -80,10 +80,11 @@ def prune_command(
 
 
 def _store_url(config: Optional[Path], store_url: Optional[str]) -> str:
-    """The store URL: the option, else the config's, else $DRIFTWARDEN_STORE_URL, else local SQLite."""
-    from driftwarden.core.store import store_url as resolve
+    """The store URL by the one rule (driftwarden.core.endpoints.store_url): the option, else the config's, else
+    $DRIFTWARDEN_STORE_URL, else local SQLite."""
+    from driftwarden.core.endpoints import store_url as resolve
 
-    return resolve(store_url or (_load(config).store_url if config else None))
+    return resolve(store_url, _load(config).store_url if config else None)
 
 
 def _retention(config: Optional[Path], options: dict[str, Optional[str]]):

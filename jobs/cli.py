@@ -16,11 +16,13 @@ from rich.console import Console
 from rich.markup import escape
 
 from driftwarden.core.console import command_app
+from driftwarden.core.endpoints import (BOOTSTRAP_SERVERS_HELP_DEFAULT, DEFAULT_METRICS_HOST, STORE_URL_HELP_DEFAULT,
+                                        store_url as resolve_store_url)
 from driftwarden.core.errors import ConfigError, ServiceError
+from driftwarden.core.paths import run_dir
 
 console = Console(stderr=True, soft_wrap=True)  # paths and URLs stay whole on one line, to copy
-REPO = Path(__file__).resolve().parent.parent
-RUN_DIR = Path(os.environ.get("DRIFTWARDEN_RUN_DIR", REPO / ".run"))  # where scripts/services.sh keeps state
+RUN_DIR = run_dir()  # where scripts/services.sh keeps state in a checkout; the user's state folder when installed
 DEFAULT_CHECKPOINTS = RUN_DIR / "checkpoints"
 
 reference_app = command_app("Build reference sketches, samples and calibrated thresholds.", no_args_is_help=True)
@@ -34,10 +36,12 @@ def _check_jobmanager(value: Optional[str]) -> Optional[str]:
 
 def run_command(
     config: Path = typer.Option(..., "--config", "-c", exists=True, dir_okay=False, help="Monitor config (YAML)."),
-    store_url: Optional[str] = typer.Option(None, help="Results store URL [default: the config's store_url, else "
-                                            "$DRIFTWARDEN_STORE_URL, else sqlite:///driftwarden.db]; a PostgreSQL "
-                                            "password in it (user:pass@ or ?password=) moves to .run/pgpass; "
-                                            "with --jobmanager name a password file instead: ?passfile=PATH"),
+    store_url: Optional[str] = typer.Option(None, help=f"Results store URL [default: {STORE_URL_HELP_DEFAULT}]; a "
+                                            "PostgreSQL password in it (user:pass@ or ?password=) moves to the run "
+                                            "folder's pgpass; with --jobmanager name a password file instead: "
+                                            "?passfile=PATH"),
+    bootstrap_servers: Optional[str] = typer.Option(None, help="Kafka bootstrap servers [default: "
+                                                    f"{BOOTSTRAP_SERVERS_HELP_DEFAULT}]"),
     reference: Optional[Path] = typer.Option(None, exists=True, dir_okay=False,
                                              help="Reference file from `driftwarden reference build` "
                                                   "(needed when the config's reference mode is 'file')."),
@@ -51,7 +55,9 @@ def run_command(
     resume: bool = typer.Option(False, help="Restore from the newest retained checkpoint (after a crash)."),
     metrics_port: int = typer.Option(0, help="Serve Prometheus /metrics on this port (0: off): the store's "
                                        "figures, the job's store retries and Kafka consumer lag. Flink's own "
-                                       "metrics: $DRIFTWARDEN_FLINK_METRICS_PORT (README)."),
+                                       "metrics: $DRIFTWARDEN_FLINK_METRICS_PORT (docs/deploy.md)."),
+    metrics_host: str = typer.Option(DEFAULT_METRICS_HOST, help="Address /metrics listens on (0.0.0.0: every "
+                                     "interface, as in a container that Prometheus scrapes from outside)."),
 ) -> None:
     """Run the streaming drift job: Kafka in, sketches per window, gate, deep check, results out."""
     from driftwarden.core.store import make_engine, redact_url
@@ -59,10 +65,10 @@ def run_command(
     from driftwarden.jobs.job_secrets import move_env_secrets, secret_env_names, with_secret_files
     from driftwarden.schemas.config import load_config
 
-    cfg = load_config(config)
+    cfg = load_config(config).with_bootstrap_servers(bootstrap_servers)
     _scrub_environment(cfg, config)
     check_source(cfg)
-    url = job_store_url(store_url or cfg.store_url, cluster=jobmanager is not None)
+    url = job_store_url(resolve_store_url(store_url, cfg.store_url), cluster=jobmanager is not None)
     ref = str(reference.resolve()) if reference else (cfg.reference.path if cfg.reference.mode == "file" else None)
     if cfg.reference.mode == "file" and not ref:
         raise ConfigError(f"{config}: reference mode 'file' needs --reference or reference.path")
@@ -77,8 +83,9 @@ def run_command(
     if secrets:
         cfg = with_secret_files(cfg, secrets)
     if metrics_port:
-        _serve_metrics(url, metrics_port, cfg)
-    args = ["--config", str(config.resolve()), "--store-url", url, "--parallelism", str(parallelism),
+        _serve_metrics(url, metrics_host, metrics_port, cfg)
+    args = ["--config", str(config.resolve()), "--store-url", url,
+            "--bootstrap-servers", cfg.source.bootstrap_servers, "--parallelism", str(parallelism),
             "--checkpoint-interval-ms", str(checkpoint_interval), "--checkpoint-dir", str(checkpoint_dir)]
     args += ["--kafka-secrets", str(secrets)] if secrets else []
     args += ["--reference", ref] if ref else []
@@ -144,7 +151,7 @@ def _scrub_environment(cfg, config_path: Path) -> None:
             os.environ.pop(name, None)
 
 
-def _serve_metrics(url: str, port: int, cfg) -> None:
+def _serve_metrics(url: str, host: str, port: int, cfg) -> None:
     from prometheus_client import CollectorRegistry
 
     from driftwarden.alerting.metrics import StoreCollector, segment_caps, serve_metrics
@@ -157,24 +164,39 @@ def _serve_metrics(url: str, port: int, cfg) -> None:
     registry.register(StoreCollector(make_engine(url), min_interval_s=5, segment_caps=segment_caps(cfg)))
     registry.register(ConsumerLagCollector(cfg.source))  # and Kafka: the job's consumer lag per partition
     register_metrics(registry)  # the embedded job's sinks run in this process (loopback mode)
-    serve_metrics(port, registry)
-    console.print(f"metrics on http://127.0.0.1:{port}/metrics")
+    serve_metrics(port, registry, host)
+    console.print(f"metrics on http://{host}:{port}/metrics", highlight=False)
+
+
+#: The module ``flink run -pym`` starts on the client: the job's own command line (jobs/drift_job.py).
+JOB_MODULE = "driftwarden.jobs.drift_job"
+
+
+def cluster_submit_command(jobmanager: str, args: list[str], python: str = sys.executable) -> list[str]:
+    """The ``flink run`` command line that submits the drift job to the cluster at ``jobmanager``.
+
+    The job is named by its module (``-pym``), not by a file of a checkout, so an installed driftwarden
+    submits it too; its Python workers on the TaskManagers run ``python`` (``-pyexec``), which must have
+    driftwarden installed where they run.
+    """
+    import pyflink
+
+    flink = Path(pyflink.__file__).parent / "bin" / "flink"
+    return [str(flink), "run", "-m", jobmanager, "-pyexec", python, "-pyclientexec", python,
+            "-pym", JOB_MODULE, *args]
 
 
 def _submit_to_cluster(jobmanager: str, args: list[str], secret_names: list[str]) -> None:
     """``flink run`` the job on the cluster; its client logs its whole environment, so it gets none of the
     ``secret_names`` (the TaskManagers' own environment holds them: jobs/job_secrets.py)."""
-    import pyflink
-
-    flink = Path(pyflink.__file__).parent / "bin" / "flink"
     env = {name: value for name, value in os.environ.items() if name not in secret_names}
-    env.setdefault("FLINK_CONF_DIR", str(RUN_DIR / "flink" / "conf"))
-    cmd = [str(flink), "run", "-m", jobmanager, "-pyexec", sys.executable, "-pyclientexec", sys.executable,
-           "-py", str(REPO / "jobs" / "drift_job.py"), *args]
-    done = subprocess.run(cmd, env=env, cwd=REPO)
+    local_conf = RUN_DIR / "flink" / "conf"  # scripts/services.sh's cluster (a checkout); else PyFlink's own conf
+    if local_conf.is_dir():
+        env.setdefault("FLINK_CONF_DIR", str(local_conf))
+    done = subprocess.run(cluster_submit_command(jobmanager, args), env=env)
     if done.returncode != 0:
         raise ServiceError(f"flink run against {jobmanager} failed (exit {done.returncode}); "
-                           f"see the output above and the cluster logs in {RUN_DIR / 'flink' / 'log'}")
+                           "see the output above and the cluster's logs")
 
 
 #: Why a password in the store URL cannot go to a cluster, and what to do instead.
@@ -194,9 +216,9 @@ def job_store_url(url: Optional[str], cluster: bool = False) -> str:
     a password is refused (:data:`CLUSTER_PASSWORD_HELP`): the TaskManagers never see this
     process's files or environment, so they read a password file the URL names (``?passfile=``).
     """
-    from driftwarden.core.store import STORE_URL_ENV, store_url
+    from driftwarden.core.endpoints import STORE_URL_ENV
 
-    resolved = _absolute_sqlite(store_url(url))
+    resolved = resolve_store_url(url)
     if cluster and _password_of(resolved):
         raise ConfigError(CLUSTER_PASSWORD_HELP)
     private = password_to_pgpass(resolved)
@@ -250,19 +272,12 @@ def _pgpass_escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace(":", "\\:")
 
 
-def _absolute_sqlite(url: str) -> str:
-    """Make a relative SQLite path absolute: Flink's Python workers run in another directory."""
-    prefix = "sqlite:///"
-    if url.startswith(prefix) and not url.startswith(prefix + "/"):
-        return prefix + str(Path(url[len(prefix):]).resolve())
-    return url
-
-
 def status_command(
     config: Path = typer.Option(..., "--config", "-c", exists=True, dir_okay=False, help="Monitor config (YAML)."),
-    store_url: Optional[str] = typer.Option(None, help="Results store URL [default: $DRIFTWARDEN_STORE_URL, "
-                                            "else config store_url, else sqlite:///driftwarden.db]"),
-    prometheus: str = typer.Option("http://127.0.0.1:59090", help="Prometheus that scrapes Flink's reporter "
+    store_url: Optional[str] = typer.Option(None, help=f"Results store URL [default: {STORE_URL_HELP_DEFAULT}]"),
+    bootstrap_servers: Optional[str] = typer.Option(None, help="Kafka bootstrap servers, for the consumer lag "
+                                                    f"[default: {BOOTSTRAP_SERVERS_HELP_DEFAULT}]"),
+    prometheus: str = typer.Option("http://localhost:9090", help="Prometheus that scrapes Flink's reporter "
                                    "(empty: skip watermark and checkpoint checks)."),
     max_lag: float = typer.Option(300.0, help="Seconds of consumer lag, watermark lag or outbox age that count "
                                   "as behind."),
@@ -270,23 +285,25 @@ def status_command(
     max_checkpoint_age: float = typer.Option(60.0, help="Seconds since the last completed checkpoint that count "
                                              "as behind."),
 ) -> None:
-    """Print the running job's lag, last window per model, checkpoints and outbox; exit 1 when behind, 2 unknown.
+    """Print the running job's lag, last window per model, checkpoints and outbox.
 
-    When Kafka refuses the connection as source.security makes it (credentials, TLS), one line says why, exit 2.
+    Exit code: 0 all ok; 3 something behind; 4 nothing behind but something unknown
+    (a signal could not be read, or Kafka refused the connection as source.security makes it:
+    credentials, TLS, printed in one line); 1 an error (bad config, store unreachable); 2 a usage error.
     """
     from driftwarden.core.console import data_table
-    from driftwarden.core.errors import KafkaSecurityError
-    from driftwarden.core.store import make_engine, store_url as resolve_store_url
+    from driftwarden.core.errors import EXIT_UNKNOWN, KafkaSecurityError
+    from driftwarden.core.store import make_engine
     from driftwarden.jobs.status import Limits, collect_status
     from driftwarden.schemas.config import load_config
 
-    cfg = load_config(config)
-    engine = make_engine(_absolute_sqlite(resolve_store_url(store_url or cfg.store_url)))
+    cfg = load_config(config).with_bootstrap_servers(bootstrap_servers)
+    engine = make_engine(resolve_store_url(store_url, cfg.store_url))
     try:
         report = collect_status(cfg, engine, prometheus or None, Limits(max_lag, max_windows, max_checkpoint_age))
     except KafkaSecurityError as exc:
         console.print(f"[bold red]{type(exc).__name__}[/]: {escape(str(exc))}", highlight=False)
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_UNKNOWN) from None
     table = data_table("scope", "signal", "value", "state")
     colour = {"ok": "green", "behind": "red", "unknown": "yellow"}
     for c in report.checks:  # names come from events and topics: escaped, never read as markup

@@ -25,7 +25,8 @@ partials of the partitions it reads, and the partials merge.
 
 Invariant (tested): read = valid + rejected, and valid = windowed + late. A late record is kept
 as "late" without its features being validated.
-Run embedded (``python -m jobs.drift_job --config ...``) or on a cluster (``flink run -py``).
+Run embedded (``driftwarden run``, or ``python -m driftwarden.jobs.drift_job --config ...``) or on a cluster
+(``flink run -pym driftwarden.jobs.drift_job``, as ``driftwarden run --jobmanager`` submits it).
 """
 
 from __future__ import annotations
@@ -215,10 +216,11 @@ def run_drift_job(config: MonitorConfig, store_url: str, reference_path: str | N
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Command line used by `flink run -py jobs/drift_job.py` and by `driftwarden run`."""
+    """Command line used by `flink run -pym driftwarden.jobs.drift_job` and by `driftwarden run`."""
     parser = argparse.ArgumentParser(description="driftwarden streaming drift job")
     parser.add_argument("--config", required=True, type=Path)
     parser.add_argument("--store-url", required=True)
+    parser.add_argument("--bootstrap-servers", help="Kafka; default: the config's (driftwarden.core.endpoints)")
     parser.add_argument("--reference")
     parser.add_argument("--bounded", action="store_true")
     parser.add_argument("--parallelism", type=int, default=1)
@@ -228,7 +230,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kafka-secrets", type=Path, help="folder of the Kafka secrets `driftwarden run` moved out "
                         "of the environment (jobs/job_secrets.py)")
     args = parser.parse_args(argv)
-    config = load_config(args.config)
+    config = load_config(args.config).with_bootstrap_servers(args.bootstrap_servers)
     if args.kafka_secrets:
         from driftwarden.jobs.job_secrets import with_secret_files
 

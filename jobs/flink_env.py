@@ -16,14 +16,15 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Callable, Iterator, Mapping
 
 from driftwarden.core.errors import ConfigError
+from driftwarden.core.paths import CACHE_DIR_ENV, cache_dir, run_dir
 
 if TYPE_CHECKING:
     from pyflink.table import TableResult
 
 log = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parent.parent
-JAR_DIR = Path(os.environ.get("DRIFTWARDEN_CACHE_DIR", REPO / ".cache")) / "jars"
+#: The jars the wheel carries (setup.py puts them there): the layout of the cache's jars/ folder.
+BUNDLED_JARS = Path(__file__).resolve().parent / "jars"
 CONNECTOR_JAR = "flink/flink-sql-connector-kafka-5.0.0-2.2.jar"
 UDF_JAR = "udf/driftwarden-flink-udf.jar"
 EVENT_MILLIS_UDF = "dev.driftwarden.flink.EventTimeMillis"
@@ -74,12 +75,26 @@ SUMMARY_SOURCE = "dev.driftwarden.flink.SummarySource"
 JOB_TUNING = {"pipeline.object-reuse": "true"}
 
 
+def jar_dir() -> Path:
+    """The folder of the job's jars: ``$DRIFTWARDEN_CACHE_DIR/jars`` when set, else the jars the wheel carries,
+    else the cache's (a checkout: scripts/bootstrap.sh fetches and builds them into .cache/jars)."""
+    if os.environ.get(CACHE_DIR_ENV) or not BUNDLED_JARS.is_dir():
+        return cache_dir() / "jars"
+    return BUNDLED_JARS
+
+
+#: The folder of the job's jars when this module was imported (:func:`jar_dir`).
+JAR_DIR = jar_dir()
+
+
 def job_jars() -> list[str]:
     """file:// URLs of the jars every job needs; ConfigError when bootstrap has not fetched them."""
-    jars = [JAR_DIR / CONNECTOR_JAR, JAR_DIR / UDF_JAR]
+    folder = jar_dir()
+    jars = [folder / CONNECTOR_JAR, folder / UDF_JAR]
     missing = [str(j) for j in jars if not j.is_file()]
     if missing:
-        raise ConfigError(f"missing jar(s) {', '.join(missing)}: run scripts/bootstrap.sh")
+        raise ConfigError(f"missing jar(s) {', '.join(missing)}: in a checkout run scripts/bootstrap.sh; "
+                          f"installed, reinstall the wheel (it carries them) or unset {CACHE_DIR_ENV}")
     return [j.as_uri() for j in jars]
 
 
@@ -106,7 +121,7 @@ def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, i
 
     from driftwarden.jobs.flink_metrics import JOB_NAME, embedded_reporter
 
-    reporter_jars, reporter = embedded_reporter(JAR_DIR)
+    reporter_jars, reporter = embedded_reporter(jar_dir())
     config = Configuration()
     config.set_string("pipeline.jars", ";".join(job_jars() + reporter_jars))
     config.set_string("pipeline.name", JOB_NAME)
@@ -195,15 +210,10 @@ def worker_launcher(folder: Path, python: str = sys.executable) -> Path:
     return launcher
 
 
-def run_dir() -> Path:
-    """The run folder: ``$DRIFTWARDEN_RUN_DIR``, default .run (the embedded cluster's logs, the worker launcher)."""
-    return Path(os.environ.get("DRIFTWARDEN_RUN_DIR", REPO / ".run"))
-
-
 def _start_gateway_with_heap() -> None:
     """Start PyFlink's gateway JVM (if not running) with :data:`EMBEDDED_HEAP` and :data:`EMBEDDED_GC` (unless
     ``JVM_ARGS`` sets a heap or names a collector), its logs in the run folder's logs/flink-embedded
-    (``$DRIFTWARDEN_RUN_DIR``, default .run), the JDK's logging there too (:func:`_jdk_logging_to_file`),
+    (:func:`driftwarden.core.paths.run_dir`), the JDK's logging there too (:func:`_jdk_logging_to_file`),
     log4j's exceptions written without loading classes (:func:`log4j_plain_throwables`), and its stderr
     forwarded to ours (:func:`_launch_draining_stderr`).
 

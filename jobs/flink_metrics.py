@@ -22,9 +22,10 @@ import os
 import socket
 from pathlib import Path
 
+from driftwarden.core.paths import run_dir
+
 log = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parent.parent
 REPORTER_JAR = "plugins/metrics-prometheus/flink-metrics-prometheus-2.2.1.jar"
 REPORTER_FACTORY = "org.apache.flink.metrics.prometheus.PrometheusReporterFactory"
 #: Port of the embedded cluster's reporter: a number, a range ("9249-9260"), "0" or "off" to turn it
@@ -71,8 +72,8 @@ def embedded_reporter(jar_dir: Path) -> tuple[list[str], dict[str, str]]:
 
 
 def targets_dir() -> Path:
-    """The local Prometheus's file_sd folder (scripts/services.sh)."""
-    return Path(os.environ.get("DRIFTWARDEN_RUN_DIR", REPO / ".run")) / "prometheus" / "targets"
+    """The local Prometheus's file_sd folder (scripts/services.sh's, in the run folder)."""
+    return run_dir() / "prometheus" / "targets"
 
 
 def register_scrape_target(port: int) -> Path | None:

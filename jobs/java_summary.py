@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from driftwarden.core.errors import ConfigError
-from driftwarden.jobs.flink_env import JAR_DIR, UDF_JAR
+from driftwarden.jobs.flink_env import UDF_JAR, jar_dir
 
 SUMMARY_DUMP = "dev.driftwarden.flink.SummaryDump"
 #: the pyflink jars that hold the Flink classes the harness needs: flink-core (TypeSerializer,
@@ -26,8 +26,8 @@ FLINK_JARS = ("flink-dist-*.jar", "flink-table-api-java-uber-*.jar")
 
 
 def udf_jar() -> Path:
-    """The UDF jar: ``$DRIFTWARDEN_UDF_JAR`` when set, else the one bootstrap builds into .cache."""
-    jar = Path(os.environ.get("DRIFTWARDEN_UDF_JAR") or JAR_DIR / UDF_JAR)
+    """The UDF jar: ``$DRIFTWARDEN_UDF_JAR`` when set, else the job's (:func:`driftwarden.jobs.flink_env.jar_dir`)."""
+    jar = Path(os.environ.get("DRIFTWARDEN_UDF_JAR") or jar_dir() / UDF_JAR)
     if not jar.is_file():
         raise ConfigError(f"missing UDF jar {jar}: run scripts/bootstrap.sh (or set DRIFTWARDEN_UDF_JAR)")
     return jar

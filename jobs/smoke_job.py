@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from driftwarden.core.endpoints import bootstrap_servers
 from driftwarden.core.store import make_engine
 from driftwarden.jobs.flink_env import StatementRunner, make_table_env
 from driftwarden.jobs.sinks import store_window_counts
@@ -88,14 +89,15 @@ def main(argv: list[str] | None = None) -> None:
     """Command line of the smoke job (used by `flink run -py`, `make smoke` and tests)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topic", required=True)
-    parser.add_argument("--bootstrap", default="127.0.0.1:59092")
+    parser.add_argument("--bootstrap-servers", help="Kafka; default: $DRIFTWARDEN_BOOTSTRAP_SERVERS, else localhost:9092")
     parser.add_argument("--store-url", required=True)
     parser.add_argument("--parallelism", type=int, default=1)
     parser.add_argument("--produce", type=int, default=0, help="first publish this many events to the topic")
     args = parser.parse_args(argv)
+    servers = bootstrap_servers(args.bootstrap_servers)
     if args.produce:
-        produce_smoke_events(args.topic, args.bootstrap, args.produce)
-    run_smoke(args.topic, args.bootstrap, args.store_url, args.parallelism)
+        produce_smoke_events(args.topic, servers, args.produce)
+    run_smoke(args.topic, servers, args.store_url, args.parallelism)
     if args.produce:
         print_counts(args.store_url)
 

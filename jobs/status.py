@@ -9,8 +9,9 @@ Reads three places, so it works for the embedded MiniCluster and a cluster alike
   completed checkpoint, failed checkpoints, restarts (the dashboard's queries,
   alerting/dashboards/health.py).
 
-Exit 0 when everything is within the limits, 1 when something is behind, 2 when nothing is behind
-but something could not be read. The default limits are the alert rules' thresholds
+Exit 0 when everything is within the limits, 3 when something is behind, 4 when nothing is behind
+but something could not be read (driftwarden.core.errors; ``driftwarden status`` also exits 4 on a
+KafkaSecurityError, after one line that says why). The default limits are the alert rules' thresholds
 (deploy/prometheus/driftwarden-health.rules.yml).
 """
 
@@ -24,7 +25,7 @@ import httpx
 from sqlalchemy import Engine, func, select
 
 from driftwarden.alerting.dashboards.health import SIGNALS
-from driftwarden.core.errors import KafkaSecurityError, ServiceError
+from driftwarden.core.errors import EXIT_BEHIND, EXIT_UNKNOWN, KafkaSecurityError, ServiceError
 from driftwarden.core.kafka_check import check_kafka
 from driftwarden.alerting.dashboards.macros import expand_promql
 from driftwarden.jobs.consumer_lag import PartitionLag, consumer_lags
@@ -66,9 +67,9 @@ class Report:
 
     @property
     def exit_code(self) -> int:
-        """0 all ok, 1 something behind, 2 nothing behind but something unknown."""
+        """0 all ok, 3 something behind, 4 nothing behind but something unknown (driftwarden.core.errors)."""
         states = {c.state for c in self.checks}
-        return 1 if BEHIND in states else 2 if UNKNOWN in states else 0
+        return EXIT_BEHIND if BEHIND in states else EXIT_UNKNOWN if UNKNOWN in states else 0
 
 
 def collect_status(config: MonitorConfig, engine: Engine, prometheus_url: str | None,

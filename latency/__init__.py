@@ -4,7 +4,7 @@ Answers "latency went up after the release: is it the new model or did the input
 
     driftwarden bench --baseline old.pt --candidate new.pt \\
         --reference-input ref.jsonl --incident-input incident.jsonl --adapter adapter.yaml \\
-        --report-json bench.json --report-html bench.html --store sqlite:///driftwarden.db
+        --report-json bench.json --report-html bench.html --store-url sqlite:///driftwarden.db
 
 Modules, one concern each: ``models`` (load TorchScript / torch.export archives, never a pickle),
 ``adapter`` (features -> tensors, bucketed padding), ``inputs`` (JSONL events, batch pools, timed

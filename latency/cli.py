@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.text import Text
 
 from driftwarden.core.console import data_table
+from driftwarden.core.endpoints import store_url as resolve_store_url
 from driftwarden.latency.errors import BenchOptionError
 
 
@@ -55,7 +56,7 @@ def bench_command(
     warmup: Annotated[int, typer.Option(help="Untimed warm-up requests per arm.", show_default=True)] = 10,
     tolerance: Annotated[float, typer.Option(help="Ratio change that counts: regression needs CI above 1+tolerance.", show_default=True)] = 0.05,
     confidence: Annotated[float, typer.Option(help="Bootstrap confidence level.", show_default=True)] = 0.95,
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples.", show_default=True)] = 2000,
+    bootstrap_resamples: Annotated[int, typer.Option(help="Bootstrap resamples of the latency ratio's confidence interval.", show_default=True)] = 2000,
     arrival_rate: Annotated[float, typer.Option(help="Poisson arrivals per second (0 = back to back).", show_default=True)] = 0.0,
     memory_iterations: Annotated[int, typer.Option(help="Requests of the memory probe per model (0 = off).", show_default=True)] = 200,
     max_events: Annotated[int, typer.Option(help="Read at most this many events per file (0 = all).", show_default=True)] = 0,
@@ -63,7 +64,7 @@ def bench_command(
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap and the arrivals.", show_default=True)] = 0,
     report_json: Annotated[Optional[Path], typer.Option(help="Write the JSON report here.", show_default="none")] = None,
     report_html: Annotated[Optional[Path], typer.Option(help="Write the HTML report here.", show_default="none")] = None,
-    store: Annotated[Optional[str], typer.Option(help="SQL store URL: save rows in table latency_runs.", show_default="none")] = None,
+    store_url: Annotated[Optional[str], typer.Option(help="SQL store URL: save rows in table latency_runs (only when given).", show_default="none")] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.", show_default=True)] = True,
 ) -> None:
     """Benchmark baseline vs candidate latency on reference and incident inputs; exit 3 on a regression."""
@@ -72,9 +73,10 @@ def bench_command(
     options = BenchOptions(
         baseline, candidate, reference_input, incident_input, adapter, parse_int_list(batch_sizes),
         parse_dtypes(dtypes), device, min_count, min_duration, rounds, warmup, tolerance, confidence,
-        bootstrap, arrival_rate, memory_iterations, max_events, threads, seed,
+        bootstrap_resamples, arrival_rate, memory_iterations, max_events, threads, seed,
     )
-    report = run_and_report(options, report_json, report_html, store, progress, Console())
+    report = run_and_report(options, report_json, report_html, store_url and resolve_store_url(store_url), progress,
+                            Console())
     if report["exit_code"]:
         raise typer.Exit(code=report["exit_code"])
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from driftwarden.core.errors import EXIT_REGRESSION
 from driftwarden.latency import verdict
 from driftwarden.latency.cells import ROLES
 from driftwarden.latency.runner import RunResult
@@ -19,7 +20,7 @@ from driftwarden.schemas.events import rfc3339
 KIND = "driftwarden.latency_report"
 REPORT_VERSION = 1
 SCHEMA_PATH = resources.files("driftwarden.schemas") / "latency_report.schema.json"  # package data, in a checkout or a wheel
-REGRESSION_EXIT_CODE = 3
+REGRESSION_EXIT_CODE = EXIT_REGRESSION  # driftwarden.core.errors: the exit codes of the command
 
 
 def build_report(result: RunResult, created_ms: int) -> dict:

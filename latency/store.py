@@ -39,7 +39,8 @@ def save(report: Mapping[str, Any], url: str) -> int:
         with engine.begin() as conn:
             return upsert(conn, latency_runs, rows(report), KEYS)
     except SQLAlchemyError as exc:
-        raise ServiceError(f"cannot write latency_runs to the store: {exc.__class__.__name__}: {exc}; check --store") from exc
+        raise ServiceError(f"cannot write latency_runs to the store: {exc.__class__.__name__}: {exc}; "
+                           "check --store-url") from exc
     finally:
         engine.dispose()
 

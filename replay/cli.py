@@ -15,9 +15,9 @@ from rich.markup import escape
 from rich.text import Text
 
 from driftwarden.core.console import data_table
+from driftwarden.core.endpoints import (BOOTSTRAP_SERVERS_HELP_DEFAULT, bootstrap_servers as resolve_servers,
+                                        store_url as resolve_store_url)
 from driftwarden.core.errors import ConfigError, DriftwardenError
-
-DEFAULT_BOOTSTRAP = "127.0.0.1:59092"
 
 
 def replay_command(
@@ -29,20 +29,20 @@ def replay_command(
     config: Annotated[Optional[Path], typer.Option(help="Monitor config YAML.", show_default="none: kinds from the reference, 60s windows, default thresholds")] = None,
     model: Annotated[Optional[list[str]], typer.Option("--model", help="Only this model (repeat for several).", show_default="all models")] = None,
     features: Annotated[Optional[str], typer.Option(help="Only these features, comma-separated (prediction: the monitored prediction).", show_default="all features")] = None,
-    bootstrap: Annotated[Optional[str], typer.Option(help="Kafka bootstrap servers (the config's source.security still applies).", show_default=f"the config's, else {DEFAULT_BOOTSTRAP}")] = None,
+    bootstrap_servers: Annotated[Optional[str], typer.Option(help="Kafka bootstrap servers (the config's source.security still applies).", show_default=BOOTSTRAP_SERVERS_HELP_DEFAULT)] = None,
     report_json: Annotated[Optional[Path], typer.Option(help="Write the JSON report here.", show_default="none")] = None,
     report_html: Annotated[Optional[Path], typer.Option(help="Write the self-contained HTML report here.", show_default="none")] = None,
     to_topic: Annotated[Optional[str], typer.Option(help="Re-publish the range to this (existing) topic, event times kept.", show_default="none")] = None,
     pace: Annotated[str, typer.Option(help="Re-publish pace: original, max, or xN (N times faster).", show_default=True)] = "max",
-    store: Annotated[Optional[str], typer.Option(help="Also write results to this store URL (idempotent).", show_default="none: read-only")] = None,
+    store_url: Annotated[Optional[str], typer.Option(help="Also write results to this store URL (idempotent); replay never writes to a store unless told here.", show_default="none: read-only")] = None,
     workers: Annotated[Optional[int], typer.Option(min=0, help="Processes that parse and validate records (0: in the replay's own process).", show_default="auto: one per core from about 200,000 records, else 0")] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.", show_default=True)] = True,
 ) -> None:
     """Re-read a topic range or an archive, re-run the drift pipeline, and write a report."""
     console = Console(stderr=True)
     try:
-        _replay(console, topic, start, end, input_file, reference, config, model, features, bootstrap,
-                report_json, report_html, to_topic, pace, store, workers, progress)
+        _replay(console, topic, start, end, input_file, reference, config, model, features, bootstrap_servers,
+                report_json, report_html, to_topic, pace, store_url and resolve_store_url(store_url), workers, progress)
     except DriftwardenError as exc:
         console.print(f"[bold red]{type(exc).__name__}[/]: {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
@@ -58,8 +58,8 @@ def _replay(console, topic, start, end, input_file, reference, config, model, fe
     speedup = parse_pace(pace)
     feature_list = [f.strip() for f in features.split(",") if f.strip()] if features else None
     setup = load_setup(config, reference, model, feature_list)
-    source = setup.config.source  # its security applies to --bootstrap too
-    kafka = source.model_copy(update={"bootstrap_servers": bootstrap or source.bootstrap_servers or DEFAULT_BOOTSTRAP})
+    source = setup.config.source  # its security applies to --bootstrap-servers too
+    kafka = source.model_copy(update={"bootstrap_servers": resolve_servers(bootstrap, source.bootstrap_servers)})
     sink = _republisher(kafka, to_topic, speedup) if to_topic else None
     with ReplayProgress(enabled=progress, console=console) as bar:
         outcome, source = _run(topic, range_ms, input_file, kafka, setup, bar, sink, workers)

@@ -1,4 +1,4 @@
-"""``--store URL``: write a replay's results with the live job's own writer, idempotently.
+"""``--store-url URL``: write a replay's results with the live job's own writer, idempotently.
 
 Each window goes through :func:`pipeline.results.store_window` (upserts keyed by (model, feature,
 window) and (model, window)); rejected and late records go to ``dead_letters`` with

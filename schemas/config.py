@@ -4,7 +4,7 @@ Validated once, before any job starts; an error names the file, the line and the
 
     source:
       topics: [features]
-      bootstrap_servers: 127.0.0.1:59092
+      bootstrap_servers: kafka:9092   # default: $DRIFTWARDEN_BOOTSTRAP_SERVERS, else localhost:9092
     window: {size: 60s, out_of_orderness: 5s}
     reference: {mode: file, path: reference.dwref}
     models:
@@ -204,7 +204,9 @@ class SourceConfig(_Strict):
 
     topics: list[str] = Field(default_factory=lambda: ["features"])
     topic_pattern: str | None = None
-    bootstrap_servers: str = "127.0.0.1:59092"
+    #: unset: $DRIFTWARDEN_BOOTSTRAP_SERVERS, else localhost:9092 (driftwarden.core.endpoints.bootstrap_servers;
+    #: a command's --bootstrap-servers wins over the config)
+    bootstrap_servers: str = Field(default=None, validate_default=True)
     group_id: str = "driftwarden"
     start: str = "earliest"  # earliest | latest | committed | an RFC 3339 timestamp
     dead_letter_topic: str | None = None  # default: "<first topic>.dlq"
@@ -222,6 +224,13 @@ class SourceConfig(_Strict):
         if self.format == "avro" and self.schema_registry is None:
             raise ValueError("format avro reads the Confluent wire format: give schema_registry: {url: ...}")
         return self
+
+    @field_validator("bootstrap_servers", mode="before")
+    @classmethod
+    def _default_servers(cls, value: str | None) -> str:
+        from driftwarden.core.endpoints import bootstrap_servers
+
+        return bootstrap_servers(None, value)
 
     @field_validator("start")
     @classmethod
@@ -504,6 +513,16 @@ class MonitorConfig(_Strict):
         """The config of one model, or None when the model is not monitored."""
         return next((m for m in self.models if m.name == name), None)
 
+    def with_bootstrap_servers(self, option: str | None) -> "MonitorConfig":
+        """This config with Kafka at ``option`` (a command's ``--bootstrap-servers``) when given, else itself
+        (driftwarden.core.endpoints.bootstrap_servers)."""
+        from driftwarden.core.endpoints import bootstrap_servers
+
+        servers = bootstrap_servers(option, self.source.bootstrap_servers)
+        if servers == self.source.bootstrap_servers:
+            return self
+        return self.model_copy(update={"source": self.source.model_copy(update={"bootstrap_servers": servers})})
+
 
 def feature_kinds_lookup(config: MonitorConfig) -> Callable[[str], Mapping[str, str] | None]:
     """model name -> its feature kinds, prediction column included (None for a model the config does not monitor)."""
@@ -534,6 +553,21 @@ def load_security(path: str | Path) -> KafkaSecurity:
         return KafkaSecurity.model_validate(data or {}, context={"config_dir": path.absolute().parent})
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(path, root, exc)) from exc
+
+
+def config_store_url(path: str | Path | None) -> str | None:
+    """The ``store_url`` of a monitor config file (None when it has none, or when ``path`` is None), read
+    without validating the rest: the alert commands also take a file that holds only an ``alerting:``
+    section. ConfigError naming the file and line when it is not a text."""
+    if path is None:
+        return None
+    data, root = read_yaml(path)
+    if not isinstance(data, dict) or data.get("store_url") is None:
+        return None
+    if not isinstance(data["store_url"], str):
+        line = next((k.start_mark.line + 1 for k, _ in root.value if k.value == "store_url"), 1)
+        raise ConfigError(f"{path}:{line}: store_url must be a text (a SQLAlchemy URL)")
+    return data["store_url"]
 
 
 def read_yaml(path: str | Path) -> tuple[Any, yaml.Node | None]:

@@ -45,7 +45,7 @@ fetch_jars flink-metrics plugins/metrics-prometheus  # Flink's Prometheus report
 # ---- Java: our event-time UDF (jobs/java), rebuilt when its sources change
 udf_src="$REPO/jobs/java"
 udf_jar="$CACHE/jars/udf/driftwarden-flink-udf.jar"
-udf_hash="$(cat "$udf_src/pom.xml" "$udf_src"/src/main/java/dev/driftwarden/flink/*.java | sha256sum | cut -c1-16)"
+udf_hash="$("$REPO/scripts/udf_hash.sh" "$udf_src")"
 if [[ "$(cat "$udf_jar.sha" 2>/dev/null)" != "$udf_hash" ]]; then
   log "building the event-time UDF jar (jobs/java)"
   mvn -q -B -f "$udf_src/pom.xml" -DskipTests package

@@ -50,24 +50,24 @@ def store_with_alert(tmp_path, url: str = "http://127.0.0.1:9/hook", model: str 
 
 def test_list_ack_and_silence(tmp_path) -> None:
     store, _ = store_with_alert(tmp_path)
-    listed = runner.invoke(app, ["alerts", "list", "--store", store], env={"COLUMNS": "80"})
+    listed = runner.invoke(app, ["alerts", "list", "--store-url", store], env={"COLUMNS": "80"})
     assert listed.exit_code == 0 and "fraud" in listed.output and "major" in listed.output
     fingerprint = re.search(r"\b[0-9a-f]{16}\b", listed.output).group(0)
-    acked = runner.invoke(app, ["alerts", "ack", fingerprint, "--by", "alice", "--store", store])
+    acked = runner.invoke(app, ["alerts", "ack", fingerprint, "--by", "alice", "--store-url", store])
     assert acked.exit_code == 0, acked.output
-    assert "alice" in runner.invoke(app, ["alerts", "list", "--store", store], env={"COLUMNS": "80"}).output
+    assert "alice" in runner.invoke(app, ["alerts", "list", "--store-url", store], env={"COLUMNS": "80"}).output
     silenced = runner.invoke(app, ["alerts", "silence", "--match", "model=~fr.*", "--match", "severity>=moderate",
-                                   "--for", "30m", "--store", store])
+                                   "--for", "30m", "--store-url", store])
     assert silenced.exit_code == 0 and "silence 1 until" in silenced.output
 
 
 def test_bad_input_gives_a_clear_error_and_nonzero_exit(tmp_path) -> None:
     store, _ = store_with_alert(tmp_path)
-    bad_matcher = runner.invoke(app, ["alerts", "silence", "--match", "colour=red", "--store", store])
+    bad_matcher = runner.invoke(app, ["alerts", "silence", "--match", "colour=red", "--store-url", store])
     assert bad_matcher.exit_code == 2 and "LABEL OP VALUE" in bad_matcher.output
-    bad_duration = runner.invoke(app, ["alerts", "silence", "--match", "model=a", "--for", "soon", "--store", store])
+    bad_duration = runner.invoke(app, ["alerts", "silence", "--match", "model=a", "--for", "soon", "--store-url", store])
     assert bad_duration.exit_code == 2
-    unknown = runner.invoke(app, ["alerts", "ack", "0000000000000000", "--store", store])
+    unknown = runner.invoke(app, ["alerts", "ack", "0000000000000000", "--store-url", store])
     assert unknown.exit_code != 0
 
 
@@ -76,10 +76,10 @@ def test_deliver_once_sends_and_list_shows_the_delivery(tmp_path) -> None:
         store, rules = store_with_alert(tmp_path, receiver.url + "/hook")
         config = tmp_path / "monitor.yaml"
         config.write_text(yaml.safe_dump({"alerting": rules.model_dump(mode="json")}))
-        result = runner.invoke(app, ["alerts", "deliver", "--once", "--store", store, "--config", str(config)])
+        result = runner.invoke(app, ["alerts", "deliver", "--once", "--store-url", store, "--config", str(config)])
         assert result.exit_code == 0, result.output
     assert len(receiver.received) == 1
-    listed = runner.invoke(app, ["alerts", "list", "--deliveries", "--status", "sent", "--store", store],
+    listed = runner.invoke(app, ["alerts", "list", "--deliveries", "--status", "sent", "--store-url", store],
                            env={"COLUMNS": "80"})
     assert receiver.received[0].headers["webhook-id"] in listed.output
 
@@ -105,10 +105,10 @@ def test_enable_requeues_what_a_410_disabled(tmp_path) -> None:
         store, rules = store_with_alert(tmp_path, receiver.url + "/hook")
         config = tmp_path / "monitor.yaml"
         config.write_text(yaml.safe_dump({"alerting": rules.model_dump(mode="json")}))
-        deliver = ["alerts", "deliver", "--once", "--store", store, "--config", str(config)]
+        deliver = ["alerts", "deliver", "--once", "--store-url", store, "--config", str(config)]
         assert runner.invoke(app, deliver).exit_code == 0
-        assert runner.invoke(app, ["alerts", "enable", "nope", "--store", store]).exit_code != 0
-        enabled = runner.invoke(app, ["alerts", "enable", "oncall", "--store", store])
+        assert runner.invoke(app, ["alerts", "enable", "nope", "--store-url", store]).exit_code != 0
+        enabled = runner.invoke(app, ["alerts", "enable", "oncall", "--store-url", store])
         assert enabled.exit_code == 0 and "1 deliveries queued again" in enabled.output
         assert runner.invoke(app, deliver).exit_code == 0
     ids = [r.headers["webhook-id"] for r in receiver.received]
@@ -130,7 +130,7 @@ def test_deliver_serves_metrics_from_the_store(tmp_path) -> None:
         port = s.getsockname()[1]
     repo = Path(__file__).resolve().parent.parent
     worker = subprocess.Popen([sys.executable, "-c", "from driftwarden.cli import main; main()", "alerts", "deliver",
-                               "--store", store, "--metrics-port", str(port), "--poll", "0.2"], cwd=repo,
+                               "--store-url", store, "--metrics-port", str(port), "--poll", "0.2"], cwd=repo,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         text, deadline = "", time.monotonic() + 30
@@ -151,10 +151,10 @@ def test_prune_keeps_pending_work_and_recent_history(tmp_path) -> None:
         store, rules = store_with_alert(tmp_path, receiver.url + "/hook")
         config = tmp_path / "monitor.yaml"
         config.write_text(yaml.safe_dump({"alerting": rules.model_dump(mode="json")}))
-        assert runner.invoke(app, ["alerts", "deliver", "--once", "--store", store, "--config", str(config)]).exit_code == 0
-    kept = runner.invoke(app, ["alerts", "prune", "--keep", "1d", "--store", store])
+        assert runner.invoke(app, ["alerts", "deliver", "--once", "--store-url", store, "--config", str(config)]).exit_code == 0
+    kept = runner.invoke(app, ["alerts", "prune", "--keep", "1d", "--store-url", store])
     assert kept.exit_code == 0 and "0 deliveries" in kept.output
-    pruned = runner.invoke(app, ["alerts", "prune", "--keep", "0s", "--store", store])
+    pruned = runner.invoke(app, ["alerts", "prune", "--keep", "0s", "--store-url", store])
     assert pruned.exit_code == 0 and "1 deliveries, 0 outbox, 0 alerts" in pruned.output  # the alert still fires
 
 
@@ -199,7 +199,7 @@ def test_enable_keeps_each_groups_order_when_a_requeued_notification_fails_again
         dispatcher.run_once()
     with engine.connect() as conn:
         assert conn.execute(select(alert_deliveries.c.status)).scalars().all() == ["disabled", "disabled"]
-    enabled = runner.invoke(app, ["alerts", "enable", "oncall", "--store", store])
+    enabled = runner.invoke(app, ["alerts", "enable", "oncall", "--store-url", store])
     assert enabled.exit_code == 0 and "2 deliveries queued again" in enabled.output
     clock[0] = datetime.now(timezone.utc)
     for _ in range(6):

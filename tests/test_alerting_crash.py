@@ -29,7 +29,7 @@ MODELS = 3
 def start_worker(store: str, config: Path, env_extra: dict[str, str], lease: str = "2") -> subprocess.Popen:
     env = {**os.environ, **env_extra}
     cmd = [sys.executable, "-c", "from driftwarden.cli import main; main()", "alerts", "deliver",
-           "--store", store, "--config", str(config), "--lease", lease, "--poll", "0.1", "--forever"]
+           "--store-url", store, "--config", str(config), "--lease", lease, "--poll", "0.1", "--forever"]
     return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 

@@ -128,7 +128,7 @@ def test_drift_joining_and_leaving_reaches_a_flaky_receiver_in_lifecycle_order(p
                             "secret_env": "DRIFTWARDEN_WEBHOOK_SECRET", "timeout_s": 2}]}
     (tmp_path / "alerting.yaml").write_text(yaml.safe_dump({"alerting": alerting}))
     rules = load_rules(tmp_path / "alerting.yaml")
-    worker = subprocess.Popen(cli("alerts", "deliver", "--config", str(tmp_path / "alerting.yaml"), "--store",
+    worker = subprocess.Popen(cli("alerts", "deliver", "--config", str(tmp_path / "alerting.yaml"), "--store-url",
                                   store_url, "--poll", "0.2", "--lease", "5", "--forever"), cwd=REPO,
                               env={**os.environ, "DRIFTWARDEN_WEBHOOK_SECRET": SECRET},
                               stdout=log.open("a"), stderr=subprocess.STDOUT)

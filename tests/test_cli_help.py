@@ -53,4 +53,4 @@ def test_help_texts_are_not_read_as_markup():
     """A help text that says its default in brackets shows it (typer's rich help dropped it as a style tag)."""
     flat = " ".join(_help(("run",)).split())
     assert "--store-url <str> Results store URL [default: the config's store_url, else $DRIFTWARDEN_STORE_URL," in flat
-    assert "[default: $DRIFTWARDEN_STORE_URL," in " ".join(_help(("status",)).split())
+    assert "[default: the config's store_url, else $DRIFTWARDEN_STORE_URL," in " ".join(_help(("status",)).split())

@@ -143,7 +143,7 @@ READ_ERRORS = {"duplicate-section", "duplicate-nested", "duplicate-in-list", "no
                          ids=[c[0] for c in BAD_CONFIGS if c[0] in READ_ERRORS])
 def test_alerts_deliver_reads_the_config_the_same_way(tmp_path, case, content, expected):
     path = _config_path(tmp_path, case, content)
-    result = CliRunner().invoke(app, ["alerts", "deliver", "--once", "--store", f"sqlite:///{tmp_path / 's.db'}",
+    result = CliRunner().invoke(app, ["alerts", "deliver", "--once", "--store-url", f"sqlite:///{tmp_path / 's.db'}",
                                       "--config", str(path)])
     assert isinstance(result.exception, ConfigError), result.output + repr(result.exception)  # main() prints it
     message = str(result.exception)

@@ -36,7 +36,7 @@ def test_alerts_list_at_80_columns_shows_the_fingerprint_to_ack_and_every_name_w
                                                                                     dialect: str) -> None:
     pg = request.getfixturevalue("pg_engine").url.render_as_string(hide_password=False) if dialect == "postgresql" else None
     store, _ = store_with_alert(tmp_path, model=MODEL, feature=FEATURE, segment=SEGMENT, store=pg)
-    listed = runner.invoke(app, ["alerts", "list", "--store", store], env=NARROW)
+    listed = runner.invoke(app, ["alerts", "list", "--store-url", store], env=NARROW)
     assert listed.exit_code == 0, listed.output
     assert "…" not in listed.output
     fingerprint, model, feature, segment, severity, status, since, _ = table_cells(listed.output)
@@ -44,7 +44,7 @@ def test_alerts_list_at_80_columns_shows_the_fingerprint_to_ack_and_every_name_w
                                                           "major", "firing")
     assert re.fullmatch(r"\d{4}-\d\d-\d\d\d\d:\d\d:\d\d(\.\d+)?(\+00:00)?", since), since
     assert re.search(rf"\b{fingerprint}\b", listed.output)  # on one line: copied as it is shown
-    acked = runner.invoke(app, ["alerts", "ack", fingerprint, "--by", "alice", "--store", store])
+    acked = runner.invoke(app, ["alerts", "ack", fingerprint, "--by", "alice", "--store-url", store])
     assert acked.exit_code == 0, acked.output
 
 

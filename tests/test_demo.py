@@ -120,7 +120,7 @@ def test_receiver_accepts_signed_webhooks_once_and_rejects_forged_ones():
 
 def test_demo_without_kafka_says_how_to_start_it(tmp_path):
     """No broker: exit 1 and the command that starts Kafka, before anything is started."""
-    done = subprocess.run([sys.executable, "-m", "driftwarden.cli", "demo", "--bootstrap", "127.0.0.1:9",
+    done = subprocess.run([sys.executable, "-m", "driftwarden.cli", "demo", "--bootstrap-servers", "127.0.0.1:9",
                            "--no-live", "--run-dir", str(tmp_path)], capture_output=True, text=True, timeout=120,
                           cwd=REPO)
     assert done.returncode == 1
@@ -154,7 +154,7 @@ def test_demo_produce_names_its_changes_and_stops_cleanly_with_nothing_lost(kafk
     event it counts in the topic: SIGINT too when started with it ignored, as in a script's background."""
     from confluent_kafka import Consumer, TopicPartition
 
-    producer = subprocess.Popen([sys.executable, "-m", "driftwarden.cli", "demo", "produce", "--bootstrap",
+    producer = subprocess.Popen([sys.executable, "-m", "driftwarden.cli", "demo", "produce", "--bootstrap-servers",
                                  kafka_bootstrap, "--topic", topic_name, "--rate", "200", "--cycle", "8"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
                                 env={**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "400"},
@@ -185,7 +185,7 @@ def test_short_demo_catches_every_change_in_time_without_false_alarm(kafka_boots
     nothing left running."""
     env = {**os.environ, "DRIFTWARDEN_WEBHOOK_SECRET": SECRET}
     proc = subprocess.Popen([sys.executable, "-m", "driftwarden.cli", "demo", "--duration", "24", "--speed", "5",
-                             "--rate", "2000", "--no-live", "--check", "--bootstrap", kafka_bootstrap,
+                             "--rate", "2000", "--no-live", "--check", "--bootstrap-servers", kafka_bootstrap,
                              "--run-dir", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env=env, cwd=REPO)
     try:
@@ -245,7 +245,7 @@ def test_short_demo_catches_every_change_in_time_without_false_alarm(kafka_boots
 def test_ctrl_c_mid_run_stops_job_worker_receiver_and_producer(kafka_bootstrap, tmp_path):
     """SIGINT once the job judges windows: exit 130, a summary of what was seen, no process of the run left."""
     proc = subprocess.Popen([sys.executable, "-m", "driftwarden.cli", "demo", "--duration", "60", "--no-live",
-                             "--bootstrap", kafka_bootstrap, "--run-dir", str(tmp_path)], stdout=subprocess.PIPE,
+                             "--bootstrap-servers", kafka_bootstrap, "--run-dir", str(tmp_path)], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "200"}, cwd=REPO)
     seen = []
     for line in proc.stdout:  # the first judged window: the JVM and its Python workers are all up

@@ -1,7 +1,7 @@
 """No record and no clock stops the live job or costs a good window: real Kafka, Flink and PostgreSQL.
 
 Production defaults throughout (periodic watermarks, bundles of 5,000). The same topic replayed
-with ``driftwarden replay --store`` stores what the live job stores.
+with ``driftwarden replay --store-url`` stores what the live job stores.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def _event_ms(event: dict) -> int:
 def _replay_to_store(topic: str, config: Path, url: str, started_ms: int) -> None:
     result = CliRunner().invoke(app, ["replay", "--no-progress", "--topic", topic, "--from", str(started_ms - 60_000),
                                       "--to", str(int(time.time() * 1000)), "--config", str(config),
-                                      "--store", url, "--workers", "0"])
+                                      "--store-url", url, "--workers", "0"])
     assert result.exit_code == 0, result.output
 
 

@@ -57,12 +57,14 @@ def test_the_flink_run_client_of_a_cluster_job_gets_no_secret_variable(monkeypat
     monkeypatch.setenv("DW_TEST_KAFKA_PW", "pw-1")
     monkeypatch.setenv("DW_TEST_KEY_PW", "kp-2")
     monkeypatch.setenv("DW_TEST_OTHER", "kept")
-    seen = {}
+    seen, commands = {}, []
 
-    def flink_run(cmd, env, cwd):
+    def flink_run(cmd, env, **_):
         seen.update(env)
+        commands.append(cmd)
         return subprocess.CompletedProcess(cmd, 0)
 
     monkeypatch.setattr(cli.subprocess, "run", flink_run)
     cli._submit_to_cluster("127.0.0.1:1", [], secret_env_names(_config().source.security))
     assert "DW_TEST_KAFKA_PW" not in seen and "DW_TEST_KEY_PW" not in seen and seen["DW_TEST_OTHER"] == "kept"
+    assert commands == [cli.cluster_submit_command("127.0.0.1:1", [])]  # the job by its module (-pym), as installed

@@ -292,7 +292,7 @@ def test_the_replay_report_and_output_hold_no_secret(leak_case, tmp_path):
         [sys.executable, "-m", "driftwarden.cli", "replay", "--topic", leak_case["topic"], "--from", str(T0),
          "--to", str(T0 + (N_WINDOWS + 1) * WINDOW_MS), "--config", str(leak_case["configs"]["env"]),
          "--report-json", str(report), "--report-html", str(tmp_path / "r.html"),
-         "--store", f"sqlite:///{tmp_path}/r.db",
+         "--store-url", f"sqlite:///{tmp_path}/r.db",
          "--no-progress"],
         cwd=REPO, capture_output=True, text=True, env={**os.environ, **leak_case["env"]}, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -24,6 +24,7 @@ import yaml
 from typer.testing import CliRunner
 
 from driftwarden.cli import app
+from driftwarden.core.errors import EXIT_BEHIND
 from driftwarden.schemas.config import SourceConfig
 from driftwarden.schemas.events import rfc3339
 from tests.conftest import REPO
@@ -146,7 +147,7 @@ def test_replay_of_the_time_range_stores_what_the_live_job_stored(listener, secu
     report = secure_topic["folder"] / f"replay-{listener}.json"
     done = _driftwarden("replay", "--topic", secure_topic["topic"], "--from", rfc3339(T0),
                         "--to", rfc3339(T0 + N_WINDOWS * WINDOW_MS), "--config", str(secure_topic["configs"][listener]),
-                        "--store", url, "--report-json", str(report), "--no-progress")
+                        "--store-url", url, "--report-json", str(report), "--no-progress")
     assert done.returncode == 0, done.stdout + done.stderr
     assert orjson.loads(report.read_bytes())["counts"]["read"] == secure_topic["records"]
     assert stored_counts(url) == stored_counts(embedded_store)
@@ -175,6 +176,6 @@ def test_consumer_lag_and_status_read_the_group_over_sasl_ssl(secure_topic, secu
                                       "models": [{"name": "m", "features": FEATURES}]}))
     done = _driftwarden("status", "--config", str(config), "--store-url", f"sqlite:///{tmp_path}/s.db",
                         "--prometheus", "", env={"COLUMNS": "200"})
-    assert done.returncode == 1, done.stdout + done.stderr  # hours of lag: behind
+    assert done.returncode == EXIT_BEHIND, done.stdout + done.stderr  # hours of lag: behind
     for partition, records in lags.items():
         assert f"{secure_topic['topic']}[{partition}]" in done.stdout and f"{records} records" in done.stdout

@@ -54,7 +54,7 @@ def _common(files: dict[str, Path], candidate: Path) -> list:
 def test_regression_exits_3_and_writes_valid_json_html_and_store(files: dict[str, Path]) -> None:
     d = files["dir"]
     result = invoke(*_common(files, files["heavy"]), "--report-json", d / "r.json", "--report-html", d / "r.html",
-                    "--store", f"sqlite:///{d / 'store.db'}")
+                    "--store-url", f"sqlite:///{d / 'store.db'}")
     assert result.exit_code == 3, result.output + repr(result.exception)
     report = orjson.loads((d / "r.json").read_bytes())
     assert reports.validate_report(report) == []

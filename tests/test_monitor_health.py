@@ -24,6 +24,7 @@ from driftwarden.alerting.dashboards.health import SIGNALS, health_dashboard
 from driftwarden.alerting.dashboards.macros import expand_promql
 from driftwarden.alerting.dashboards.model import PromQuery
 from driftwarden.cli import app
+from driftwarden.core.errors import EXIT_BEHIND
 from driftwarden.jobs.flink_metrics import EXCLUDED_VARIABLES
 from driftwarden.jobs.window_metrics import FRESHNESS_BUCKETS_S, OTHER_MODEL, WindowMetrics
 from driftwarden.schemas.config import MonitorConfig
@@ -233,7 +234,7 @@ def test_freshness_rule_fires_when_the_job_stops(live, tmp_path) -> None:
         def status_behind() -> bool:
             runs.append(CliRunner().invoke(app, ["status", "--config", str(live.config), "--store-url",
                                                  live.store_url, "--prometheus", url]))
-            return runs[-1].exit_code == 1 and "behind" in runs[-1].output
+            return runs[-1].exit_code == EXIT_BEHIND and "behind" in runs[-1].output
 
         assert wait_until(status_behind, 60), runs[-1].output
     finally:

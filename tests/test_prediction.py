@@ -216,7 +216,7 @@ def test_the_live_job_attributes_the_shift_to_prediction_as_replay_does(scenario
     assert int(fired[0].starts_at.timestamp() * 1000) // WINDOW_MS * WINDOW_MS in (shifted, shifted + WINDOW_MS)
 
     replayed = f"sqlite:///{tmp_path}/replay.db"
-    _replay(scenario, "--config", str(scenario["config"]), "--store", replayed)
+    _replay(scenario, "--config", str(scenario["config"]), "--store-url", replayed)
     assert_same_results(stored_verdicts(live), stored_verdicts(replayed), where_differs=True)  # topic vs its file
 
 
@@ -232,7 +232,7 @@ def test_the_dashboards_per_feature_panels_show_prediction(scenario, pg_engine):
     from driftwarden.alerting.dashboards.macros import expand_sql
     from driftwarden.alerting.dashboards.model import SqlQuery
 
-    _replay(scenario, "--config", str(scenario["config"]), "--store", pg_engine.url.render_as_string(hide_password=False))
+    _replay(scenario, "--config", str(scenario["config"]), "--store-url", pg_engine.url.render_as_string(hide_password=False))
     now = datetime.now(timezone.utc)
     panels = {title: query for title, query in model_dashboard().queries() if isinstance(query, SqlQuery)}
     with pg_engine.connect() as conn:

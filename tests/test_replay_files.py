@@ -222,7 +222,7 @@ def test_html_report_is_self_contained_with_plots_per_drifted_feature(files, tmp
 def test_store_twice_leaves_no_duplicate_rows(files, tmp_path):
     url = f"sqlite:///{tmp_path}/replay.db"
     for _ in range(2):
-        result = replay("--input", files["jsonl"], "--reference", files["reference"], "--store", url)
+        result = replay("--input", files["jsonl"], "--reference", files["reference"], "--store-url", url)
         assert result.exit_code == 0, result.output
     from driftwarden.core.store import make_engine
 

@@ -103,7 +103,7 @@ def test_replay_stores_exactly_what_the_live_job_stores(incident, kafka_bootstra
     live_url, replay_url = f"sqlite:///{tmp_path}/live.db", f"sqlite:///{tmp_path}/replay.db"
     run_drift_job(load_config(incident["config"]), live_url, str(incident["reference"]), bounded=True,
                   parallelism=parallelism)
-    doc = replay_report(incident, "--store", replay_url)
+    doc = replay_report(incident, "--store-url", replay_url)
     assert_same_results(stored_verdicts(replay_url), stored_verdicts(live_url))
     assert stored_counts(replay_url) == stored_counts(live_url)
     live = _live_rows(live_url)

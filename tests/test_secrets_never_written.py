@@ -67,7 +67,7 @@ def test_replay_store_password_is_nowhere_in_what_the_run_writes(form, replay_in
     schema_url = pg_engine.url.render_as_string(hide_password=False)
     url = _with_passwords(schema_url, pw1, pw2, port=1 if form == "unreachable" else None)
     cmd = [sys.executable, "-m", "driftwarden.cli", "replay", "--no-progress", "--input", str(replay_inputs["stream"]),
-           "--reference", str(replay_inputs["reference"]), "--store", url, "--report-json", "r.json",
+           "--reference", str(replay_inputs["reference"]), "--store-url", url, "--report-json", "r.json",
            "--report-html", "r.html"]
     done = subprocess.run(cmd, cwd=tmp_path, env=_env(tmp_path / "run"), capture_output=True, text=True, timeout=300)
     output = done.stdout + done.stderr

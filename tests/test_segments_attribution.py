@@ -68,7 +68,7 @@ def test_a_shift_inside_one_segment_is_caught_and_attributed_to_it(tmp_path):
     built = runner.invoke(app, ["reference", "build", "-i", str(train), "-o", str(reference), "-c", str(config)])
     assert built.exit_code == 0, built.output
     replayed = runner.invoke(app, ["replay", "--no-progress", "--input", str(live), "--reference", str(reference),
-                                   "--config", str(config), "--report-json", str(report), "--store", store])
+                                   "--config", str(config), "--report-json", str(report), "--store-url", store])
     assert replayed.exit_code == 0, replayed.output
 
     doc = json.loads(report.read_text())
@@ -122,7 +122,7 @@ def test_the_live_job_judges_segments_as_replay_does(kafka_bootstrap, topic_name
     run_drift_job(load_config(config), live, str(reference), bounded=True, checkpoint_interval_ms=0)
     result = runner.invoke(app, ["replay", "--no-progress", "--topic", topic_name, "--from", str(started_ms - 60_000),
                                  "--to", str(int(time.time() * 1000)), "--config", str(config), "--reference",
-                                 str(reference), "--store", replayed, "--workers", "0"])
+                                 str(reference), "--store-url", replayed, "--workers", "0"])
     assert result.exit_code == 0, result.output
     stored = _stored_segments(live)
     assert stored == _stored_segments(replayed)
@@ -172,7 +172,7 @@ def test_values_named_like_the_reserved_segments_stay_their_own_segments(tmp_pat
                                                    shares=COLLIDING_SHARES))
     store = f"sqlite:///{tmp_path}/store.db"
     replayed = CliRunner().invoke(app, ["replay", "--no-progress", "--input", str(live), "--reference", str(reference),
-                                        "--config", str(config), "--store", store])
+                                        "--config", str(config), "--store-url", store])
     assert replayed.exit_code == 0, replayed.output
     stored = _stored_segments(store)
     assert {key[2] for key in stored} == COLLIDING_SEGMENTS
@@ -201,7 +201,7 @@ def test_the_live_job_names_colliding_values_as_replay_does(kafka_bootstrap, top
     run_drift_job(load_config(config), live, str(reference), bounded=True, checkpoint_interval_ms=0)
     result = CliRunner().invoke(app, ["replay", "--no-progress", "--topic", topic_name, "--from", str(started_ms - 60_000),
                                       "--to", str(int(time.time() * 1000)), "--config", str(config), "--reference",
-                                      str(reference), "--store", replayed, "--workers", "0"])
+                                      str(reference), "--store-url", replayed, "--workers", "0"])
     assert result.exit_code == 0, result.output
     stored = _stored_segments(live)
     assert stored == _stored_segments(replayed)

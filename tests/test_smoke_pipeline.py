@@ -78,7 +78,7 @@ def test_standalone_cluster_gives_the_same_counts_in_postgres(smoke_topic, kafka
     flink = Path(pyflink.__file__).parent / "bin/flink"
     python = sys.executable
     cmd = [str(flink), "run", "-m", flink_rest, "-pyexec", python, "-pyclientexec", python,
-           "-py", str(REPO / "jobs/smoke_job.py"), "--topic", topic, "--bootstrap", kafka_bootstrap, "--store-url", url]
+           "-py", str(REPO / "jobs/smoke_job.py"), "--topic", topic, "--bootstrap-servers", kafka_bootstrap, "--store-url", url]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert _stored(url) == expected

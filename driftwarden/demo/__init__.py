@@ -9,8 +9,8 @@
 * :mod:`driftwarden.demo.runner` - orchestration; :mod:`driftwarden.demo.cli` - the commands.
 """
 
-import os
-from pathlib import Path
+from driftwarden.core.paths import run_dir
 
-#: Where scripts/services.sh keeps its state; demo runs go to ``RUN_DIR / "demo"``.
-RUN_DIR = Path(os.environ.get("DRIFTWARDEN_RUN_DIR", Path(__file__).resolve().parents[2] / ".run"))
+#: The run folder (:func:`driftwarden.core.paths.run_dir`: where scripts/services.sh keeps its state in a
+#: checkout); demo runs go to ``RUN_DIR / "demo"``.
+RUN_DIR = run_dir()

@@ -12,10 +12,12 @@ from rich.console import Console
 from rich.markup import escape
 
 from driftwarden.core.console import command_app
+from driftwarden.core.endpoints import (BOOTSTRAP_SERVERS_ENV, DEFAULT_BOOTSTRAP_SERVERS,
+                                        bootstrap_servers as resolve_servers)
 from driftwarden.core.errors import ConfigError
 from driftwarden.demo import RUN_DIR
 
-DEFAULT_BOOTSTRAP = "127.0.0.1:59092"
+SERVERS_DEFAULT = f"${BOOTSTRAP_SERVERS_ENV}, else {DEFAULT_BOOTSTRAP_SERVERS} (make demo: the local stack's)"
 SECURITY_HELP = ("YAML file of a monitor config's source.security section: how the demo's clients and job connect "
                  "(SASL, TLS, mutual TLS; docs/kafka-security.md).")
 
@@ -27,7 +29,8 @@ app = command_app("The live demo: a realistic stream with injected drift, caught
 @app.callback()
 def demo(
     ctx: typer.Context,
-    bootstrap: str = typer.Option(DEFAULT_BOOTSTRAP, help="Kafka bootstrap servers.", show_default=True),
+    bootstrap_servers: Optional[str] = typer.Option(None, help="Kafka bootstrap servers.",
+                                                    show_default=SERVERS_DEFAULT),
     store_url: Optional[str] = typer.Option(None, help="Results store URL, e.g. postgresql://user@host/db "
                                             "(a password in it moves to .run/pgpass).",
                                             show_default="SQLite in the run folder"),
@@ -44,7 +47,7 @@ def demo(
     check: bool = typer.Option(False, "--check/--no-check", help="Exit 1 unless every change is caught within two "
                                "windows with no false alarm and every webhook verified.", show_default=True),
     run_dir: Path = typer.Option(RUN_DIR / "demo", help="Each run writes a folder here.",
-                                 show_default="$DRIFTWARDEN_RUN_DIR/demo, else .run/demo in the repository"),
+                                 show_default="demo in the run folder: $DRIFTWARDEN_RUN_DIR, else .run in a checkout, else ~/.local/state/driftwarden"),
     settle_timeout: float = typer.Option(120.0, help="Seconds to wait, after the last event, for the job to judge "
                                          "the last windows.", show_default=True),
     metrics: bool = typer.Option(True, "--metrics/--no-metrics", help="Serve the job's Prometheus /metrics on a "
@@ -60,8 +63,8 @@ def demo(
     from driftwarden.demo.summary import print_replay, print_summary, replay_report, write_summary
 
     console = Console()
-    opts = DemoOptions(bootstrap, store_url, duration, speed, rate, window, partitions, reference_windows, live,
-                       run_dir, settle_timeout, metrics, _security(kafka_security))
+    opts = DemoOptions(resolve_servers(bootstrap_servers), store_url, duration, speed, rate, window, partitions,
+                       reference_windows, live, run_dir, settle_timeout, metrics, _security(kafka_security))
     run, outcome = run_demo(opts, console)
     print_summary(console, outcome)
     args = run.replay_args()
@@ -83,7 +86,8 @@ def demo(
 
 @app.command()
 def produce(
-    bootstrap: str = typer.Option(DEFAULT_BOOTSTRAP, help="Kafka bootstrap servers.", show_default=True),
+    bootstrap_servers: Optional[str] = typer.Option(None, help="Kafka bootstrap servers.",
+                                                    show_default=SERVERS_DEFAULT),
     topic: str = typer.Option("features", help="Topic to publish to (created if missing).", show_default=True),
     rate: float = typer.Option(2000.0, min=1, help="Events per wall second.", show_default=True),
     speed: float = typer.Option(1.0, min=0.1, help="Event seconds per wall second (1: real time; above 1 event "
@@ -107,6 +111,7 @@ def produce(
     from driftwarden.demo.stack import check_kafka, create_topic, kafka_source, stop_signals_interrupt
 
     console = Console()
+    bootstrap = resolve_servers(bootstrap_servers)
     source = kafka_source(bootstrap, _security(kafka_security))
     check_kafka(source)
     create_topic(source, topic, partitions)

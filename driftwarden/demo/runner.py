@@ -309,7 +309,7 @@ class DemoRun:
         """The `driftwarden replay` command line of the incident."""
         start, end = self.incident_range()
         return ["driftwarden", "replay", "--topic", self.topic, "--from", start, "--to", end,
-                "--bootstrap", self.opts.bootstrap, "--reference", str(self.dir / "reference.dwref"),
+                "--bootstrap-servers", self.opts.bootstrap, "--reference", str(self.dir / "reference.dwref"),
                 "--config", str(self.config_path), "--report-html", str(self.dir / "incident.html")]
 
 

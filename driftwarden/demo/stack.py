@@ -35,7 +35,7 @@ RUN_MARKER_ENV = "DRIFTWARDEN_DEMO_RUN"
 
 
 def kafka_source(bootstrap: str, security: KafkaSecurity | None) -> SourceConfig:
-    """The demo's brokers and how to connect to them (``--bootstrap``, ``--kafka-security``)."""
+    """The demo's brokers and how to connect to them (``--bootstrap-servers``, ``--kafka-security``)."""
     return SourceConfig(bootstrap_servers=bootstrap, security=security or KafkaSecurity())
 
 
@@ -50,7 +50,7 @@ def check_kafka(source: SourceConfig, timeout_s: float = 5.0) -> None:
         raise
     except ServiceError as exc:
         raise ServiceError(f"Kafka is not reachable at {source.bootstrap_servers}: start it with "
-                           f"`scripts/services.sh start kafka` (or pass --bootstrap HOST:PORT of a running broker)") \
+                           f"`scripts/services.sh start kafka` (or pass --bootstrap-servers HOST:PORT of a running broker)") \
             from exc
 
 

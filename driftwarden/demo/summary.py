@@ -77,8 +77,8 @@ def replay_report(console: Console, args: list[str], html: Path) -> Path | None:
     try:
         replay_command(topic=opts["--topic"], start=opts["--from"], end=opts["--to"], input_file=None,
                        reference=Path(opts["--reference"]), config=Path(opts["--config"]), model=None,
-                       features=None, bootstrap=opts["--bootstrap"], report_json=html.with_suffix(".json"),
-                       report_html=html, to_topic=None, pace="max", store=None, progress=False)
+                       features=None, bootstrap_servers=opts["--bootstrap-servers"], report_json=html.with_suffix(".json"),
+                       report_html=html, to_topic=None, pace="max", store_url=None, progress=False)
     except typer.Exit:
         console.print("[yellow]the replay report could not be written (see above)[/]")
         return None
