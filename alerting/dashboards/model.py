@@ -4,6 +4,12 @@ grafana-foundation-sdk has no PostgreSQL/SQL query builder, so dashboards are bu
 frozen records instead: a :class:`Dashboard` of :class:`Panel` s, each holding :class:`SqlQuery`
 or :class:`PromQuery` targets, and template :class:`Variable` s; ``to_json`` gives what Grafana
 imports. Every query stays reachable (:meth:`Dashboard.queries`) so tests can run it for real.
+
+Datasources are template inputs, as Grafana's "export for sharing externally" writes them: each panel,
+target and variable names its datasource ``${DS_DRIFTWARDEN_POSTGRES}`` or ``${DS_DRIFTWARDEN_PROMETHEUS}``,
+and the dashboard lists them under ``__inputs``. Grafana's import (its UI, or ``/api/dashboards/import``
+as ``driftwarden dashboards push`` calls it) asks which datasource each input is; file provisioning does
+not, so ``dashboards build`` writes them resolved (:func:`resolve_inputs`).
 """
 
 from __future__ import annotations
@@ -11,9 +17,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Literal, Union
 
-POSTGRES = {"type": "grafana-postgresql-datasource", "uid": "driftwarden-postgres"}
-PROMETHEUS = {"type": "prometheus", "uid": "driftwarden-prometheus"}
+#: The dashboards' datasource inputs: name -> (plugin id, label shown on import).
+INPUTS: dict[str, tuple[str, str]] = {
+    "DS_DRIFTWARDEN_POSTGRES": ("grafana-postgresql-datasource", "driftwarden results store (PostgreSQL)"),
+    "DS_DRIFTWARDEN_PROMETHEUS": ("prometheus", "Prometheus scraping driftwarden and Flink"),
+}
+POSTGRES = {"type": "grafana-postgresql-datasource", "uid": "${DS_DRIFTWARDEN_POSTGRES}"}
+PROMETHEUS = {"type": "prometheus", "uid": "${DS_DRIFTWARDEN_PROMETHEUS}"}
 MIXED = {"type": "datasource", "uid": "-- Mixed --"}
+#: Grafana version the dashboards are written for (schema version 39), stated in ``__requires``.
+GRAFANA_VERSION = "11.3.0"
 PanelType = Literal["timeseries", "heatmap", "barchart", "table", "stat", "state-timeline"]
 
 
@@ -119,14 +132,26 @@ class Dashboard:
                 yield panel.title, target
 
     def to_json(self) -> dict[str, Any]:
-        """Return the dashboard model Grafana imports."""
+        """Return the dashboard model Grafana imports, its datasources as inputs (``__inputs``)."""
+        used = self.datasource_inputs()
         return {
+            "__inputs": [{"name": name, "label": INPUTS[name][1], "description": "", "type": "datasource",
+                          "pluginId": INPUTS[name][0], "pluginName": INPUTS[name][0]} for name in used],
+            "__requires": [{"type": "grafana", "id": "grafana", "name": "Grafana", "version": GRAFANA_VERSION},
+                           *({"type": "datasource", "id": INPUTS[name][0], "name": INPUTS[name][0], "version": ""}
+                             for name in used)],
             "uid": self.uid, "title": self.title, "tags": list(self.tags), "timezone": "utc",
             "schemaVersion": 39, "version": 1, "editable": True, "refresh": self.refresh,
             "time": {"from": self.time_from, "to": "now"},
             "templating": {"list": [v.to_json() for v in self.variables]},
             "annotations": {"list": []}, "panels": list(self._layout()),
         }
+
+    def datasource_inputs(self) -> list[str]:
+        """The names of the datasource inputs the panels and variables use, in :data:`INPUTS` order."""
+        kinds = {type(q) for _, q in self.queries()} | ({SqlQuery} if self.variables else set())
+        return [name for name, kind in (("DS_DRIFTWARDEN_POSTGRES", SqlQuery), ("DS_DRIFTWARDEN_PROMETHEUS", PromQuery))
+                if kind in kinds]
 
     def _layout(self) -> Iterator[dict[str, Any]]:
         """Place panels row by row on Grafana's 24-column grid."""
@@ -136,3 +161,19 @@ class Dashboard:
                 x, y, row_height = 0, y + row_height, 0
             yield panel.to_json(panel_id, x, y)
             x, row_height = x + panel.width, max(row_height, panel.height)
+
+
+def resolve_inputs(doc: Any, values: dict[str, str]) -> Any:
+    """``doc`` with every text ``${NAME}`` of an input in ``values`` replaced by its value (a datasource uid), and
+    without ``__inputs``: what Grafana's import does, for the file provisioning that does not.
+
+    >>> resolve_inputs({"__inputs": [], "panels": [{"datasource": {"uid": "${DS_A}"}}]}, {"DS_A": "pg"})
+    {'panels': [{'datasource': {'uid': 'pg'}}]}
+    """
+    if isinstance(doc, dict):
+        return {k: resolve_inputs(v, values) for k, v in doc.items() if k != "__inputs"}
+    if isinstance(doc, list):
+        return [resolve_inputs(v, values) for v in doc]
+    if isinstance(doc, str) and doc.startswith("${") and doc.endswith("}") and doc[2:-1] in values:
+        return values[doc[2:-1]]
+    return doc
