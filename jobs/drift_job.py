@@ -215,9 +215,9 @@ def run_drift_job(config: MonitorConfig, store_url: str, reference_path: str | N
     return result
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Command line used by `flink run -pym driftwarden.jobs.drift_job` and by `driftwarden run`."""
-    parser = argparse.ArgumentParser(description="driftwarden streaming drift job")
+def job_parser() -> argparse.ArgumentParser:
+    """The job's own command line (``driftwarden run`` builds it; deploy/k8s/flinkdeployment.yaml writes it)."""
+    parser = argparse.ArgumentParser(description="driftwarden streaming drift job", allow_abbrev=False)
     parser.add_argument("--config", required=True, type=Path)
     parser.add_argument("--store-url", required=True)
     parser.add_argument("--bootstrap-servers", help="Kafka; default: the config's (driftwarden.core.endpoints)")
@@ -229,7 +229,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--resume-from")
     parser.add_argument("--kafka-secrets", type=Path, help="folder of the Kafka secrets `driftwarden run` moved out "
                         "of the environment (jobs/job_secrets.py)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line used by `flink run -pym driftwarden.jobs.drift_job` and by `driftwarden run`."""
+    args = job_parser().parse_args(argv)
     config = load_config(args.config).with_bootstrap_servers(args.bootstrap_servers)
     if args.kafka_secrets:
         from driftwarden.jobs.job_secrets import with_secret_files

@@ -13,8 +13,7 @@
 \if :{?schema} \else \set schema public \endif
 \getenv password DRIFTWARDEN_GRAFANA_PG_PASSWORD
 \if :{?password} \else
-  \echo 'set DRIFTWARDEN_GRAFANA_PG_PASSWORD to the password of the Grafana role'
-  \quit 3
+  DO $$ BEGIN RAISE EXCEPTION 'set DRIFTWARDEN_GRAFANA_PG_PASSWORD to the password of the Grafana role'; END $$;
 \endif
 
 SELECT NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'role') AS role_is_new \gset
