@@ -20,7 +20,7 @@ command returns it for anything else):
     1  a DriftwardenError, printed in red without a traceback
     2  a usage error: an unknown or bad option or argument (click)
     3  the command ran and found the problem it checks for: ``status`` a job behind,
-       ``bench`` a latency regression
+       ``bench`` a latency regression, ``demo --check`` a change missed or a false alarm
     4  ``status``: nothing behind, but a signal could not be read
   130  interrupted (Ctrl-C)
 """
@@ -29,8 +29,9 @@ from __future__ import annotations
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
-EXIT_BEHIND = 3
-EXIT_REGRESSION = 3
+EXIT_FINDING = 3
+EXIT_BEHIND = EXIT_FINDING
+EXIT_REGRESSION = EXIT_FINDING
 EXIT_UNKNOWN = 4
 
 

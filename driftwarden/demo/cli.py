@@ -14,7 +14,7 @@ from rich.markup import escape
 from driftwarden.core.console import command_app
 from driftwarden.core.endpoints import (BOOTSTRAP_SERVERS_ENV, DEFAULT_BOOTSTRAP_SERVERS,
                                         bootstrap_servers as resolve_servers)
-from driftwarden.core.errors import ConfigError
+from driftwarden.core.errors import EXIT_FINDING, ConfigError
 from driftwarden.demo import RUN_DIR
 
 SERVERS_DEFAULT = f"${BOOTSTRAP_SERVERS_ENV}, else {DEFAULT_BOOTSTRAP_SERVERS} (make demo: the local stack's)"
@@ -44,7 +44,7 @@ def demo(
                                           show_default=True),
     live: bool = typer.Option(True, "--live/--no-live", help="Rich live view, or one line per window.",
                               show_default=True),
-    check: bool = typer.Option(False, "--check/--no-check", help="Exit 1 unless every change is caught within two "
+    check: bool = typer.Option(False, "--check/--no-check", help="Exit 3 unless every change is caught within two "
                                "windows with no false alarm and every webhook verified.", show_default=True),
     run_dir: Path = typer.Option(RUN_DIR / "demo", help="Each run writes a folder here.",
                                  show_default="demo in the run folder: $DRIFTWARDEN_RUN_DIR, else .run in a checkout, else ~/.local/state/driftwarden"),
@@ -81,7 +81,7 @@ def demo(
     if run.interrupted:
         raise typer.Exit(130)
     if check and not outcome.passed:
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FINDING)
 
 
 @app.command()
