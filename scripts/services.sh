@@ -43,7 +43,12 @@ port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 # while nothing listens (seen once: "kafka already running" with no broker).
 already_listening() { port_open "$1" && sleep 1 && port_open "$1"; }
 
-pid_alive() { [[ -f "$PIDS/$1.pid" ]] && kill -0 "$(cat "$PIDS/$1.pid")" 2>/dev/null; }
+# The process of a PID file when it is still the one this script started: alive, and its command line names this
+# run folder. A PID file can outlive its process, and the PID then belong to another program: that one is left alone.
+pid_ours() {
+  local pid; pid=$(cat "$PIDS/$1.pid" 2>/dev/null) || return 1
+  [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "$RUN/"
+}
 
 wait_port() { # name port log
   local name=$1 port=$2 logfile=$3 waited=0
@@ -59,7 +64,7 @@ wait_port() { # name port log
 
 stop_pidfile() { # name
   local name=$1 pid
-  pid_alive "$name" || { rm -f "$PIDS/$name.pid"; return 0; }
+  pid_ours "$name" || { rm -f "$PIDS/$name.pid"; return 0; }
   pid=$(cat "$PIDS/$name.pid")
   kill "$pid" 2>/dev/null || true
   for _ in $(seq 1 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
