@@ -1,6 +1,6 @@
 """Benchmark alerting's cost on the job's results transaction, delivery throughput and scrape latency.
 
-    .venv/bin/python bench/bench_alerting.py [--store URL] [--windows 2000] [--scrape-rows 100000]
+    .venv/bin/python bench/bench_alerting.py [--store-url URL] [--windows 2000] [--scrape-rows 100000]
 
 Baselines are measured in the same run: the results upsert alone (what the job pays without
 alerting), and the scrape of an empty store.
@@ -121,9 +121,9 @@ def _best_of(n: int, fn) -> float:
 
 
 def main() -> None:
-    """Run the three benchmarks on fresh SQLite stores, or on --store."""
+    """Run the three benchmarks on fresh SQLite stores, or on --store-url."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--store", default=None, help="store URL, e.g. a fresh PostgreSQL schema "
+    parser.add_argument("--store-url", default=None, help="store URL, e.g. a fresh PostgreSQL schema "
                         "(default: a fresh SQLite file per benchmark)")
     parser.add_argument("--windows", type=int, default=1000)
     parser.add_argument("--groups", type=int, default=300)
@@ -131,7 +131,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         def url(name: str) -> str:
-            return args.store or f"sqlite:///{tmp}/{name}.db"
+            return args.store_url or f"sqlite:///{tmp}/{name}.db"
 
         bench_enqueue(url("enqueue"), args.windows)
         bench_delivery(url("delivery"), args.groups)
