@@ -46,8 +46,8 @@ FROM python:3.11.11-slim-bookworm
 RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps curl \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --create-home --home-dir /home/driftwarden --shell /usr/sbin/nologin driftwarden \
- && mkdir -p /opt/driftwarden /var/lib/driftwarden /checkpoints \
- && chown driftwarden /var/lib/driftwarden /checkpoints
+ && mkdir -p /opt/driftwarden /var/lib/driftwarden /checkpoints /secrets \
+ && chown driftwarden /var/lib/driftwarden /checkpoints /secrets
 ENV JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 \
     PYTHONUNBUFFERED=1 \
     DRIFTWARDEN_RUN_DIR=/var/lib/driftwarden \

@@ -8,7 +8,10 @@ scripts/bootstrap.sh). ``test_every_command_of_the_stack_runs_against_local_serv
 process that sees the stack's host names (kafka, postgres, jobmanager, receiver ...) as 127.0.0.1 through a
 private /etc/hosts (a mount namespace: ``unshare``), against a private Kafka and PostgreSQL started by
 scripts/services.sh on the stack's own ports (offset -50000: 9092, 5432) and the stack's Flink JobManager and
-TaskManager commands themselves (deploy/flink/config.yaml: REST on 8081).
+TaskManager commands themselves (deploy/flink/config.yaml: REST on 8081). The store's password is a random one
+(``$DRIFTWARDEN_PG_PASSWORD``, as a user sets it): the private PostgreSQL asks for it (scram-sha-256), the stack's
+``pgpass`` service writes it into the secrets volume as a libpq password file, and no other process of the stack
+has it in its command line or environment, nor writes it into a log.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -204,23 +208,30 @@ def test_the_local_image_environment_covers_the_dockerfiles():
 
 
 def interpolate(value: str) -> str:
-    """Compose's ``${VAR:-default}`` / ``${VAR}`` interpolation, from this process's environment."""
-    return re.sub(r"\$\{(\w+)(?::-([^}]*))?\}", lambda m: os.environ.get(m.group(1)) or (m.group(2) or ""), value)
+    """Compose's interpolation, from this process's environment: ``${VAR:-default}``, ``${VAR}``, and ``$$``
+    (a literal ``$``, left for the container's shell)."""
+    def one(m: re.Match) -> str:
+        return "$" if m.group(0) == "$$" else os.environ.get(m.group(1)) or (m.group(2) or "")
+
+    return re.sub(r"\$\$|\$\{(\w+)(?::-([^}]*))?\}", one, value)
 
 
 class Stack:
     """The stack's command lines, each a local process in a mount namespace whose /etc/hosts names the stack's
-    hosts 127.0.0.1 and whose /checkpoints is a folder of the test."""
+    hosts 127.0.0.1 and whose /checkpoints and /secrets (the stack's volumes) are folders of the test."""
 
     def __init__(self, compose: dict, folder: Path) -> None:
         self.compose, self.folder = compose, folder
         self.hosts = folder / "hosts"
         names = " ".join(["localhost", socket.gethostname(), *compose["services"]])
         self.hosts.write_text(f"127.0.0.1 {names}\n::1 localhost\n")
-        self.checkpoints = folder / "checkpoints"
+        self.checkpoints, self.secrets = folder / "checkpoints", folder / "secrets"
         self.checkpoints.mkdir()
+        self.secrets.mkdir()
         self.env = {**os.environ, **image_env(folder)}
         self.env.pop("DRIFTWARDEN_CACHE_DIR", None)
+        for name in re.findall(r"\$\{(\w+)", (REPO / "docker-compose.yml").read_text()):
+            self.env.pop(name, None)  # a variable Compose interpolates reaches only a service that declares it
         self.processes: dict[str, subprocess.Popen] = {}
         self.started = time.monotonic()
 
@@ -229,12 +240,11 @@ class Stack:
         print(f"{time.monotonic() - self.started:6.1f} s  {what}")
 
     def start(self, service: str) -> subprocess.Popen:
-        """Run the service's command (its environment: section interpolated) in the stack's network names."""
+        """Run the service's command (it and its environment: section interpolated as Compose does) in the stack's
+        network names."""
         spec = self.compose["services"][service]
         env = {**self.env, **{k: interpolate(str(v)) for k, v in spec.get("environment", {}).items()}}
-        script = 'mount --bind "$1" /etc/hosts && mount --bind "$2" /checkpoints && shift 2 && exec "$@"'
-        argv = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh", str(self.hosts),
-                str(self.checkpoints), *spec["command"]]
+        argv = in_namespace(self.hosts, self.checkpoints, self.secrets, [interpolate(a) for a in spec["command"]])
         log = (self.folder / f"{service}.log").open("wb")
         self.processes[service] = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
         return self.processes[service]
@@ -272,6 +282,37 @@ class Stack:
                 process.wait(10)
 
 
+def in_namespace(hosts: Path, checkpoints: Path, secrets: Path, command: list[str]) -> list[str]:
+    """``command`` in a mount namespace of its own where ``hosts`` is /etc/hosts and the folders are the stack's
+    volumes /checkpoints and /secrets (their mount points made here once, empty)."""
+    for point in ("/checkpoints", "/secrets"):
+        Path(point).mkdir(exist_ok=True)
+    script = ('mount --bind "$1" /etc/hosts && mount --bind "$2" /checkpoints && mount --bind "$3" /secrets '
+              '&& shift 3 && exec "$@"')
+    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh", str(hosts),
+            str(checkpoints), str(secrets), *command]
+
+
+def test_the_pgpass_service_writes_a_private_libpq_password_file_with_colon_and_backslash_escaped(compose, tmp_path,
+                                                                                                 monkeypatch):
+    """The stack's pgpass command, run as Compose runs it, with a password holding the pgpass format's specials."""
+    monkeypatch.setenv("DRIFTWARDEN_PG_PASSWORD", "p:w\\x y")
+    spec = compose["services"]["pgpass"]
+    (tmp_path / "hosts").write_text("127.0.0.1 localhost\n")
+    (tmp_path / "secrets").mkdir()
+    env = {**os.environ, **{k: interpolate(str(v)) for k, v in spec["environment"].items()}}
+    for _ in range(2):  # again over the file of the first run (mode 0400), as a second `docker compose up` does
+        done = subprocess.run(in_namespace(tmp_path / "hosts", tmp_path, tmp_path / "secrets",
+                                           [interpolate(a) for a in spec["command"]]),
+                              env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+    written = tmp_path / "secrets" / "pgpass"
+    assert written.read_text() == "postgres:5432:*:driftwarden:p\\:w\\\\x y\n"
+    assert written.stat().st_mode & 0o777 == 0o400 and os.listdir(tmp_path / "secrets") == ["pgpass"]
+    store = interpolate(compose["x-driftwarden"]["environment"]["DRIFTWARDEN_STORE_URL"])
+    assert store == "postgresql://driftwarden@postgres:5432/driftwarden?passfile=/secrets/pgpass"  # no password
+
+
 def listening_on_every_interface(port: int) -> bool:
     """Whether something listens on 0.0.0.0:port (read from ss, without connecting to another address)."""
     out = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True).stdout
@@ -279,13 +320,24 @@ def listening_on_every_interface(port: int) -> bool:
 
 
 @pytest.fixture()
-def private_services(tmp_path):
-    """A private Kafka and PostgreSQL on the stack's ports (scripts/services.sh, offset -50000), stopped after."""
+def stack_password(monkeypatch) -> str:
+    """The store's password, as a user sets it for the stack (``$DRIFTWARDEN_PG_PASSWORD``): a random one."""
+    password = f"pw-{secrets.token_urlsafe(18)}"
+    monkeypatch.setenv("DRIFTWARDEN_PG_PASSWORD", password)
+    return password
+
+
+@pytest.fixture()
+def private_services(tmp_path, stack_password):
+    """A private Kafka and PostgreSQL on the stack's ports (scripts/services.sh, offset -50000), stopped after;
+    the PostgreSQL's roles have the stack's password (services.sh takes the password file it finds)."""
     busy = [p for p in STACK_PORTS if socket.socket().connect_ex(("127.0.0.1", p)) == 0]
     if busy:
         pytest.fail(f"ports {busy} are taken on this machine: the stack's command lines need them")
-    env = {**os.environ, "DRIFTWARDEN_RUN_DIR": str(tmp_path / "services"), "DRIFTWARDEN_PORT_OFFSET": str(STACK_OFFSET),
-           "DRIFTWARDEN_PG_PASSWORD": "driftwarden"}
+    env = {**os.environ, "DRIFTWARDEN_RUN_DIR": str(tmp_path / "services"),
+           "DRIFTWARDEN_PORT_OFFSET": str(STACK_OFFSET)}
+    (tmp_path / "services" / "postgres").mkdir(parents=True)
+    (tmp_path / "services" / "postgres" / "password").write_text(stack_password + "\n")
     started = subprocess.run([str(REPO / "scripts" / "services.sh"), "start", "kafka", "postgres"], env=env,
                              capture_output=True, text=True, timeout=300)
     try:
@@ -310,24 +362,29 @@ def signed_post(url: str, secret: str) -> httpx.Response:
 
 @pytest.mark.services
 @pytest.mark.slow
-def test_every_command_of_the_stack_runs_against_local_services(compose, private_services):
+def test_every_command_of_the_stack_runs_against_local_services(compose, private_services, stack_password):
     from sqlalchemy import create_engine, text
 
+    from tests.secret_search import ProcessWatch, leaks_in
+
     ours = {name for name, s in compose["services"].items() if "command" in s and "build" in s}
-    assert ours == {"jobmanager", "taskmanager", "driftwarden", "alert-worker", "producer", "receiver"}, ours
-    Path("/checkpoints").mkdir(exist_ok=True)  # the mount point of the namespaces' checkpoint folder (stays empty)
+    assert ours == {"pgpass", "jobmanager", "taskmanager", "driftwarden", "alert-worker", "producer", "receiver"}, ours
     stack = Stack(compose, private_services)
     rest = "http://127.0.0.1:8081"
+    watch = ProcessWatch([], (stack_password,), include_roots=True, needles=("DRIFTWARDEN_STORE_URL",))
     try:
-        stack.start("jobmanager")
-        stack.start("taskmanager")
+        assert stack.start("pgpass").wait(60) == 0, stack.log("pgpass")  # it alone is given the password
+        assert (stack.secrets / "pgpass").stat().st_mode & 0o777 == 0o400
+        for service in ("jobmanager", "taskmanager"):
+            watch.roots.append(stack.start(service).pid)
         stack.wait_for("no TaskManager registered with the stack's JobManager",
                        lambda: httpx.get(f"{rest}/taskmanagers", timeout=5).json()["taskmanagers"], 180, "taskmanager")
         stack.mark("cluster up")
         for service in ("producer", "alert-worker", "receiver"):
-            stack.start(service)
+            watch.roots.append(stack.start(service).pid)
         stack.wait_for("the producer did not publish", lambda: "publishing" in stack.log("producer"), 120, "producer")
-        stack.start("driftwarden")  # once the producer made the topic (its 3 partitions), as the stack's demo runs
+        # once the producer made the topic (its 3 partitions), as the stack's demo runs
+        watch.roots.append(stack.start("driftwarden").pid)
         stack.wait_for("the receiver did not listen", lambda: "listening on" in stack.log("receiver"), 60, "receiver")
         assert listening_on_every_interface(8080)
         secret = interpolate(compose["x-driftwarden"]["environment"]["DRIFTWARDEN_WEBHOOK_SECRET"])
@@ -342,8 +399,8 @@ def test_every_command_of_the_stack_runs_against_local_services(compose, private
         for port in (9464, 9465):  # the job's and the alert worker's /metrics, for Prometheus on the network
             stack.wait_for(f"nothing serves /metrics on 0.0.0.0:{port}", lambda p=port: listening_on_every_interface(p)
                            and httpx.get(f"http://127.0.0.1:{p}/metrics", timeout=5).status_code == 200, 60)
-        store = create_engine(interpolate(compose["x-driftwarden"]["environment"]["DRIFTWARDEN_STORE_URL"])
-                              .replace("@postgres:", "@127.0.0.1:").replace("postgresql://", "postgresql+psycopg://"))
+        # the stack reads its password file by the host name postgres; this process logs in by address
+        store = create_engine(f"postgresql+psycopg://driftwarden:{stack_password}@127.0.0.1:5432/driftwarden")
 
         def windows_stored() -> int:
             with store.connect() as conn:
@@ -358,3 +415,9 @@ def test_every_command_of_the_stack_runs_against_local_services(compose, private
         assert "verified" in stack.log("receiver")
     finally:
         stack.stop()
+        watch.stop()
+    assert watch.found["DRIFTWARDEN_STORE_URL"] and not watch.leaks, watch.leaks  # the processes were read, no password
+    folder = private_services
+    written = [leak for part in ("run", "log", "checkpoints")
+               for leak in leaks_in(folder / part, "", (stack_password,))]
+    assert written == [] and not any(stack_password in stack.log(s) for s in ours), written

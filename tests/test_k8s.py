@@ -57,6 +57,11 @@ def test_the_job_arguments_are_the_jobs_own(deployment) -> None:
     parsed = job_parser().parse_args(args[start + 2:])  # exits (a test failure) on an unknown or missing option
     assert str(parsed.config).startswith("/etc/driftwarden/") and parsed.store_url.startswith("postgresql://")
     assert ":" not in parsed.store_url.split("//", 1)[1].split("@")[0], "no password in the manifest"
+    passfile = Path(parsed.store_url.split("?passfile=", 1)[1])  # the TaskManagers read it (docs/store.md)
+    container = deployment["spec"]["podTemplate"]["spec"]["containers"][0]
+    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == str(passfile.parent))
+    volume = next(v for v in deployment["spec"]["podTemplate"]["spec"]["volumes"] if v["name"] == mount["name"])
+    assert volume["secret"]["secretName"] and volume["secret"]["defaultMode"] in (0o400, 0o600)  # libpq: private
     assert parsed.parallelism == deployment["spec"]["job"]["parallelism"]
     python = args[args.index("-pyclientexec") + 1]
     assert deployment["spec"]["flinkConfiguration"]["python.executable"] == python

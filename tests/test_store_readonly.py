@@ -28,7 +28,7 @@ def _documented_sql() -> str:
 def test_the_documented_read_only_role_reads_and_cannot_write(pg_engine) -> None:
     schema = pg_engine.url.query["options"].split("=", 1)[1]
     role, password = f"grafana_reader_{uuid.uuid4().hex[:8]}", secrets.token_urlsafe(16)
-    sql = _documented_sql().replace("grafana_reader", role).replace("SCHEMA public", f"SCHEMA {schema}")
+    sql = _documented_sql().replace("driftwarden_grafana", role).replace("SCHEMA public", f"SCHEMA {schema}")
     with pg_engine.begin() as conn:
         for statement in (s for s in sql.split(";") if s.strip() and not s.strip().startswith("--")):
             conn.execute(text(statement))
