@@ -545,7 +545,7 @@ def bench_summaries(config, reference: Path, events: int, segments: int, windows
     """
     from itertools import islice
 
-    from driftwarden.pipeline.references import ReferenceSet
+    from driftwarden.pipeline.reference_set import ReferenceSet
     from driftwarden.pipeline.summary import summarize_window
 
     model = config.model("bench")
@@ -567,7 +567,7 @@ def sink_judging(config, reference: Path, summaries: list[bytes], repeats: int =
     ``repeats`` passes in ms per window, and the (segment, feature) cells the gate scored per window."""
     from driftwarden.pipeline.judging import analyze_summary, drift_policy, segment_references
     from driftwarden.pipeline.summary import WindowSummary
-    from driftwarden.pipeline.references import ReferenceSet
+    from driftwarden.pipeline.reference_set import ReferenceSet
 
     references = ReferenceSet.load(reference)
     model, policy = config.model("bench"), drift_policy(config.thresholds, config.window.size_ms)

@@ -163,7 +163,8 @@ def replay_topic_timed(topic: str, n: int, reference: Path, workers: int) -> tup
 def stages(path: Path, reference: Path) -> None:
     """Where an in-process file replay's time goes: validate_batch alone, then the windows'
     summaries alone (both the replay's own code)."""
-    from driftwarden.pipeline.summary import WindowRows, window_start
+    from driftwarden.pipeline.event_time import window_start
+    from driftwarden.pipeline.summary import WindowRows
     from driftwarden.replay.file_input import read_file
     from driftwarden.core.gc_pause import gc_paused
     from driftwarden.replay.setup import load_setup

@@ -149,7 +149,7 @@ def analysis_per_window(folder: Path, events: int, train_windows: int = 12) -> t
     from driftwarden.core.store import make_engine
     from driftwarden.pipeline.judging import analyze_summary, drift_policy
     from driftwarden.pipeline.summary import WindowSummary
-    from driftwarden.pipeline.references import ReferenceSet
+    from driftwarden.pipeline.reference_set import ReferenceSet
     from driftwarden.pipeline.results import store_window
 
     reference = folder / "bench.dwref"

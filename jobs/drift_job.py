@@ -40,13 +40,13 @@ from typing import Mapping
 
 from driftwarden.core.kafka_security import java_properties
 from driftwarden.core.store import make_engine
-from driftwarden.pipeline.dead_letters import REASON_SEPARATOR
 from driftwarden.jobs.feature_spec import FeatureColumnSpec
 from driftwarden.jobs.flink_env import (StatementRunner, make_table_env, register_segment_function, register_summary_source,
                             register_window_aggregate)
 from driftwarden.pipeline.segments import SegmentKey, other_key, segment_value
+from driftwarden.pipeline.validation import FUTURE, LATE, REASON_SEPARATOR, future_detail
 from driftwarden.jobs.source import STARTUP_MODES, interval_sql
-from driftwarden.jobs.udfs import ENVELOPE, LATE, analyze_window_udf, validate_record_udtf
+from driftwarden.jobs.udfs import ENVELOPE, analyze_window_udf, validate_record_udtf
 from driftwarden.schemas.events import parse_event_time
 from driftwarden.schemas.config import MonitorConfig, load_config
 
@@ -86,7 +86,7 @@ def source_settings(config: MonitorConfig, spec: FeatureColumnSpec, bounded: boo
     feature columns and summary specs, the segments, and the reasons a record is turned away with."""
     source, window = config.source, config.window
     start = source.start if source.start in STARTUP_MODES else str(parse_event_time(source.start))
-    future = f"future{REASON_SEPARATOR}event time more than {window.max_future_skew} ahead of its Kafka record's timestamp"
+    future = f"{FUTURE}{REASON_SEPARATOR}{future_detail(window.max_future_skew)}"
     return json.dumps({
         "bootstrap_servers": source.bootstrap_servers, "group_id": source.group_id, "topics": source.topics,
         "kafka_properties": java_properties(source.security),
@@ -150,7 +150,7 @@ def live_segments(config: MonitorConfig, reference_path: str | None) -> dict[str
     """
     if reference_path is None or not any(m.segments for m in config.models):
         return {}
-    from driftwarden.pipeline.references import ReferenceSet
+    from driftwarden.pipeline.reference_set import ReferenceSet
 
     references, out = ReferenceSet.load(reference_path), {}
     for model in config.models:

@@ -15,15 +15,8 @@ from pyflink.table import DataTypes
 from pyflink.table.udf import FunctionContext, ScalarFunction, udf
 
 from driftwarden.core.store import make_engine
+from driftwarden.pipeline.event_time import window_bounds
 from driftwarden.pipeline.results import store_counts
-from driftwarden.pipeline.summary import window_start
-from driftwarden.schemas.events import utc_from_ms
-
-
-def window_bounds(event_ms: int, window_ms: int) -> tuple[datetime, datetime]:
-    """UTC start and end of the epoch-aligned tumbling window holding ``event_ms``."""
-    start = window_start(event_ms, window_ms)
-    return utc_from_ms(start), utc_from_ms(start + window_ms)
 
 
 class StoreWindowCounts(ScalarFunction):

@@ -41,7 +41,7 @@ def interval_sql(ms: int) -> str:
 
 
 def future_sql(max_skew_ms: int) -> str:
-    """SQL twin of :func:`schemas.events.is_future` over the source's columns (TRUE: a bad clock)."""
+    """SQL twin of :func:`pipeline.event_time.is_future` over the source's columns (TRUE: a bad clock)."""
     skew = interval_sql(max_skew_ms)
     return (f"COALESCE(`kafka_ts` > TO_TIMESTAMP_LTZ(0, 3) AND "
             f"TO_TIMESTAMP_LTZ(DW_EVENT_MILLIS(`value`), 3) > `kafka_ts` + {skew}, FALSE)")

@@ -6,11 +6,11 @@ can vouch for, its features (``DW_FEATURES``), and the window aggregate is Java 
 runs where it must:
 
 * :class:`ValidateRecord`: every record the JVM cannot take straight to a window, one table
-  function: a record turned away in the JVM (no readable event time or model, late, a future
-  clock) is kept in the dead letters (the store's ``dead_letters`` table and a Kafka topic) with
-  its reason; a record whose features Java does not vouch for goes through the one validator
-  (:func:`schemas.events.validate_event`, as in replay) and comes back as the same typed columns,
-  or is kept in the dead letters when rejected. One Python operator for all three: each Python
+  function: each goes through the one validator (:func:`pipeline.validation.validate_record`, as
+  in replay) first; a rejected one is kept in the dead letters (the store's ``dead_letters`` table
+  and a Kafka topic) with the validator's reason, a valid one the JVM turned away (a future clock,
+  late: ``pipeline/event_time.py``'s rules) with the JVM's, and a valid one whose features Java
+  does not vouch for comes back as the same typed columns. One Python operator for all: each Python
   operator has a Python runner of its own (a worker process, unless PyFlink runs it in the client
   process: "loopback", for a local job after the first).
 * :class:`AnalyzeWindow`: the results sink, once per (model, window): gate, deep check, store,
@@ -24,61 +24,40 @@ write is retried while the store is unavailable (jobs/store_retry.py).
 from __future__ import annotations
 
 import logging
-from typing import Callable, Mapping
-
 from pyflink.common import Row
 from pyflink.table import DataTypes
 from pyflink.table.udf import FunctionContext, ScalarFunction, TableFunction, udf, udtf
 
 from driftwarden.core.errors import InvalidEventError
 from driftwarden.jobs.dead_letter_topic import DeadLetterWriter
-from driftwarden.pipeline.dead_letters import REASON_SEPARATOR, Rejected, dead_letter_row
 from driftwarden.jobs.feature_spec import FeatureColumnSpec
 from driftwarden.jobs.store_retry import with_store_retries
 from driftwarden.jobs.window_metrics import WindowMetrics
+from driftwarden.pipeline.dead_letters import Rejected, dead_letter_row
+from driftwarden.pipeline.validation import LATE, REASON_SEPARATOR, reason_text, validate_record
 from driftwarden.schemas.config import MonitorConfig, feature_kinds_lookup
-from driftwarden.pipeline.columns import configured_values
-from driftwarden.schemas.events import NUMERIC, EventRules, validate_event
+from driftwarden.schemas.events import NUMERIC, EventRules
 
-__all__ = ["REASON_SEPARATOR", "ENVELOPE", "reject_reason", "feature_kinds_lookup", "ValidateRecord", "AnalyzeWindow",
-           "validate_record_udtf", "analyze_window_udf"]
+__all__ = ["ENVELOPE", "ValidateRecord", "AnalyzeWindow", "validate_record_udtf", "analyze_window_udf"]
 
 log = logging.getLogger(__name__)
 
 #: The JVM's verdict for a record whose event time or model it could not read: Python finds the exact reason.
 ENVELOPE = "envelope"
-#: The reason of a record whose window had already fired (Java SourceSummaries: the late rule).
-LATE = "late"
-
-
-def reject_reason(value: bytes | str, config: MonitorConfig) -> str | None:
-    """Why a raw value is rejected (a reason code with its detail), or None when it is valid."""
-    return _reject_reason(value, feature_kinds_lookup(config), EventRules.of(config.source))
-
-
-def _reject_reason(value: bytes | str, kinds_of: Callable[[str], Mapping[str, str] | None],
-                   rules: EventRules) -> str | None:
-    try:
-        validate_event(value, kinds_of, rules)
-    except InvalidEventError as exc:
-        return _reason_text(exc)
-    return None
-
-
-def _reason_text(exc: InvalidEventError) -> str:
-    """The stored reason: code, separator, detail (at most 1,000 characters)."""
-    return f"{exc.reason}{REASON_SEPARATOR}{exc.detail}"[:1000]
 
 
 class ValidateRecord(TableFunction):
     """A record the JVM cannot take straight to a window: a dead letter, or validated into one row.
 
-    ``turned_away`` is the JVM's verdict: None when it only could not vouch for the features (the
-    record is validated here), :data:`ENVELOPE` when it could not read the event time or the model
-    (the validator names the exact reason), else the reason itself (``late``, ``future | ...``).
-    A valid record yields ``(unknown, invalid, c0 .. cN)``: its configured features (and its prediction,
-    where monitored) in the columns of :class:`FeatureColumnSpec`, the count of its values of
-    unconfigured features, and its values of the wrong type (:meth:`FeatureColumnSpec.invalid_json`). Anything else is kept in the dead letters and yields nothing.
+    ``turned_away`` is the JVM's verdict: None when it only could not vouch for the features,
+    :data:`ENVELOPE` when it could not read the event time or the model, else the reason of a
+    record its event-time rules turned away (``late``, ``future | ...``). Every record is validated
+    first (:func:`pipeline.validation.validate_record`, replay's order: a bad record keeps the
+    validator's reason, late or not); a valid record the JVM turned away is kept with the JVM's
+    reason. A valid record yields ``(unknown, invalid, c0 .. cN)``: its configured features (and its
+    prediction, where monitored) in the columns of :class:`FeatureColumnSpec`, the count of its
+    values of unconfigured features, and its values of the wrong type
+    (:meth:`FeatureColumnSpec.invalid_json`). Anything else is kept in the dead letters and yields nothing.
 
     Dead letters are written once per bundle (one store transaction, then the DLQ topic), at the
     bundle's end, which Flink waits for before a checkpoint barrier passes (jobs/bundles.py), or
@@ -128,8 +107,8 @@ class ValidateRecord(TableFunction):
 
     def _recount_late(self, conn) -> None:
         """Each window with a late event among the rows, if already stored, counts them (pipeline/results.py)."""
+        from driftwarden.pipeline.event_time import window_bounds
         from driftwarden.pipeline.results import recount_late
-        from driftwarden.jobs.sinks import window_bounds
 
         windows = {(row["model"], window_bounds(int(row["event_time"].timestamp() * 1000), self.config.window.size_ms))
                    for row in self.rows if row["reason"] == LATE and row["event_time"] is not None}
@@ -143,28 +122,25 @@ class ValidateRecord(TableFunction):
 
     def eval(self, topic: str, partition: int, offset: int, turned_away: str | None, model: str | None,
              event_ms: int | None, value: bytes):
-        if turned_away == ENVELOPE:
-            self.keep(Rejected(topic, partition, offset, self._envelope_reason(value), value), model, None)
+        try:
+            record = validate_record(value, self.kinds_of, self.rules)
+        except InvalidEventError as exc:
+            self.keep(Rejected(topic, partition, offset, reason_text(exc), value), model,
+                      None if turned_away == ENVELOPE else event_ms)
+            return
+        if turned_away == ENVELOPE:  # valid for Python, not for Java's stricter RFC 3339 parser
+            reason = f"bad_event_time{REASON_SEPARATOR}not accepted by the job's RFC 3339 parser"
+            self.keep(Rejected(topic, partition, offset, reason, value), model, None)
             return
         if turned_away is not None:
             self.keep(Rejected(topic, partition, offset, turned_away, value), model, event_ms)
             return
-        try:
-            event = validate_event(value, self.kinds_of, self.rules)
-        except InvalidEventError as exc:
-            self.keep(Rejected(topic, partition, offset, _reason_text(exc), value), model, event_ms)
-            return
-        kinds = self.kinds_of(event.model)  # None: a model the config does not monitor (counted, not sketched)
-        if kinds is None:
+        event = record.event
+        if record.values is None:  # a model the config does not monitor: counted, not sketched
             yield Row(0, None, *self.spec.row_values(event.model, None))
             return
-        values, unknown = configured_values(event.features, kinds, event.by_kind, event.prediction, event.invalid)
-        yield Row(unknown, self.spec.invalid_json(event.model, event.invalid), *self.spec.row_values(event.model, values))
-
-    def _envelope_reason(self, value: bytes) -> str:
-        """Python's reason for a record whose event time or model Java could not read."""
-        reason = _reject_reason(value, self.kinds_of, self.rules)
-        return reason or f"bad_event_time{REASON_SEPARATOR}not accepted by the job's RFC 3339 parser"
+        yield Row(record.unknown, self.spec.invalid_json(event.model, event.invalid),
+                  *self.spec.row_values(event.model, record.values))
 
     def is_deterministic(self) -> bool:
         return False  # it writes dead letters: the planner must call it once per record
@@ -190,13 +166,14 @@ class AnalyzeWindow(ScalarFunction):
         from driftwarden.alerting.rules import parse_rules
         from driftwarden.core.store import make_engine
         from driftwarden.pipeline.judging import drift_policy
-        from driftwarden.pipeline.references import ReferenceSet, StoredReferences
+        from driftwarden.pipeline.reference_set import ReferenceSet
+        from driftwarden.pipeline.references import References
 
         self.engine = make_engine(self.store_url, create=False)
-        self.policy = drift_policy(self.config.thresholds, self.config.window.size_ms)
+        policy = drift_policy(self.config.thresholds, self.config.window.size_ms)
         self.rules = parse_rules(self.config.alerting) if self.config.alerting else None
-        self.file_references = ReferenceSet.load(self.reference_path) if self.reference_path else None
-        self.stored_references = StoredReferences(self.config, self.policy)
+        self.references = References(self.config, policy,
+                                     ReferenceSet.load(self.reference_path) if self.reference_path else None)
         self.window_metrics = WindowMetrics.open(function_context, self.config)  # jobs/window_metrics.py
 
     def eval(self, summary_bytes: bytes) -> int:
@@ -215,25 +192,15 @@ class AnalyzeWindow(ScalarFunction):
 
     def _judge_and_store(self, conn, summary):
         """Judge the window and store it; its report, None when it was stored already (:meth:`_already_final`)."""
-        from driftwarden.pipeline.judging import analyze_summary, segment_references
+        from driftwarden.pipeline.judging import judge_window
         from driftwarden.pipeline.results import previous_cusum, store_window
+        from driftwarden.pipeline.window_store import SqlWindows
         from driftwarden.schemas.events import utc_from_ms
-        from driftwarden.sketches import Reference
 
         if self._already_final(conn, summary):
             return None
-        if self.config.model(summary.model) is None:
-            reference = Reference()
-        elif self.file_references is not None:
-            reference = self.file_references.models.get(summary.model, Reference())
-        else:
-            reference = self.stored_references.reference_for(conn, summary.model, summary.window_start_ms)
-            self.stored_references.remember(conn, summary)
-            reference = reference or Reference()  # warming up: counts only, no alarms
         state = previous_cusum(conn, summary.model, utc_from_ms(summary.window_start_ms))
-        segments = (segment_references(summary, self.file_references.segment_reference, self.config.model(summary.model))
-                    if self.file_references is not None else ({}, 0))
-        report = analyze_summary(summary, reference, self.policy, state, *segments)
+        report, _reference = judge_window(summary, self.references, SqlWindows(conn), state)
         store_window(conn, report, summary.events, summary.unknown_features, self.rules)
         return report
 

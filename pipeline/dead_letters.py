@@ -24,11 +24,10 @@ from sqlalchemy.exc import DataError, IntegrityError
 
 from driftwarden.core.store import insert_ignore
 from driftwarden.core.totals import add_totals, dead_letter_totals
+from driftwarden.pipeline.validation import REASON_SEPARATOR
 from driftwarden.schemas.events import utc_from_ms
 from driftwarden.schemas.tables import dead_letters
 
-#: Between a reason code and its human detail in a reason string.
-REASON_SEPARATOR = " | "
 #: Reason of a row the store refused even after sanitising (kept with its coordinates and payload).
 UNSTORABLE = "unstorable"
 #: Errors of one row's content (not of the store's availability, which the caller retries).

@@ -1,7 +1,8 @@
 """Judging one window: gate every feature against its reference, deep-test the alarms, adjust, decide.
 
-:func:`analyze_summary` is the one function the live job, replay, ``reference build``'s checks and
-the notebook front door call on a :class:`pipeline.summary.WindowSummary`: the statistics are
+:func:`judge_window` is the one way the live job, replay and the notebook front door judge a
+window: its reference (``pipeline/references.py``), then :func:`analyze_summary` on its
+:class:`pipeline.summary.WindowSummary`, which is also what a notebook calls by hand; the statistics are
 ``sketches.analyze_segments``'; this module chooses what is judged (the prediction, segments and
 their references), applies the monitor's budget (:func:`drift_policy`) and turns the verdicts into
 the :class:`core.records.WindowReport` the store and alerting take.
@@ -14,8 +15,10 @@ from dataclasses import replace
 from typing import Callable, Mapping, Sequence
 
 from driftwarden.core.records import FeatureOutcome, WindowReport
+from driftwarden.pipeline.references import References
 from driftwarden.pipeline.segments import segment_mapping
 from driftwarden.pipeline.summary import WindowSummary
+from driftwarden.pipeline.window_store import WindowStore
 from driftwarden.schemas.config import ModelConfig, ThresholdConfig
 from driftwarden.schemas.events import PREDICTION, utc_from_ms
 from driftwarden.sketches import DriftPolicy, FeatureVerdict, Reference, analyze_segments
@@ -29,7 +32,7 @@ from driftwarden.sketches.sequential import CusumState
 log = logging.getLogger(__name__)
 
 __all__ = ["analyze_summary", "cardinality_evidence", "cusum_state", "drift_policy", "feature_outcome",
-           "judged_features", "segment_references"]
+           "judge_window", "judged_features", "segment_references"]
 
 
 def drift_policy(thresholds: ThresholdConfig, window_ms: int | None = None) -> DriftPolicy:
@@ -49,6 +52,21 @@ def drift_policy(thresholds: ThresholdConfig, window_ms: int | None = None) -> D
     return DriftPolicy(alpha=alpha, sequential_alpha=sequential, psi_minor=thresholds.psi_minor, psi_major=thresholds.psi_major,
                        false_alarm_rate=thresholds.false_alarm_rate, bins=thresholds.bins,
                        min_count=thresholds.min_count)
+
+
+def judge_window(summary: WindowSummary, references: References, windows: WindowStore,
+                 state: Mapping[str, CusumState] | None = None) -> tuple[WindowReport, Reference]:
+    """Judge one window against the reference the monitor chooses for it; the report, and that reference.
+
+    The one sequence of the live job, replay and the front door: the window's reference
+    (:meth:`References.reference_for`; empty: counted, not judged), the window kept for later
+    warm-up or rolling references (:meth:`References.remember`), its segments' references, then
+    :func:`analyze_summary` from each feature's CUSUM ``state`` after the model's previous window.
+    """
+    reference = references.reference_for(summary.model, summary.window_start_ms, windows)
+    references.remember(summary, windows)
+    segments = segment_references(summary, references.segment_reference, references.config.model(summary.model))
+    return analyze_summary(summary, reference, references.policy, state, *segments), reference
 
 
 def analyze_summary(summary: WindowSummary, reference: Reference, policy: DriftPolicy,

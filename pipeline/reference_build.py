@@ -22,8 +22,10 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Iterable, Mapping
 
-from driftwarden.pipeline.summary import WindowRows, WindowSummary, summarize_window, window_start
-from driftwarden.pipeline.references import ReferenceSet, reference_from_summaries
+from driftwarden.pipeline.event_time import window_start
+from driftwarden.pipeline.summary import WindowRows, WindowSummary, summarize_window
+from driftwarden.pipeline.reference_set import ReferenceSet
+from driftwarden.pipeline.references import reference_from_summaries
 from driftwarden.pipeline.segments import SegmentKey, fold_to_top, other_key, segment_keys, top_segments
 from driftwarden.schemas.config import ModelConfig, MonitorConfig
 from driftwarden.schemas.events import Event

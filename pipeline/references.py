@@ -1,130 +1,36 @@
-"""References per model: built from a training snapshot, from the first windows, or rolling.
+"""The reference each window is judged against: one rule for the live job, replay and notebooks.
 
-A :class:`ReferenceSet` maps model names to :class:`sketches.Reference` and is what
-``driftwarden reference build`` writes. For the ``warmup`` and ``rolling`` modes the streaming
-job keeps each window's summary in the ``window_summaries`` table and rebuilds the reference
-from the stored rows, so a restarted job finds exactly the reference it had.
+:class:`References` answers, for a window of a model, which reference it is judged against, with one
+contract everywhere: a :class:`sketches.Reference`, empty (the window is counted, not judged) when
+there is none. Its modes (``reference.mode`` in the monitor config):
+
+* ``file``: the :class:`pipeline.reference_set.ReferenceSet`'s reference of the model (and of its
+  segments), built by ``driftwarden reference build`` from a training snapshot;
+* ``warmup``: the merge of the model's first ``warmup_windows`` windows; those windows themselves
+  and any before them are counted, not judged;
+* ``rolling``: the merge of the model's last ``rolling_windows`` windows that start at least
+  ``lag_windows`` windows before the judged one; none until that many exist.
+
+The warm-up and rolling windows are kept in a :class:`pipeline.window_store.WindowStore`: the SQL
+store live (a restarted job finds the reference it had), memory in replay and notebooks. The
+reference of a set of windows is built once (:func:`reference_from_summaries`, its gate calibrated
+on those windows) and reused while the same windows make it up.
 """
 
 from __future__ import annotations
 
-from os import PathLike
-from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
-from sqlalchemy import Connection, select
-
-from driftwarden.core.errors import ConfigError, SerializationError
-from driftwarden.core.store import upsert
+from driftwarden.pipeline.reference_set import ReferenceSet
+from driftwarden.pipeline.segments import SegmentKey
 from driftwarden.pipeline.summary import WindowSummary, merge_summaries
-from driftwarden.pipeline.segments import SegmentKey, other_key
-from driftwarden.schemas.config import MonitorConfig
+from driftwarden.pipeline.window_store import WindowStore
+from driftwarden.schemas.config import MonitorConfig, ReferenceConfig
 from driftwarden.schemas.events import PREDICTION
-from driftwarden.schemas.tables import window_summaries
 from driftwarden.sketches import DriftPolicy, Reference
 from driftwarden.sketches.reference import reference_from_window_sketches
-from driftwarden.sketches.serialization import Reader, Writer
 
-#: Frame kind of a serialized ReferenceSet (sketches/ uses 1-15 for its own kinds).
-KIND_REFERENCE_SET = 17
-#: A ReferenceSet with per-segment references: the kind 17 frame, then each segmented model's segments.
-KIND_REFERENCE_SET_SEGMENTED = 19
-REFERENCE_MAGIC = b"DWSK"
-
-
-class ReferenceSet:
-    """The references of several models, saved to one file.
-
-    A segmented model (``segments`` in its config) also has one reference per top segment, most
-    events first, then one for the other segment (``pipeline/segments.py``): ``segments[model][key]``,
-    keys being the ``segment_by[model]`` features' values.
-    """
-
-    def __init__(self, models: dict[str, Reference] | None = None,
-                 segments: dict[str, dict[SegmentKey, Reference]] | None = None,
-                 segment_by: dict[str, tuple[str, ...]] | None = None) -> None:
-        self.models: dict[str, Reference] = dict(models or {})
-        self.segments: dict[str, dict[SegmentKey, Reference]] = {m: dict(s) for m, s in (segments or {}).items()}
-        self.segment_by: dict[str, tuple[str, ...]] = {m: tuple(b) for m, b in (segment_by or {}).items()}
-        if set(self.segments) != set(self.segment_by):
-            raise ValueError("ReferenceSet: segments and segment_by must name the same models")
-
-    def segment_keys(self, model: str) -> tuple[SegmentKey, ...]:
-        """The model's top segment keys, most events first (empty: not segmented)."""
-        other = other_key(self.segment_by.get(model, ()))
-        return tuple(key for key in self.segments.get(model, {}) if key != other)
-
-    def segment_keys_by(self, model: str, by: tuple[str, ...]) -> tuple[SegmentKey, ...] | None:
-        """The model's top segment keys when its segments are cut by ``by``; None when the set has no
-        segments of the model by those features (the live job and replay both ask this)."""
-        return self.segment_keys(model) if self.segment_by.get(model) == tuple(by) else None
-
-    def segment_reference(self, model: str, key: SegmentKey) -> Reference | None:
-        """The reference of one segment of a model (the other segment's too), None when it has none."""
-        return self.segments.get(model, {}).get(tuple(key))
-
-    def serialize(self) -> bytes:
-        """Versioned bytes of every model's reference (kind 17; kind 19 when any model has segments)."""
-        w = Writer(KIND_REFERENCE_SET).pack("I", len(self.models))
-        for name, reference in self.models.items():
-            w.text(name).blob(reference.serialize())
-        if not self.segments:
-            return w.getvalue()
-        out = Writer(KIND_REFERENCE_SET_SEGMENTED).blob(w.getvalue()).pack("I", len(self.segments))
-        for name, segments in self.segments.items():
-            out.text(name).texts(self.segment_by[name]).pack("I", len(segments))
-            for key, reference in segments.items():
-                out.texts(key).blob(reference.serialize())
-        return out.getvalue()
-
-    @classmethod
-    def deserialize(cls, data: bytes) -> "ReferenceSet":
-        """Decode bytes written by :meth:`serialize`, by this build or an older one (kind 17)."""
-        r = Reader(data, (KIND_REFERENCE_SET, KIND_REFERENCE_SET_SEGMENTED))
-        if r.kind == KIND_REFERENCE_SET_SEGMENTED:
-            references = cls.deserialize(r.blob())
-            if references.segments:
-                raise SerializationError("corrupt reference file: segments inside the models' frame")
-            (count,) = r.unpack("I")
-            for _ in range(count):
-                name, by = r.text(), tuple(r.texts())
-                (size,) = r.unpack("I")
-                segments = references.segments[name] = {}
-                references.segment_by[name] = by
-                for _ in range(size):
-                    key = tuple(r.texts())
-                    if len(key) != len(by) or not by:
-                        raise SerializationError(f"corrupt reference file: segment {key!r} of model {name!r}")
-                    segments[key] = Reference.deserialize(r.blob())
-            r.done()
-            return references
-        (count,) = r.unpack("I")
-        models = {}
-        for _ in range(count):
-            name = r.text()
-            models[name] = Reference.deserialize(r.blob())
-        r.done()
-        return cls(models)
-
-    def save(self, path: str | PathLike) -> None:
-        """Write the set to ``path``."""
-        Path(path).write_bytes(self.serialize())
-
-    @classmethod
-    def load(cls, path: str | PathLike) -> "ReferenceSet":
-        """Read a reference file; ConfigError naming the file when it is not one."""
-        try:
-            return cls.deserialize(Path(path).read_bytes())
-        except OSError as exc:
-            raise ConfigError(f"cannot read reference file {path}: {exc.strerror}") from exc
-        except SerializationError as exc:
-            raise ConfigError(f"{path} is not a driftwarden reference file: {exc}") from exc
-
-
-def is_reference_file(path: str | PathLike) -> bool:
-    """Tell a built reference file from a raw event file by its magic bytes."""
-    with open(path, "rb") as handle:
-        return handle.read(4) == REFERENCE_MAGIC
+__all__ = ["References", "reference_from_summaries", "reference_window_starts"]
 
 
 def reference_from_summaries(summaries: Sequence[WindowSummary], kinds: Mapping[str, str], policy: DriftPolicy,
@@ -153,64 +59,90 @@ def reference_from_summaries(summaries: Sequence[WindowSummary], kinds: Mapping[
     return Reference(features)
 
 
-class StoredReferences:
-    """Reference per model for the warmup and rolling modes, kept in the SQL store.
-
-    The reference a window is judged against is built from stored window summaries (merged
-    sketches, calibrated thresholds); the last one built per model is kept in memory and reused
-    while the same stored windows make it up (in warmup mode: every window after the warm-up).
-    """
-
-    def __init__(self, config: MonitorConfig, policy: DriftPolicy) -> None:
-        self.config = config
-        self.policy = policy
-        self._built: dict[str, tuple[tuple[int, ...], Reference]] = {}  # model -> (window starts, reference)
-
-    def remember(self, conn: Connection, summary: WindowSummary) -> None:
-        """Keep a window's summary when the mode may still need it (idempotent)."""
-        if self.config.reference.mode == "warmup" and self._warmed_up(conn, summary):
-            return
-        row = {"model": summary.model, "window_start": summary.window_start_ms, "summary": summary.serialize()}
-        upsert(conn, window_summaries, [row], ("model", "window_start"))
-
-    def _warmed_up(self, conn: Connection, summary: WindowSummary) -> bool:
-        starts = conn.execute(select(window_summaries.c.window_start)
-                              .where(window_summaries.c.model == summary.model)
-                              .order_by(window_summaries.c.window_start)
-                              .limit(self.config.reference.warmup_windows)).scalars().all()
-        return len(starts) >= self.config.reference.warmup_windows and summary.window_start_ms > starts[-1]
-
-    def reference_for(self, conn: Connection, model: str, start_ms: int) -> Reference | None:
-        """The reference a window starting at ``start_ms`` is judged against; None while warming up."""
-        starts = self._reference_starts(conn, model, start_ms)
-        if not starts:
-            return None
-        cached = self._built.get(model)
-        if cached is not None and cached[0] == starts:
-            return cached[1]
-        rows = conn.execute(select(window_summaries.c.summary).where(
-            window_summaries.c.model == model, window_summaries.c.window_start.in_(starts))).all()
-        order = {start: i for i, start in enumerate(starts)}  # the merge order: see _reference_starts
-        summaries = sorted((WindowSummary.deserialize(r[0]) for r in rows), key=lambda s: order[s.window_start_ms])
-        model_config = self.config.model(model)
-        reference = reference_from_summaries(summaries, model_config.sketch_kinds, self.policy,
-                                             prediction=model_config.monitor_prediction)
-        self._built[model] = (starts, reference)
-        return reference
-
-    def _reference_starts(self, conn: Connection, model: str, start_ms: int) -> tuple[int, ...]:
-        """Window starts of the stored summaries that make up the reference, in merge order (warmup:
-        oldest first; rolling: newest first, as replay's WindowReferences); empty: not enough yet."""
-        ref = self.config.reference
-        query = select(window_summaries.c.window_start).where(window_summaries.c.model == model)
-        if ref.mode == "warmup":
-            starts = conn.execute(query.order_by(window_summaries.c.window_start).limit(ref.warmup_windows)).scalars().all()
-            if len(starts) < ref.warmup_windows or start_ms <= starts[-1]:
-                return ()
-            return tuple(starts)
-        lag_end = start_ms - ref.lag_windows * self.config.window.size_ms
-        starts = conn.execute(query.where(window_summaries.c.window_start < lag_end)
-                              .order_by(window_summaries.c.window_start.desc()).limit(ref.rolling_windows)).scalars().all()
-        if len(starts) < ref.rolling_windows:
+def reference_window_starts(reference: ReferenceConfig, window_ms: int, model: str, start_ms: int,
+                            windows: WindowStore) -> tuple[int, ...]:
+    """The starts of the kept windows whose merge is the reference of ``model``'s window starting at
+    ``start_ms``, in merge order (warm-up: oldest first; rolling: newest first); empty: none yet."""
+    if reference.mode == "warmup":
+        starts = windows.first_starts(model, reference.warmup_windows)
+        if len(starts) < reference.warmup_windows or start_ms <= starts[-1]:
             return ()
         return tuple(starts)
+    lag_end = start_ms - reference.lag_windows * window_ms
+    starts = windows.latest_starts(model, lag_end, reference.rolling_windows)
+    return tuple(starts) if len(starts) >= reference.rolling_windows else ()
+
+
+def _only(reference: Reference, features: frozenset[str] | None) -> Reference:
+    """The reference restricted to ``features`` (all of them when None)."""
+    if features is None:
+        return reference
+    return Reference({n: f for n, f in reference.features.items() if n in features})
+
+
+class References:
+    """The reference of every window of every monitored model (see the module's docstring).
+
+    ``reference_set``: the file mode's references (given, the mode is ``file`` whatever the config
+    says, as ``--reference`` does); None: the config's ``warmup`` or ``rolling`` mode.
+    ``features``: judge only these features (replay's ``--features``); None: all.
+    """
+
+    def __init__(self, config: MonitorConfig, policy: DriftPolicy, reference_set: ReferenceSet | None = None,
+                 features: Iterable[str] | None = None) -> None:
+        self.config = config
+        self.policy = policy
+        self.reference_set = reference_set
+        self._features = frozenset(features) if features is not None else None
+        self._built: dict[str, tuple[tuple[int, ...], Reference]] = {}  # model -> (window starts, reference)
+        if reference_set is None and config.reference.mode == "file":
+            raise ValueError("reference mode 'file' needs the reference set")
+
+    @property
+    def mode(self) -> str:
+        """``file``, ``warmup`` or ``rolling``."""
+        return "file" if self.reference_set is not None else self.config.reference.mode
+
+    def reference_for(self, model: str, start_ms: int, windows: WindowStore) -> Reference:
+        """The reference a window of ``model`` starting at ``start_ms`` is judged against; empty (the
+        window is counted, not judged) for a model not monitored, one the file has no reference for,
+        and while a warm-up or rolling reference has too few windows."""
+        if self.config.model(model) is None:
+            return Reference()
+        if self.reference_set is not None:
+            return _only(self.reference_set.models.get(model, Reference()), self._features)
+        starts = reference_window_starts(self.config.reference, self.config.window.size_ms, model, start_ms, windows)
+        if not starts:
+            return Reference()
+        built = self._built.get(model)
+        if built is None or built[0] != starts:
+            model_config = self.config.model(model)
+            reference = reference_from_summaries(windows.summaries(model, starts), model_config.sketch_kinds,
+                                                 self.policy, prediction=model_config.monitor_prediction)
+            self._built[model] = built = (starts, reference)
+        return built[1]
+
+    def remember(self, summary: WindowSummary, windows: WindowStore) -> None:
+        """Keep a judged window of a monitored model when a later reference may be made of it."""
+        reference = self.config.reference
+        if self.mode == "file" or self.config.model(summary.model) is None:
+            return
+        if reference.mode == "warmup":
+            first = windows.first_starts(summary.model, reference.warmup_windows)
+            if len(first) >= reference.warmup_windows and summary.window_start_ms > first[-1]:
+                return
+            windows.keep(summary, None)
+        else:  # the rolling reference needs at most this many of the latest windows
+            windows.keep(summary, reference.rolling_windows + reference.lag_windows)
+
+    def segment_keys(self, model: str, by: tuple[str, ...]) -> tuple[SegmentKey, ...] | None:
+        """The top segment keys a window of ``model`` segmented ``by`` is summarized with; None: no
+        segments (the file has none of the model by those features, or a warm-up / rolling reference)."""
+        return self.reference_set.segment_keys_by(model, by) if self.reference_set is not None else None
+
+    def segment_reference(self, model: str, key: SegmentKey) -> Reference | None:
+        """The reference of one segment of ``model`` (restricted like the model's); None: it has none."""
+        if self.reference_set is None:
+            return None
+        reference = self.reference_set.segment_reference(model, key)
+        return _only(reference, self._features) if reference is not None else None

@@ -39,7 +39,7 @@ _KIND_CODE = {NUMERIC: 1, CATEGORICAL: 2, BOOLEAN: 3}
 _KIND_NAME = {code: kind for kind, code in _KIND_CODE.items()}
 
 __all__ = ["KIND_WINDOW", "KIND_WINDOW_SEGMENTED", "WindowSummary", "WindowRows", "merge_summaries",
-           "new_feature_sketch", "summarize_window", "window_seed", "window_start"]
+           "new_feature_sketch", "summarize_window", "window_seed"]
 
 
 @dataclass
@@ -226,11 +226,6 @@ def _merge_segments(merged: WindowSummary, summaries: Sequence[WindowSummary]) -
         segment = merge_summaries([s.segments[key] for s in summaries if key in s.segments])
         segment.window_start_ms, segment.window_end_ms = merged.window_start_ms, merged.window_end_ms
         merged.segments[key] = segment
-
-
-def window_start(event_ms: int, window_ms: int) -> int:
-    """Start (epoch ms) of the epoch-aligned tumbling window holding ``event_ms``."""
-    return event_ms - event_ms % window_ms
 
 
 class WindowRows:

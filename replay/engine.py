@@ -1,11 +1,12 @@
 """Run the streaming job's per-window pipeline over replayed records.
 
 Records go through the same steps, in the same code, as in ``jobs/drift_job.py``: validation
-(``validate_event`` with the configured kinds), event-time windows with per-partition watermarks
-and late events, each on-time event's features appended to its window's
-:class:`pipeline.summary.WindowRows` (the same summary bytes the live job's Java aggregate builds, see
-sketches/FORMAT.md), then :func:`pipeline.judging.analyze_summary` against the reference the live
-job would use. Only the transport differs: records come from a file or a bounded topic read.
+(:func:`pipeline.validation.validate_record`), the event-time rules (``pipeline/event_time.py``:
+a bad clock, per-partition lateness marks, late events) in :class:`pipeline.windowing.Windower`,
+each on-time event's features appended to its window's :class:`pipeline.summary.WindowRows` (the
+same summary bytes the live job's Java aggregate builds, see sketches/FORMAT.md), then
+:func:`pipeline.judging.judge_window` against the reference the live job would use. Only the
+transport differs: records come from a file or a bounded topic read.
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ import numpy as np
 import pyarrow as pa
 
 from driftwarden.core.records import WindowReport
-from driftwarden.pipeline.judging import analyze_summary, cusum_state, segment_references
+from driftwarden.pipeline.judging import cusum_state, judge_window
 from driftwarden.pipeline.summary import WindowRows, WindowSummary
+from driftwarden.pipeline.window_store import MemoryWindows
+from driftwarden.pipeline.windowing import OpenWindow, Windower
 from driftwarden.replay.ordering import PartitionMerger
 from driftwarden.replay.records import RawRecord
 from driftwarden.replay.setup import ReplaySetup
 from driftwarden.replay.validate import Rejection, ValidatedBatch, reject_future, validate_batch
-from driftwarden.replay.windowing import OpenWindow, Windower
 from driftwarden.schemas.events import Event
 from driftwarden.sketches import Reference
 
@@ -88,6 +90,7 @@ class Replayer:
         self._placed: dict[tuple[int, int], _Placed] = {}  # (window, batch) -> rows not yet in the window
         self._cusum: dict[str, dict] = {}  # model -> each feature's CUSUM after its last judged window
         self._segments: dict[str, tuple | None] = {}  # model -> top segment keys its windows are cut by (None: none)
+        self._windows = MemoryWindows()  # the warm-up or rolling reference's windows
 
     @property
     def event_time_covered(self) -> tuple[int | None, int | None]:
@@ -110,14 +113,16 @@ class Replayer:
             self._accept_batch(records, validated)
             self._judge(self._windower.fired())
             return
-        merger, reasons = self._merger, validated.reasons
+        merger, reasons, mark_ms = self._merger, validated.reasons, validated.mark_ms
         for i, record in enumerate(records):
             if reasons[i] is not None:
                 self._reject(Rejection(record, reasons[i], validated.details[i]))
-            elif merger is None:
+            if mark_ms[i] is None:  # rejected, with no readable time or a bad clock: it moves no mark
+                pass
+            elif merger is None:  # valid, or rejected with a readable time (it moves its partition's mark)
                 self._accept(record.partition, records, validated, i)
             else:
-                merger.push(record.partition, validated.event_ms[i], (records, validated, i))
+                merger.push(record.partition, mark_ms[i], (records, validated, i))
             if merger is not None and self._last_offsets.get(record.partition) == record.coordinates[-1]:
                 if merger.finish(record.partition):
                     self._windower.drop_partition(record.partition)
@@ -152,7 +157,11 @@ class Replayer:
         self._judge(self._windower.fired())
 
     def _accept(self, partition: int, records: Sequence[RawRecord], validated: ValidatedBatch, i: int) -> None:
-        """Window the valid record ``records[i]`` (one at a time: several partitions, or a sink)."""
+        """Window the record ``records[i]`` (one at a time: several partitions, or a sink): a valid one
+        joins its window or is late; a rejected one only moves its partition's mark."""
+        if validated.reasons[i] is not None:
+            self._windower.add(partition, validated.mark_ms[i], "", keep=False)
+            return
         record, ms, model = records[i], validated.event_ms[i], validated.models[i]
         keep = self._wanted is None or model in self._wanted  # setup.wants, inlined: per event
         window = self._windower.add(partition, ms, model, keep)
@@ -177,25 +186,26 @@ class Replayer:
             placed.chosen.append(i)
 
     def _accept_batch(self, records: Sequence[RawRecord], validated: ValidatedBatch) -> None:
-        """What :meth:`_accept` does for each valid record of a batch, in one vectorised step (one partition)."""
+        """What :meth:`_accept` does for each record of a batch, in one vectorised step (one partition)."""
         reasons = validated.reasons
-        valid: Sequence[int] = range(len(records))
+        marking: Sequence[int] = range(len(records))  # the records that move the mark: all of a clean batch
         if any(reasons):  # a clean batch (the usual case) skips the per-record pass
-            valid = [i for i, reason in enumerate(reasons) if reason is None]
             for i, reason in enumerate(reasons):
                 if reason is not None:
                     self._reject(Rejection(records[i], reason, validated.details[i]))
-        event_ms = np.array([validated.event_ms[i] for i in valid], dtype=np.int64)
-        models = [validated.models[i] for i in valid]
+            marking = [i for i, ms in enumerate(validated.mark_ms) if ms is not None]
+        event_ms = np.array([validated.mark_ms[i] for i in marking], dtype=np.int64)
+        valid = np.array([reasons[i] is None for i in marking], dtype=bool)
+        models = [validated.models[i] for i in marking]
         wanted = self._wanted
-        keep = np.ones(len(valid), dtype=bool) if wanted is None else np.array([m in wanted for m in models], dtype=bool)
+        keep = valid if wanted is None else valid & np.array([m in wanted for m in models], dtype=bool)
         groups, late = self._windower.add_batch(records[0].partition if records else 0, event_ms, models, keep)
-        self._count_batch(event_ms[keep], len(valid), late.size)
+        self._count_batch(event_ms[keep], int(valid.sum()), late.size)
         for j in late.tolist():
-            self.outcome.late.append((records[valid[j]], Event(models[j], int(event_ms[j]), {})))
+            self.outcome.late.append((records[marking[j]], Event(models[j], int(event_ms[j]), {})))
         for window, members in groups:
             if window.rows is not None:
-                _add_batch_rows(window, [valid[j] for j in members.tolist()], records, validated)
+                _add_batch_rows(window, [marking[j] for j in members.tolist()], records, validated)
 
     def _count_batch(self, kept_ms: np.ndarray, valid: int, late: int) -> None:
         counts = self.outcome.counts
@@ -214,13 +224,8 @@ class Replayer:
     def _judge(self, windows: list[OpenWindow]) -> None:
         for window in windows:
             summary = self._summarize(window)
-            monitored = self.setup.config.model(window.model) is not None
-            reference = self.setup.references.reference_for(window.model, window.start_ms) if monitored else Reference()
-            if monitored:
-                self.setup.references.remember(summary)
-            segments = segment_references(summary, self.setup.references.segment_reference,
-                                          self.setup.config.model(window.model))
-            report = analyze_summary(summary, reference, self.setup.policy, self._cusum.get(window.model), *segments)
+            report, reference = judge_window(summary, self.setup.references, self._windows,
+                                             self._cusum.get(window.model))
             self._cusum[window.model] = cusum_state(report)
             late = self._windower.late_by_window.get((window.model, window.start_ms), 0)
             self.outcome.windows.append(WindowResult(report, summary.events, summary.unknown_features, late))

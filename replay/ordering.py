@@ -1,7 +1,7 @@
 """A deterministic order over several partitions: a k-way merge by event time.
 
 Flink interleaves partitions in whatever order the fetches arrive. Lateness is decided per
-partition (replay/windowing.py), so the interleaving changes no verdict; this order keeps few
+partition (pipeline/windowing.py), so the interleaving changes no verdict; this order keeps few
 windows open at once: the next event is the head with the smallest event time (ties: lowest
 partition), taken only once every partition still open has a head (or has finished). For
 partitions that are each in event time order this is the order a perfectly fair reader would see.

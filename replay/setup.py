@@ -15,9 +15,9 @@ from driftwarden.core.errors import ConfigError
 from driftwarden.core.event_files import load_events, not_a_file
 from driftwarden.pipeline.judging import drift_policy
 from driftwarden.pipeline.reference_build import build_reference_set, infer_feature_kinds
-from driftwarden.pipeline.references import ReferenceSet, is_reference_file
+from driftwarden.pipeline.reference_set import ReferenceSet, is_reference_file
+from driftwarden.pipeline.references import References
 from driftwarden.replay.file_input import check_file
-from driftwarden.replay.references import FileReferences, ReferenceProvider, WindowReferences
 from driftwarden.schemas.config import ModelConfig, MonitorConfig, feature_kinds_lookup, load_config
 from driftwarden.schemas.events import PREDICTION, EventRules
 from driftwarden.sketches import DriftPolicy
@@ -29,7 +29,7 @@ class ReplaySetup:
 
     config: MonitorConfig
     policy: DriftPolicy
-    references: ReferenceProvider
+    references: References
     reference_label: str
     models: frozenset[str] | None = None
     features: frozenset[str] | None = None
@@ -65,12 +65,9 @@ def load_setup(config_path: Path | None, reference_path: Path | None, models: li
         references, label = None, f"{config.reference.mode} (first windows of the range)"
     config = _filtered(config, models, features)
     policy = drift_policy(config.thresholds, config.window.size_ms)
-    if references is None:
-        provider = WindowReferences(config, policy)
-    else:
-        provider = FileReferences(references, features)
     keep_models = frozenset(models) if models else None
-    return ReplaySetup(config, policy, provider, label, keep_models, frozenset(features) if features else None)
+    return ReplaySetup(config, policy, References(config, policy, references, features), label, keep_models,
+                       frozenset(features) if features else None)
 
 
 def _file_references(config: MonitorConfig | None, path: Path) -> tuple[MonitorConfig, ReferenceSet]:

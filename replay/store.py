@@ -13,8 +13,9 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from driftwarden.core.errors import ServiceError
 from driftwarden.core.store import make_engine
-from driftwarden.pipeline.dead_letters import REASON_SEPARATOR, Rejected, dead_letter_row, store_dead_letters
+from driftwarden.pipeline.dead_letters import Rejected, dead_letter_row, store_dead_letters
 from driftwarden.pipeline.results import store_window
+from driftwarden.pipeline.validation import LATE, REASON_SEPARATOR
 from driftwarden.replay.engine import ReplayOutcome
 from driftwarden.replay.records import RawRecord
 
@@ -27,7 +28,7 @@ def store_outcome(url: str, outcome: ReplayOutcome) -> int:
     try:
         with engine.begin() as conn:
             rows = [_dead_letter(r.record, r.reason, r.detail, None, None) for r in outcome.rejections]
-            rows += [_dead_letter(r, "late", "", e.model, e.event_ms) for r, e in outcome.late]
+            rows += [_dead_letter(r, LATE, "", e.model, e.event_ms) for r, e in outcome.late]
             for i in range(0, len(rows), CHUNK):
                 store_dead_letters(conn, rows[i:i + CHUNK])
             for w in outcome.windows:

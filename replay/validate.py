@@ -1,12 +1,14 @@
-"""Validate raw records exactly as the streaming job does (see ``jobs.udfs.reject_reason``).
+"""Validate a batch of replayed records with the live job's validator, then apply the clock rule.
 
-An event is parsed with :func:`schemas.events.validate_event`; when its model is monitored its
-features must also have the configured kinds (checked in the same single pass). Events of models
-that are not monitored are valid (counted, windowed, not sketched), as in the live job.
+Each record goes through :func:`pipeline.validation.validate_record`, the one validator the live
+job calls too. Events of models that are not monitored are valid (counted, windowed, not
+sketched), as in the live job.
 
 :func:`validate_batch` validates a batch of raw values and keeps, per monitored model, its valid
 events' configured features as Arrow columns (built from validation's own parse), so nothing is
 parsed twice; its result crosses between processes as Arrow IPC (see replay/workers.py).
+:func:`reject_future` then applies the future-clock rule (``pipeline/event_time.py``) with each
+record's Kafka timestamp and says which records move their partition's lateness mark.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ from typing import Sequence
 import pyarrow as pa
 
 from driftwarden.core.errors import InvalidEventError
-from driftwarden.pipeline.columns import configured_values, feature_columns
+from driftwarden.pipeline.columns import feature_columns
+from driftwarden.pipeline.event_time import is_future
+from driftwarden.pipeline.validation import FUTURE, future_detail, readable_event_time, validate_record
 from driftwarden.replay.records import RawRecord
 from driftwarden.schemas.config import MonitorConfig, feature_kinds_lookup
-from driftwarden.schemas.events import EventRules, FeatureKinds, InvalidValue, is_future, validate_event
+from driftwarden.schemas.events import EventRules, FeatureKinds, InvalidValue
 
 #: Longest detail kept per rejected record in a report.
 DETAIL_CHARS = 300
@@ -40,7 +44,8 @@ class Rejection:
 
 
 _ENVELOPE = pa.schema([("event_ms", pa.int64()), ("model", pa.string()), ("reason", pa.string()),
-                       ("detail", pa.string()), ("unknown", pa.int32()), ("row", pa.int32())])
+                       ("detail", pa.string()), ("unknown", pa.int32()), ("row", pa.int32()),
+                       ("mark_ms", pa.int64())])
 _INVALID = pa.schema([("index", pa.int32()), ("name", pa.string()), ("reason", pa.string()), ("value", pa.string())])
 
 
@@ -51,6 +56,9 @@ class ValidatedBatch:
     ``reasons[i]`` is None for a valid value. For a valid event of a monitored model, ``rows[i]``
     is its row in ``columns[model]`` (that model's valid events' configured features, one Arrow
     column per feature) and ``unknown[i]`` counts its non-null values of features not configured.
+    ``event_ms[i]`` is a valid event's time (None for a rejected value); ``mark_ms[i]`` the time the
+    record moves its partition's lateness mark by: any record's readable event time, valid or not,
+    unless :func:`reject_future` finds it a bad clock (None: it moves no mark).
     ``invalid``: (value's index in the batch, monitored name, its :class:`InvalidValue`) of each
     wrong-typed value of a valid event (a null in its column).
     """
@@ -61,13 +69,14 @@ class ValidatedBatch:
     details: list[str | None]
     unknown: list[int]
     rows: list[int]
+    mark_ms: list[int | None]
     columns: dict[str, dict[str, pa.Array]] = field(default_factory=dict)
     invalid: list[tuple[int, str, InvalidValue]] = field(default_factory=list)
 
     def to_ipc(self) -> tuple[bytes, ...]:
         """Arrow IPC streams: the per-value table, the invalid values, then one table per monitored model."""
-        envelope = pa.table([self.event_ms, self.models, self.reasons, self.details, self.unknown, self.rows],
-                            schema=_ENVELOPE)
+        envelope = pa.table([self.event_ms, self.models, self.reasons, self.details, self.unknown, self.rows,
+                             self.mark_ms], schema=_ENVELOPE)
         invalid = pa.table([[i for i, _, _ in self.invalid], [n for _, n, _ in self.invalid],
                             [v.reason for _, _, v in self.invalid], [v.value for _, _, v in self.invalid]],
                            schema=_INVALID)
@@ -104,55 +113,58 @@ def _as_list(column: pa.ChunkedArray) -> list:
 
 
 def validate_batch(values: Sequence[bytes], config: MonitorConfig) -> ValidatedBatch:
-    """Validate every value (the live job's rule) and gather each monitored model's features.
+    """Validate every value (:func:`pipeline.validation.validate_record`) and gather each monitored
+    model's features.
 
     The loop runs once per record of a replay, so it appends to local lists rather than calling
     :meth:`ValidatedBatch.append` (measured: a sixth of the batch's time).
     """
     kinds_of = feature_kinds_lookup(config)
     rules = EventRules.of(config.source)
-    batch = ValidatedBatch([], [], [None] * len(values), [None] * len(values), [], [])
+    batch = ValidatedBatch([], [], [None] * len(values), [None] * len(values), [], [], [])
     event_ms, models, unknown, rows = batch.event_ms, batch.models, batch.unknown, batch.rows
     gathered: dict[str, _Gathered | None] = {}
     for i, value in enumerate(values):
         try:
-            event = validate_event(value, kinds_of, rules)
+            event, values_by_kind, unknown_values = validate_record(value, kinds_of, rules)
         except InvalidEventError as exc:
             batch.reasons[i], batch.details[i] = exc.reason, exc.detail
             event_ms.append(None), models.append(None), unknown.append(0), rows.append(-1)
             continue
         model = event.model
-        event_ms.append(event.event_ms), models.append(model)
+        event_ms.append(event.event_ms), models.append(model), unknown.append(unknown_values)
         into = gathered[model] if model in gathered else gathered.setdefault(model, _Gathered.of(kinds_of(model)))
         if into is None:  # a model the config does not monitor: counted, not sketched
-            unknown.append(0), rows.append(-1)
+            rows.append(-1)
             continue
         if event.invalid:
             batch.invalid.extend((i, name, why) for name, why in event.invalid.items())
-        by_kind, unknown_values = configured_values(event.features, into.kinds, event.by_kind, event.prediction,
-                                                    event.invalid)
-        unknown.append(unknown_values)
-        into.numbers.extend(by_kind[0])
-        into.labels.extend(by_kind[1])
+        into.numbers.extend(values_by_kind[0])
+        into.labels.extend(values_by_kind[1])
         rows.append(into.rows)
         into.rows += 1
+    batch.mark_ms = ([ms if reason is None else readable_event_time(values[i], rules)
+                      for i, (ms, reason) in enumerate(zip(event_ms, batch.reasons))]
+                     if any(batch.reasons) else list(event_ms))
     batch.columns = {model: feature_columns(into.numbers, into.labels, into.kinds)
                      for model, into in gathered.items() if into is not None}
     return batch
 
 
 def reject_future(records: Sequence[RawRecord], validated: ValidatedBatch, config: MonitorConfig) -> int:
-    """Reject (reason ``future``) the valid events too far ahead of their record's timestamp, as the
-    live job does (:func:`schemas.events.is_future`); return how many."""
+    """Apply the future-clock rule (:func:`pipeline.event_time.is_future`) with each record's timestamp:
+    a valid event too far ahead is rejected (reason ``future``), and no bad clock, valid or not, moves
+    its partition's mark; return how many valid events were rejected."""
     skew = config.window.max_future_skew_ms
-    event_ms, reasons, found = validated.event_ms, validated.reasons, 0
+    mark_ms, reasons, found = validated.mark_ms, validated.reasons, 0
     for i, record in enumerate(records):
-        ts, ms = record.timestamp_ms, event_ms[i]
-        if ts is not None and ms is not None and reasons[i] is None and is_future(ms, ts, skew):
-            reasons[i] = "future"
-            validated.details[i] = (f"event time more than {config.window.max_future_skew} ahead of its Kafka "
-                                    "record's timestamp")
-            found += 1
+        ts, ms = record.timestamp_ms, mark_ms[i]
+        if ts is not None and ms is not None and is_future(ms, ts, skew):
+            mark_ms[i] = None
+            if reasons[i] is None:
+                reasons[i] = FUTURE
+                validated.details[i] = future_detail(config.window.max_future_skew)
+                found += 1
     return found
 
 

@@ -259,7 +259,7 @@ class WindowConfig(_Strict):
     out_of_orderness: str | int | float = "5s"
     idleness: str | int | float = "30s"
     # an event time more than this ahead of its Kafka record's timestamp is a bad clock: dead letters
-    # with reason "future", never windowed, never moves the watermark (schemas.events.is_future)
+    # with reason "future", never windowed, never moves the watermark (pipeline.event_time.is_future)
     max_future_skew: str | int | float = "15m"
     # "on-periodic": the watermark advances every 200 ms (cheapest); "on-event": after every event
     # (exact lateness on a backlog, used by tests that count late events)

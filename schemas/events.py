@@ -38,7 +38,7 @@ MIN_EVENT_MS = 946_684_800_000
 MAX_EVENT_MS = 4_102_444_800_000
 
 REJECT_REASONS = (
-    "future",  # a valid event whose time is too far ahead of its record's timestamp (is_future)
+    "future",  # a valid event whose time is too far ahead of its record's timestamp (pipeline.event_time.is_future)
     "not_json",
     "not_object",
     "missing_event_time",
@@ -364,20 +364,6 @@ def invalid_value(value: Any) -> InvalidValue:
     if kind in _NUMBER_TYPES and math.isfinite(value) and value == int(value) and abs(value) < _EXACT_INTEGERS:
         return InvalidValue(reason, str(int(value)))
     return InvalidValue(reason, "")
-
-
-def is_future(event_ms: int, record_timestamp_ms: int | None, max_skew_ms: int) -> bool:
-    """Whether an event time is more than ``max_skew_ms`` ahead of its Kafka record's timestamp.
-
-    The record's timestamp (set by the producer or, on a LogAppendTime topic, by the broker) is the
-    partition's progress as the log itself states it: the rule needs no state, so it gives the same
-    answer live, after any restart and in replay. A record without a timestamp (None, 0 or negative)
-    is never future. The live job's twin is Java ``SourceSummaries.isFuture`` (and the smoke job's SQL ``jobs.source.future_sql``).
-
-    >>> is_future(4_102_000_000_000, 1_767_225_600_000, 900_000), is_future(1_767_226_500_000, 1_767_225_600_000, 900_000)
-    (True, False)
-    """
-    return record_timestamp_ms is not None and record_timestamp_ms > 0 and event_ms - record_timestamp_ms > max_skew_ms
 
 
 def utc_from_ms(epoch_ms: int) -> datetime:

@@ -1,4 +1,5 @@
-"""The shared window pipeline and the reference modes, without Flink (SQLite store)."""
+"""The shared window pipeline without Flink: validation, window summaries, reference files (the reference
+choice: tests/test_references.py)."""
 
 from __future__ import annotations
 
@@ -6,18 +7,15 @@ import numpy as np
 import orjson
 import pytest
 
-from sqlalchemy import func, select
-
 from driftwarden.core.errors import SerializationError
-from driftwarden.core.store import make_engine
 from driftwarden.core.errors import InvalidEventError
 from driftwarden.pipeline.judging import analyze_summary, drift_policy
 from driftwarden.pipeline.summary import WindowRows, WindowSummary, summarize_window
-from driftwarden.pipeline.references import ReferenceSet, StoredReferences, is_reference_file
+from driftwarden.pipeline.reference_set import ReferenceSet, is_reference_file
+from driftwarden.pipeline.references import reference_from_summaries
 from driftwarden.jobs.source import kafka_source_ddl
 from driftwarden.schemas.config import MonitorConfig, SourceConfig, feature_kinds_lookup
 from driftwarden.schemas.events import EventRules, InvalidValue, validate_event
-from driftwarden.schemas.tables import window_summaries
 
 WINDOW = 10_000
 CONFIG = MonitorConfig.model_validate({
@@ -99,70 +97,9 @@ def test_summary_round_trips_and_rejects_corrupt_bytes():
         WindowSummary.deserialize(summary.serialize()[:-7])
 
 
-def test_warmup_reference_judges_only_windows_after_the_first_n(tmp_path):
-    engine = make_engine(f"sqlite:///{tmp_path}/s.db")
-    refs = StoredReferences(CONFIG, drift_policy(CONFIG.thresholds))
-    with engine.begin() as conn:
-        for w in range(3):
-            assert refs.reference_for(conn, "m", w * WINDOW) is None
-            refs.remember(conn, summarize_window("m", w * WINDOW, WINDOW, _maps(800, seed=w), MODEL))
-        reference = refs.reference_for(conn, "m", 3 * WINDOW)
-        refs.remember(conn, summarize_window("m", 3 * WINDOW, WINDOW, _maps(800, seed=3), MODEL))
-        assert refs.reference_for(conn, "m", 0) is None  # a warm-up window is never judged
-        # once warmed up, later windows are not kept: the table stays at the warm-up windows
-        assert conn.execute(select(func.count()).select_from(window_summaries)).scalar_one() == 3
-    assert reference.features["x"].sketch.n == sum(1 for w in range(3) for m in _maps(800, seed=w) if m["x"] is not None)
-    shifted = summarize_window("m", 4 * WINDOW, WINDOW, _maps(800, shift=1.0, seed=4), MODEL)
-    verdicts = {f.name: f for f in analyze_summary(shifted, reference, drift_policy(CONFIG.thresholds)).features}
-    assert verdicts["x"].drifted and not verdicts["c"].drifted
-
-
-def test_rolling_reference_uses_the_last_m_windows_before_the_lag(tmp_path):
-    config = CONFIG.model_copy(update={"reference": CONFIG.reference.model_copy(
-        update={"mode": "rolling", "rolling_windows": 2, "lag_windows": 1})})
-    engine = make_engine(f"sqlite:///{tmp_path}/s.db")
-    refs = StoredReferences(config, drift_policy(config.thresholds))
-    with engine.begin() as conn:
-        for w in range(5):
-            refs.remember(conn, summarize_window("m", w * WINDOW, WINDOW, _maps(100 * (w + 1), seed=w), MODEL))
-        reference = refs.reference_for(conn, "m", 5 * WINDOW)  # lag 1: windows 2 and 3, not 4
-        assert refs.reference_for(conn, "m", 2 * WINDOW) is None  # only one window before the lag
-    assert reference.features["c"].sketch.count == 300 + 400
-
-
-def test_a_stored_reference_is_built_once_per_set_of_windows(tmp_path, monkeypatch):
-    """Windows judged against the same stored windows reuse the reference; a new set rebuilds it."""
-    import driftwarden.pipeline.references as references
-
-    builds = []
-    real = references.reference_from_summaries
-    monkeypatch.setattr(references, "reference_from_summaries",
-                        lambda summaries, *rest, **options: builds.append([s.window_start_ms for s in summaries])
-                        or real(summaries, *rest, **options))
-    config = CONFIG.model_copy(update={"reference": CONFIG.reference.model_copy(
-        update={"mode": "rolling", "rolling_windows": 2, "lag_windows": 0})})
-    for cfg in (CONFIG, config):
-        engine = make_engine(f"sqlite:///{tmp_path}/{cfg.reference.mode}.db")
-        refs = StoredReferences(cfg, drift_policy(cfg.thresholds))
-        with engine.begin() as conn:
-            for w in range(4):
-                refs.remember(conn, summarize_window("m", w * WINDOW, WINDOW, _maps(200, seed=w), MODEL))
-            first = refs.reference_for(conn, "m", 4 * WINDOW)
-            assert refs.reference_for(conn, "m", 4 * WINDOW) is first
-            if cfg.reference.mode == "warmup":
-                assert refs.reference_for(conn, "m", 9 * WINDOW) is first  # after the warm-up: always the same
-            else:
-                assert refs.reference_for(conn, "m", 3 * WINDOW) is not first  # windows 1 and 2 now
-    assert builds == [[0, WINDOW, 2 * WINDOW], [3 * WINDOW, 2 * WINDOW], [2 * WINDOW, WINDOW]]  # rolling: newest first
-
-
 def test_reference_set_round_trip_and_detection(tmp_path):
-    refs = StoredReferences(CONFIG, drift_policy(CONFIG.thresholds))
-    engine = make_engine(f"sqlite:///{tmp_path}/s.db")
-    with engine.begin() as conn:
-        for w in range(4):
-            refs.remember(conn, summarize_window("m", w * WINDOW, WINDOW, _maps(300, seed=w), MODEL))
-        reference = refs.reference_for(conn, "m", 4 * WINDOW)
+    summaries = [summarize_window("m", w * WINDOW, WINDOW, _maps(300, seed=w), MODEL) for w in range(4)]
+    reference = reference_from_summaries(summaries, MODEL.monitored, drift_policy(CONFIG.thresholds), prediction=True)
     path = tmp_path / "ref.dwref"
     ReferenceSet({"m": reference}).save(path)
     assert is_reference_file(path)

@@ -1,4 +1,4 @@
-"""The replay validator gives the live job's verdict and reason for every record (jobs.udfs.reject_reason)."""
+"""The replay validator gives the one validator's verdict and reason for every record (pipeline.validation)."""
 
 from __future__ import annotations
 
@@ -29,12 +29,13 @@ VALUES = [
 
 @pytest.mark.parametrize("order", [1, -1])
 def test_verdicts_and_reasons_match_the_live_jobs(order):
-    from driftwarden.jobs.udfs import REASON_SEPARATOR, reject_reason
+    from driftwarden.pipeline.validation import REASON_SEPARATOR, reject_reason
+    from driftwarden.schemas.config import feature_kinds_lookup
 
     raws = [orjson.dumps(value) for value in VALUES[::order]]
     batch = validate_batch(raws, CONFIG)
     for i, raw in enumerate(raws):
-        expected = reject_reason(raw.decode(), CONFIG)
+        expected = reject_reason(raw.decode(), feature_kinds_lookup(CONFIG))
         if expected is None:
             assert batch.reasons[i] is None and batch.event_ms[i] == T, raw
         else:

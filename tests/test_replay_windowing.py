@@ -9,10 +9,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from driftwarden.pipeline.summary import WindowRows
+from driftwarden.pipeline.windowing import Windower
 from driftwarden.replay.engine import Replayer
 from driftwarden.replay.ordering import PartitionMerger
 from driftwarden.replay.records import RawRecord
-from driftwarden.replay.windowing import Windower
 from driftwarden.schemas.config import ModelConfig, MonitorConfig
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z, a window boundary
@@ -133,13 +133,13 @@ def test_a_vectorised_batch_windows_events_as_one_by_one_adds_do(events, batch, 
 
 
 def test_counts_hold_the_invariants_on_out_of_order_input():
-    from driftwarden.replay.references import WindowReferences
-    from driftwarden.replay.setup import ReplaySetup
     from driftwarden.pipeline.judging import drift_policy
+    from driftwarden.pipeline.references import References
+    from driftwarden.replay.setup import ReplaySetup
 
     config = MonitorConfig.model_validate({"window": {"size": "60s", "out_of_orderness": "5s"},
                                            "models": [{"name": "m", "features": {"x": "numeric"}}]})
-    setup = ReplaySetup(config, drift_policy(config.thresholds), WindowReferences(config, drift_policy(
+    setup = ReplaySetup(config, drift_policy(config.thresholds), References(config, drift_policy(
         config.thresholds)), "warmup")
     times = [0, 30, 70, 20, 130, 66, 200, 119]  # seconds; 20, 66 and 119 arrive after their window fired
     records = [RawRecord(("f", i + 1), 0, orjson.dumps({"event_time": T0 + t * S, "model": "m",

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from driftwarden.cli import app
 from driftwarden.pipeline.summary import WindowSummary
-from driftwarden.pipeline.references import KIND_REFERENCE_SET, KIND_REFERENCE_SET_SEGMENTED, ReferenceSet
+from driftwarden.pipeline.reference_set import KIND_REFERENCE_SET, KIND_REFERENCE_SET_SEGMENTED, ReferenceSet
 from driftwarden.replay.progress import ReplayProgress
 from driftwarden.replay.run import replay_file
 from driftwarden.replay.setup import load_setup
@@ -128,7 +128,7 @@ def _replay_summaries(archive, reference) -> list[WindowSummary]:
     setup = load_setup(archive["config"], reference, None, None)
     summaries = []
     remember = setup.references.remember
-    setup.references.remember = lambda summary: (summaries.append(summary), remember(summary))
+    setup.references.remember = lambda summary, windows: (summaries.append(summary), remember(summary, windows))
     outcome, _ = replay_file(archive["stream"], setup, ReplayProgress(enabled=False), workers=0)
     assert outcome.counts["late"] == 0
     return summaries
@@ -174,7 +174,7 @@ def test_two_partitions_give_each_segment_the_summary_of_its_events(archive):
     _build(archive, folder / "parts.dwref")
     setup = load_setup(archive["config"], folder / "parts.dwref", None, None)
     summaries = []
-    setup.references.remember = summaries.append
+    setup.references.remember = lambda summary, windows: summaries.append(summary)
     records = [RawRecord(("t", i % 2, i // 2), i % 2, orjson.dumps(e)) for i, e in enumerate(archive["events"])]
     replayer = Replayer(setup, [0, 1])
     for start in range(0, len(records), 700):

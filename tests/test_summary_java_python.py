@@ -21,7 +21,8 @@ from driftwarden.pipeline.columns import configured_values
 from driftwarden.jobs.drift_job import segments_json
 from driftwarden.jobs.feature_spec import FeatureColumnSpec
 from driftwarden.jobs.java_summary import java_summaries
-from driftwarden.pipeline.summary import WindowRows, WindowSummary, window_start
+from driftwarden.pipeline.event_time import window_start
+from driftwarden.pipeline.summary import WindowRows, WindowSummary
 from driftwarden.pipeline.segments import fold_to_top, other_key, segment_keys
 from driftwarden.schemas.config import MonitorConfig, feature_kinds_lookup
 

@@ -26,8 +26,8 @@ import org.apache.flink.util.OutputTag;
 
 /**
  * The drift job's per-event work, in the Kafka source's task (chained to it: no exchange, no row
- * per event): each record's envelope ({@link Envelope}), its Kafka partition's lateness mark (the
- * job's late rule, as replay's {@code replay/windowing.py}; kept per partition in operator state), its features
+ * per event): each record's envelope ({@link Envelope}), the event-time rules ({@link EventTimeRules}: a bad
+ * clock, its Kafka partition's lateness mark, late; the marks kept per partition in operator state), its features
  * ({@link FeatureColumns.Spec#values}) and, for a record Java vouches for, the update of its
  * (model, segment, window)'s partial summary ({@link Summaries#accumulate}, the rule the SQL
  * aggregate uses). When the watermark passes a window's end, its partials leave as rows
@@ -61,24 +61,15 @@ public final class SourceSummaries extends AbstractStreamOperator<Row> implement
     private transient FeatureColumns.Spec columns;
     private transient SummarySpec spec;
     private transient EventSegment segments;
-    private transient Map<PartitionKey, long[]> marks;  // each partition's mark, in a cell changed in place
-    private transient PartitionKey lastPartition;
-    private transient long[] lastMark;
+    private transient EventTimeRules rules;
     private transient WindowKey lastKey;  // the key of the partial the last summarized event went to
     private transient WindowSummary lastPartial;
     private transient Map<WindowKey, WindowSummary> open;
     private transient ListState<Tuple3<String, Integer, Long>> marksState;
     private transient ListState<byte[]> openState;
-    private transient long watermark;
     private transient Hashing.TopicCrc topicCrc;
     private transient Counter summarized;
     private transient Counter toPython;
-
-    /** The mark of a partition before its first record: below every candidate. */
-    private static final long NO_MARK = Long.MIN_VALUE;
-
-    /** A Kafka partition. */
-    record PartitionKey(String topic, int partition) {}
 
     /** A partial summary's key: (model, segment index or -1, window start). */
     record WindowKey(String model, int segment, long start) {}
@@ -94,17 +85,15 @@ public final class SourceSummaries extends AbstractStreamOperator<Row> implement
         columns = FeatureColumns.Spec.parse(settings.columns);
         spec = SummarySpec.parse(settings.aggregate);
         segments = settings.segments == null ? null : new EventSegment(settings.segments);
-        marks = new HashMap<>();
+        rules = EventTimeRules.of(settings, spec.windowMs);
         open = new HashMap<>();
-        watermark = Long.MIN_VALUE;
         topicCrc = new Hashing.TopicCrc();
         marksState = context.getOperatorStateStore().getUnionListState(new ListStateDescriptor<>("partition-marks",
                 Types.TUPLE(Types.STRING, Types.INT, Types.LONG)));
         openState = context.getOperatorStateStore().getListState(new ListStateDescriptor<>("open-partials",
                 PrimitiveArrayTypeInfo.BYTE_PRIMITIVE_ARRAY_TYPE_INFO));
         for (Tuple3<String, Integer, Long> mark : marksState.get()) {
-            long[] cell = marks.computeIfAbsent(new PartitionKey(mark.f0, mark.f1), key -> new long[] {NO_MARK});
-            cell[0] = Math.max(cell[0], mark.f2);
+            rules.restoreMark(mark.f0, mark.f1, mark.f2);
         }
         for (byte[] stored : openState.get()) {
             int segment = ByteBuffer.wrap(stored, 0, 4).getInt();
@@ -127,8 +116,8 @@ public final class SourceSummaries extends AbstractStreamOperator<Row> implement
     @Override
     public void snapshotState(StateSnapshotContext context) throws Exception {
         super.snapshotState(context);
-        List<Tuple3<String, Integer, Long>> markList = new ArrayList<>(marks.size());
-        marks.forEach((key, mark) -> markList.add(Tuple3.of(key.topic(), key.partition(), mark[0])));
+        List<Tuple3<String, Integer, Long>> markList = new ArrayList<>();
+        rules.forEachMark((key, mark) -> markList.add(Tuple3.of(key.topic(), key.partition(), mark)));
         marksState.update(markList);
         List<byte[]> partials = new ArrayList<>(open.size());
         open.forEach((key, partial) -> {
@@ -138,76 +127,23 @@ public final class SourceSummaries extends AbstractStreamOperator<Row> implement
         openState.update(partials);
     }
 
-    /**
-     * The event time a record is windowed and watermarked by: its own, or 0 when it has none that
-     * can be read or it is further than the allowed skew ahead of its Kafka record's timestamp (a
-     * bad clock: it never moves the watermark). The rule of {@code schemas.events.is_future}.
-     */
-    static long eventTime(Envelope envelope, long kafkaTimestamp, long maxFutureSkewMs) {
-        Long eventMs = envelope.eventMillis();
-        return eventMs == null || isFuture(eventMs, kafkaTimestamp, maxFutureSkewMs) ? 0 : eventMs;
-    }
-
-    static boolean isFuture(long eventMs, long kafkaTimestamp, long maxFutureSkewMs) {
-        return kafkaTimestamp > 0 && eventMs > kafkaTimestamp + maxFutureSkewMs;
-    }
-
     @Override
     public void processElement(StreamRecord<KafkaRecord> element) {
         KafkaRecord record = element.getValue();
+        String turnedAway = rules.turnedAway(record);
         Envelope envelope = record.envelope();
         Long eventMs = envelope.eventMillis();
-        long eventTime = eventTime(envelope, record.timestamp, settings.maxFutureSkewMs);
-        long eventMsOrZero = eventMs == null ? 0 : eventMs;
-        long start = spec.windowStart(eventMsOrZero);
-        long mark = advanceMark(record, eventTime - settings.outOfOrdernessMs);
-        String turnedAway = turnedAway(envelope, eventMs, record.timestamp, start, mark);
         if (turnedAway == null) {
             Object[] values = columns.values(envelope);
             if (values != null) {
-                summarize(record, envelope.model, eventMs, start, values, envelope.unknownFeatures);
+                summarize(record, envelope.model, eventMs, rules.windowStart(eventMs), values, envelope.unknownFeatures);
                 return;
             }
         }
         toPython.inc();
         output.collect(TO_PYTHON, new StreamRecord<>(Row.of(record.value, record.topic, record.partition, record.offset,
-                eventMsOrZero, envelope.model, turnedAway), eventTime));
-    }
-
-    /**
-     * Moves the record's partition's mark on by its candidate; returns the mark before it
-     * ({@link #NO_MARK}: the partition's first record). A source subtask reads its partitions'
-     * records in runs, so the last partition's mark is at hand without a lookup.
-     */
-    private long advanceMark(KafkaRecord record, long candidate) {
-        if (lastMark == null || record.partition != lastPartition.partition() || !record.topic.equals(lastPartition.topic())) {
-            lastPartition = new PartitionKey(record.topic, record.partition);
-            lastMark = marks.computeIfAbsent(lastPartition, key -> new long[] {NO_MARK});
-        }
-        long before = lastMark[0];
-        if (candidate > before) {
-            lastMark[0] = candidate;
-        }
-        return before;
-    }
-
-    /**
-     * Why the record does not go to its window (null: it does): its event time or model cannot be
-     * read, its clock is ahead, or its window (starting at {@code start}) ended at or below its
-     * partition's mark (or the watermark, which passes an idle partition's): the job's late rule.
-     */
-    private String turnedAway(Envelope envelope, Long eventMs, long kafkaTimestamp, long start, long mark) {
-        if (eventMs == null || envelope.model == null || envelope.model.isEmpty()) {
-            return settings.envelopeReason;
-        }
-        if (isFuture(eventMs, kafkaTimestamp, settings.maxFutureSkewMs)) {
-            return settings.futureReason;
-        }
-        long last = start + spec.windowMs - 1;
-        if ((mark != NO_MARK && last <= mark) || last <= watermark) {
-            return settings.lateReason;
-        }
-        return null;
+                eventMs == null ? 0 : eventMs, envelope.model, turnedAway),
+                EventTimeRules.eventTime(envelope, record.timestamp, settings.maxFutureSkewMs)));
     }
 
     /** Adds a vouched record to its (model, segment, window starting at {@code start})'s partial summary. */
@@ -238,10 +174,10 @@ public final class SourceSummaries extends AbstractStreamOperator<Row> implement
     /** Emits the partials of the windows the watermark has passed (in window, model, segment order), then the watermark. */
     @Override
     public void processWatermark(Watermark mark) throws Exception {
-        watermark = Math.max(watermark, mark.getTimestamp());
+        rules.advanceWatermark(mark.getTimestamp());
         List<WindowKey> closed = new ArrayList<>();
         for (WindowKey key : open.keySet()) {
-            if (key.start() + spec.windowMs - 1 <= watermark) {
+            if (key.start() + spec.windowMs - 1 <= rules.watermark()) {
                 closed.add(key);
             }
         }

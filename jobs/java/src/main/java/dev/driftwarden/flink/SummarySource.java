@@ -91,7 +91,7 @@ public final class SummarySource {
         WatermarkStrategy<KafkaRecord> strategy = WatermarkStrategy
                 .<KafkaRecord>forGenerator(context -> new LargestLessLateness(outOfOrdernessMs, perEvent))
                 .withTimestampAssigner((record, kafkaTime) ->
-                        SourceSummaries.eventTime(record.envelope(), record.timestamp, skewMs));
+                        EventTimeRules.eventTime(record.envelope(), record.timestamp, skewMs));
         return settings.idlenessMs > 0 ? strategy.withIdleness(Duration.ofMillis(settings.idlenessMs)) : strategy;
     }
 

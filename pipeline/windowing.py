@@ -1,14 +1,16 @@
-"""Event-time tumbling windows with per-partition watermarks, as the streaming job keeps them.
+"""Event-time tumbling windows with per-partition lateness marks, as the streaming job keeps them.
 
-Each partition's watermark is the largest event time it has delivered minus the configured
-out-of-orderness; the job's watermark is the smallest over the partitions still open (a finished
-partition stops holding it back, as a finished Kafka split does in Flink). A window fires once
-its last millisecond is at or below the watermark. An event is late when its window's last
-millisecond is at or below its own partition's watermark before it (the live job's rule,
-Java ``SourceSummaries``, the live job's source task): counted, kept by the caller, never silently dropped. Lateness
-thus depends on each partition's order alone, not on how partitions interleave, and a window
-the job's watermark has fired can get no on-time event (the job's watermark is never ahead of a
-partition's).
+Replay and the notebook front door window their records here; the rules themselves are
+``pipeline/event_time.py``'s (the live job's source task applies them in Java, compared record by
+record with this class by ``tests/test_event_time_java.py``). Each partition's mark is the largest
+:func:`pipeline.event_time.lateness_mark` of its records so far; the job's watermark is the smallest
+mark over the partitions still open (a finished partition stops holding it back, as a finished
+Kafka split does in Flink). A window fires once its last millisecond is at or below the watermark.
+An event is late (:func:`pipeline.event_time.is_late`) when its window's last millisecond is at or
+below its own partition's mark before it: counted, kept by the caller, never silently dropped.
+Lateness thus depends on each partition's order alone, not on how partitions interleave, and a
+window the job's watermark has fired can get no on-time event (the job's watermark is never ahead
+of a partition's mark).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from driftwarden.pipeline.event_time import is_late, lateness_mark, window_start
 from driftwarden.pipeline.summary import WindowRows
 
 #: Makes a window's rows for a model; None for a model that is counted but not sketched.
@@ -61,20 +64,23 @@ class Windower:
         return self._watermark
 
     def add(self, partition: int, event_ms: int, model: str, keep: bool = True) -> OpenWindow | None:
-        """Count the event in its window and advance the watermark.
+        """Count the event in its window and move its partition's mark on.
 
         Returns the window the event joins (the caller adds its features there), or None when it
         joins none: it is late (counted in :attr:`late_by_window` when ``keep``) or not kept.
+        ``keep=False``: a record that only moves its partition's mark (a model the caller leaves
+        out, or a record rejected after its event time was read, as the live job's source task
+        reads it before validation).
         """
-        start = event_ms - event_ms % self.window_ms  # pipeline.summary.window_start, inlined: per event
+        start = window_start(event_ms, self.window_ms)
         window = None
-        if start + self.window_ms - 1 > self._marks.get(partition, self._watermark):
+        if not is_late(start, self.window_ms, self._marks.get(partition, self._watermark)):
             if keep:
                 window = self._open.get((start, model)) or self._window(model, start)
                 window.events += 1
         elif keep:
             self.late_by_window[(model, start)] += 1
-        self._advance(partition, event_ms - self.out_of_orderness_ms)
+        self._advance(partition, lateness_mark(event_ms, self.out_of_orderness_ms))
         return window
 
     def add_batch(self, partition: int, event_ms: np.ndarray, models: Sequence[str],
@@ -89,10 +95,10 @@ class Windower:
             raise ValueError("add_batch needs the batch's partition to be the only one")
         if not len(event_ms):
             return [], np.empty(0, dtype=np.int64)
-        marks = event_ms - self.out_of_orderness_ms
+        marks = lateness_mark(event_ms, self.out_of_orderness_ms)
         before = np.maximum.accumulate(np.concatenate(([self._watermark], marks[:-1].astype(np.float64))))
-        starts = event_ms - event_ms % self.window_ms
-        on_time = starts + (self.window_ms - 1) > before
+        starts = window_start(event_ms, self.window_ms)
+        on_time = ~is_late(starts, self.window_ms, before)
         late = np.flatnonzero(keep & ~on_time)
         for i in late.tolist():
             self.late_by_window[(models[i], int(starts[i]))] += 1

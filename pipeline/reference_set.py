@@ -1,0 +1,117 @@
+"""Reference files: the references of several models (and their segments), saved to one file.
+
+A :class:`ReferenceSet` maps model names to :class:`sketches.Reference` and is what
+``driftwarden reference build`` writes (``pipeline/reference_build.py``) and ``reference.mode: file``
+reads; its frames are versioned (``sketches/FORMAT.md``), never pickled.
+"""
+
+from __future__ import annotations
+
+from os import PathLike
+from pathlib import Path
+
+from driftwarden.core.errors import ConfigError, SerializationError
+from driftwarden.pipeline.segments import SegmentKey, other_key
+from driftwarden.sketches import Reference
+from driftwarden.sketches.serialization import Reader, Writer
+
+#: Frame kind of a serialized ReferenceSet (sketches/ uses 1-15 for its own kinds).
+KIND_REFERENCE_SET = 17
+#: A ReferenceSet with per-segment references: the kind 17 frame, then each segmented model's segments.
+KIND_REFERENCE_SET_SEGMENTED = 19
+REFERENCE_MAGIC = b"DWSK"
+
+
+class ReferenceSet:
+    """The references of several models, saved to one file.
+
+    A segmented model (``segments`` in its config) also has one reference per top segment, most
+    events first, then one for the other segment (``pipeline/segments.py``): ``segments[model][key]``,
+    keys being the ``segment_by[model]`` features' values.
+    """
+
+    def __init__(self, models: dict[str, Reference] | None = None,
+                 segments: dict[str, dict[SegmentKey, Reference]] | None = None,
+                 segment_by: dict[str, tuple[str, ...]] | None = None) -> None:
+        self.models: dict[str, Reference] = dict(models or {})
+        self.segments: dict[str, dict[SegmentKey, Reference]] = {m: dict(s) for m, s in (segments or {}).items()}
+        self.segment_by: dict[str, tuple[str, ...]] = {m: tuple(b) for m, b in (segment_by or {}).items()}
+        if set(self.segments) != set(self.segment_by):
+            raise ValueError("ReferenceSet: segments and segment_by must name the same models")
+
+    def segment_keys(self, model: str) -> tuple[SegmentKey, ...]:
+        """The model's top segment keys, most events first (empty: not segmented)."""
+        other = other_key(self.segment_by.get(model, ()))
+        return tuple(key for key in self.segments.get(model, {}) if key != other)
+
+    def segment_keys_by(self, model: str, by: tuple[str, ...]) -> tuple[SegmentKey, ...] | None:
+        """The model's top segment keys when its segments are cut by ``by``; None when the set has no
+        segments of the model by those features (the live job and replay both ask this)."""
+        return self.segment_keys(model) if self.segment_by.get(model) == tuple(by) else None
+
+    def segment_reference(self, model: str, key: SegmentKey) -> Reference | None:
+        """The reference of one segment of a model (the other segment's too), None when it has none."""
+        return self.segments.get(model, {}).get(tuple(key))
+
+    def serialize(self) -> bytes:
+        """Versioned bytes of every model's reference (kind 17; kind 19 when any model has segments)."""
+        w = Writer(KIND_REFERENCE_SET).pack("I", len(self.models))
+        for name, reference in self.models.items():
+            w.text(name).blob(reference.serialize())
+        if not self.segments:
+            return w.getvalue()
+        out = Writer(KIND_REFERENCE_SET_SEGMENTED).blob(w.getvalue()).pack("I", len(self.segments))
+        for name, segments in self.segments.items():
+            out.text(name).texts(self.segment_by[name]).pack("I", len(segments))
+            for key, reference in segments.items():
+                out.texts(key).blob(reference.serialize())
+        return out.getvalue()
+
+    @classmethod
+    def deserialize(cls, data: bytes) -> "ReferenceSet":
+        """Decode bytes written by :meth:`serialize`, by this build or an older one (kind 17)."""
+        r = Reader(data, (KIND_REFERENCE_SET, KIND_REFERENCE_SET_SEGMENTED))
+        if r.kind == KIND_REFERENCE_SET_SEGMENTED:
+            references = cls.deserialize(r.blob())
+            if references.segments:
+                raise SerializationError("corrupt reference file: segments inside the models' frame")
+            (count,) = r.unpack("I")
+            for _ in range(count):
+                name, by = r.text(), tuple(r.texts())
+                (size,) = r.unpack("I")
+                segments = references.segments[name] = {}
+                references.segment_by[name] = by
+                for _ in range(size):
+                    key = tuple(r.texts())
+                    if len(key) != len(by) or not by:
+                        raise SerializationError(f"corrupt reference file: segment {key!r} of model {name!r}")
+                    segments[key] = Reference.deserialize(r.blob())
+            r.done()
+            return references
+        (count,) = r.unpack("I")
+        models = {}
+        for _ in range(count):
+            name = r.text()
+            models[name] = Reference.deserialize(r.blob())
+        r.done()
+        return cls(models)
+
+    def save(self, path: str | PathLike) -> None:
+        """Write the set to ``path``."""
+        Path(path).write_bytes(self.serialize())
+
+    @classmethod
+    def load(cls, path: str | PathLike) -> "ReferenceSet":
+        """Read a reference file; ConfigError naming the file when it is not one."""
+        try:
+            return cls.deserialize(Path(path).read_bytes())
+        except OSError as exc:
+            raise ConfigError(f"cannot read reference file {path}: {exc.strerror}") from exc
+        except SerializationError as exc:
+            raise ConfigError(f"{path} is not a driftwarden reference file: {exc}") from exc
+
+
+def is_reference_file(path: str | PathLike) -> bool:
+    """Tell a built reference file from a raw event file by its magic bytes."""
+    with open(path, "rb") as handle:
+        return handle.read(4) == REFERENCE_MAGIC
