@@ -108,7 +108,7 @@ def _parquet_records(path: Path) -> Iterator[tuple[tuple[str, int], bytes]]:
         raise ReplayError(f"{path}: not a Parquet file: {exc}") from exc
     name = str(path)
     for number, row in enumerate(table.to_pylist(), start=1):
-        yield (name, number), orjson.dumps(_row_to_event(row), default=str)
+        yield (name, number), orjson.dumps(row_to_event(row), default=str)
 
 
 def _avro_records(path: Path) -> Iterator[tuple[tuple[str, int], bytes]]:
@@ -163,7 +163,7 @@ _AVRO_LOGICAL: dict[type, Callable[[Any], Any]] = {
 }
 
 
-def _row_to_event(row: dict) -> dict:
+def row_to_event(row: dict) -> dict:
     """Parquet rows either hold a ``features`` struct/map, or one column per feature beside ``event_time``
     (put under ``features``), or are any other flat record, kept as it is (for ``source.envelope`` to map)."""
     if "features" not in row and "event_time" not in row:
