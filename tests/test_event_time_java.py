@@ -145,3 +145,24 @@ def test_a_rejected_record_with_a_readable_time_moves_its_partitions_mark(tmp_pa
     values = [event(1, 1.0), event(40, "bad"), event(2, 2.0), event(41, 3.0)]
     records = [RawRecord(("t", 0, i), 0, v, T0 + 60 * S) for i, v in enumerate(values)]
     assert _live(records, tmp_path) == _replayed(records) == ["windowed", "type_mismatch:x", "late", "windowed"]
+
+
+def test_the_boundaries_of_each_rule_alike(tmp_path):
+    """Each rule at its edge, to the millisecond: a window's last millisecond at the mark is late, one
+    below it is not; a clock exactly max_future_skew ahead is not future, one millisecond more is; no
+    timestamp is never future; each partition keeps its own mark."""
+    skew = CONFIG.window.max_future_skew_ms
+
+    def record(i: int, partition: int, t_ms: int, ts: int | None = None) -> RawRecord:
+        value = orjson.dumps({"event_time": T0 + t_ms, "model": "m", "features": {"x": 1.0, "c": "a"}})
+        return RawRecord(("t", partition, i), partition, value, T0 + t_ms if ts is None else ts)
+
+    cases = [(0, 1_000), (0, 11_999), (0, 5_000),          # mark 9,999: the last ms of [0, 10 s): late
+             (1, 1_000), (1, 11_998), (1, 5_000),          # mark 9,998: on time
+             (0, 20_000, T0 + 20_000 - skew),              # exactly the skew ahead: not future
+             (0, 20_001, T0 + 20_000 - skew),              # one ms more: future
+             (1, 400_000, 0), (1, 12_000, -1)]             # no timestamp: never future
+    records = [record(i, *case) for i, case in enumerate(cases)]
+    expected = ["windowed", "windowed", "late", "windowed", "windowed", "windowed", "windowed", "future",
+                "windowed", "late"]
+    assert _live(records, tmp_path) == _replayed(records) == expected

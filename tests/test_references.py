@@ -78,7 +78,8 @@ def test_warmup_judges_only_windows_after_the_first_n(window_store):
         early = [_judge(references, windows, w) for w in range(3)]
         reference = _judge(references, windows, 3)
         assert [r.features for r in early] == [{}, {}, {}]  # counted, not judged: an empty reference
-        assert references.reference_for("m", 0, windows).features == {}  # a warm-up window is never judged
+        assert references.reference_for("m", 0, windows).features == {}  # a warm-up window is never judged,
+        assert references.reference_for("m", 2 * WINDOW, windows).features == {}  # the last one neither (a restart)
         assert _judge(references, windows, 7) is reference  # after the warm-up: always the same one
         assert windows.first_starts("m", 10) == [0, WINDOW, 2 * WINDOW]  # later windows are not kept
         if isinstance(windows, SqlWindows):
