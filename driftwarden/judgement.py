@@ -17,14 +17,14 @@ __all__ = ["Judgement", "VERDICT_COLUMNS"]
 
 #: The columns of :attr:`Judgement.verdicts`, one row per (model, window, feature[, segment]).
 VERDICT_COLUMNS = ("model", "window_start", "window_end", "feature", "segment", "kind", "count", "missing",
-                   "drifted", "severity", "alarm", "gate_ks", "gate_psi", "gate_emd", "gate_chi2",
+                   "invalid", "drifted", "severity", "alarm", "gate_ks", "gate_psi", "gate_emd", "gate_chi2",
                    "gate_new_share", "gate_missing_delta", "ks_pvalue", "chi2_pvalue", "p_adjusted", "psi", "emd",
                    "error")
 #: Rows shown in a notebook before the rest is folded away (``to_html`` writes them all).
 NOTEBOOK_ROWS = 50
 SEVERITY_COLOURS = {"none": "#f3f4f6", "minor": "#fef3c7", "moderate": "#fdba74", "major": "#f87171"}
-TABLE_COLUMNS = ("model", "window_start", "feature", "segment", "kind", "count", "missing", "severity", "drifted",
-                 "gate_ks", "gate_psi", "gate_new_share", "p_adjusted", "error")
+TABLE_COLUMNS = ("model", "window_start", "feature", "segment", "kind", "count", "missing", "invalid", "severity",
+                 "drifted", "gate_ks", "gate_psi", "gate_new_share", "p_adjusted", "error")
 
 
 @dataclass
@@ -97,6 +97,7 @@ def _row(report: WindowReport, f: FeatureOutcome) -> dict:
     segment = ", ".join(f"{k}={v}" for k, v in f.segment.items()) if f.segment else None
     return {"model": report.model, "window_start": report.window_start, "window_end": report.window_end,
             "feature": f.name, "segment": segment, "kind": f.kind, "count": f.count, "missing": f.missing,
+            "invalid": f.invalid,
             "drifted": f.drifted, "severity": f.severity, "alarm": f.alarm, "gate_ks": f.gate_ks,
             "gate_psi": f.gate_psi, "gate_emd": f.gate_emd, "gate_chi2": f.gate_chi2,
             "gate_new_share": f.gate_new_share, "gate_missing_delta": f.gate_missing_delta,

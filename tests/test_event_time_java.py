@@ -32,20 +32,25 @@ CONFIG = MonitorConfig.model_validate({
     "window": {"size": "10s", "out_of_orderness": "2s", "max_future_skew": "1m"},
     "models": [{"name": "m", "features": {"x": "numeric", "c": "categorical"}}],
 })
+#: The same with a wrong-typed value rejecting its whole event (``source.on_invalid_value``).
+STRICT = CONFIG.model_copy(update={"source": CONFIG.source.model_copy(update={"on_invalid_value": "reject_event"})})
 
 
 def _record(rng: random.Random, event_ms: int) -> tuple[bytes, int]:
     """One record around ``event_ms`` and its Kafka timestamp: mostly valid, some broken in every way."""
     ts = event_ms + rng.randrange(0, 3 * S)
     valid = {"event_time": event_ms, "model": "m", "features": {"x": rng.gauss(0, 1), "c": rng.choice("ab")}}
-    kind = rng.choices(["valid", "ahead", "bad_type", "no_model", "not_json", "bad_time", "future", "future_bad",
-                        "no_ts", "unmonitored"], [60, 4, 4, 3, 3, 3, 3, 2, 3, 3])[0]
+    kind = rng.choices(["valid", "ahead", "bad_type", "bad_features", "no_model", "not_json", "bad_time", "future",
+                        "future_bad", "no_ts", "unmonitored"], [60, 4, 4, 3, 3, 3, 3, 3, 2, 3, 3])[0]
     if kind == "ahead":  # a valid event far ahead of the stream: it makes the partition's next events late
         valid["event_time"] = event_ms + rng.randrange(20, 60) * S
         return orjson.dumps(valid), valid["event_time"]
-    if kind == "bad_type":  # invalid, but its time can be read: live, it moves its partition's mark
+    if kind == "bad_type":  # a wrong-typed value (rejects the event when strict), ahead or not
         valid["event_time"] = event_ms + rng.choice([0, rng.randrange(20, 60) * S])
         valid["features"]["x"] = "not a number"
+    elif kind == "bad_features":  # invalid, but its time can be read: live, it moves its partition's mark
+        valid["event_time"] = event_ms + rng.choice([0, rng.randrange(20, 60) * S])
+        valid["features"] = "not an object"
     elif kind == "no_model":
         valid["event_time"] = event_ms + rng.choice([0, rng.randrange(20, 60) * S])
         del valid["model"]
@@ -57,7 +62,7 @@ def _record(rng: random.Random, event_ms: int) -> tuple[bytes, int]:
         ts = event_ms - rng.randrange(2, 5) * 60 * S
     elif kind == "future_bad":
         ts = event_ms - rng.randrange(2, 5) * 60 * S
-        valid["features"]["c"] = 7
+        valid["features"] = [7]
     elif kind == "no_ts":
         ts = rng.choice([0, -1])
     elif kind == "unmonitored":
@@ -79,11 +84,11 @@ def _stream(seed: int, n: int) -> list[RawRecord]:
     return records
 
 
-def _java_verdicts(records: list[RawRecord]) -> list[str]:
+def _java_verdicts(records: list[RawRecord], config: MonitorConfig) -> list[str]:
     """EventTimeRules' verdict per record: '-' (to its window), 'envelope', 'future' or 'late'."""
     from driftwarden.jobs.java_summary import flink_classpath, udf_jar
 
-    window = CONFIG.window
+    window = config.window
     lines = "".join(json.dumps({"value": base64.b64encode(r.value).decode(), "topic": r.coordinates[0],
                                 "partition": r.partition, "offset": r.coordinates[2],
                                 "timestamp": r.timestamp_ms if r.timestamp_ms is not None else -1}) + "\n"
@@ -96,12 +101,12 @@ def _java_verdicts(records: list[RawRecord]) -> list[str]:
     return done.stdout.split()
 
 
-def _live(records: list[RawRecord], tmp_path) -> list[str]:
+def _live(records: list[RawRecord], tmp_path, config: MonitorConfig = CONFIG) -> list[str]:
     """Each record's end in the live job: Java's verdict, then the Python side (ValidateRecord) with it."""
     from driftwarden.jobs.udfs import ValidateRecord
 
-    verdicts = _java_verdicts(records)
-    live = ValidateRecord(CONFIG, f"sqlite:///{tmp_path}/store.db")
+    verdicts = _java_verdicts(records, config)
+    live = ValidateRecord(config, f"sqlite:///{tmp_path}/store.db")
     live.open(None)
     ends = []
     try:
@@ -114,10 +119,10 @@ def _live(records: list[RawRecord], tmp_path) -> list[str]:
     return ends
 
 
-def _replayed(records: list[RawRecord]) -> list[str]:
+def _replayed(records: list[RawRecord], config: MonitorConfig = CONFIG) -> list[str]:
     """Each record's end in replay."""
-    policy = drift_policy(CONFIG.thresholds, CONFIG.window.size_ms)
-    replayer = Replayer(ReplaySetup(CONFIG, policy, References(CONFIG, policy), "warmup"), [0, 1])
+    policy = drift_policy(config.thresholds, config.window.size_ms)
+    replayer = Replayer(ReplaySetup(config, policy, References(config, policy), "warmup"), [0, 1])
     replayer.feed(records)
     outcome = replayer.finish()
     ends = {r.record.coordinates: r.reason for r in outcome.rejections}
@@ -125,14 +130,15 @@ def _replayed(records: list[RawRecord]) -> list[str]:
     return [ends.get(r.coordinates, "windowed") for r in records]
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_every_record_ends_alike_live_and_in_replay(seed, tmp_path):
+@pytest.mark.parametrize("seed, config", [(1, CONFIG), (2, CONFIG), (3, STRICT)])
+def test_every_record_ends_alike_live_and_in_replay(seed, config, tmp_path):
     records = _stream(seed, 1500)
-    live, replayed = _live(records, tmp_path), _replayed(records)
+    live, replayed = _live(records, tmp_path, config), _replayed(records, config)
     differ = [(r.coordinates, r.value[:120], a, b) for r, a, b in zip(records, live, replayed) if a != b]
     assert not differ, differ[:10]
     ends = {end.split(":")[0] for end in live}
-    assert {"windowed", "late", "future", "type_mismatch", "missing_model", "not_json", "bad_event_time"} <= ends
+    assert {"windowed", "late", "future", "bad_features", "missing_model", "not_json", "bad_event_time"} <= ends
+    assert ("type_mismatch" in ends) == (config is STRICT)
     assert live.count("late") > 20, live.count("late")
 
 
@@ -142,9 +148,10 @@ def test_a_rejected_record_with_a_readable_time_moves_its_partitions_mark(tmp_pa
     def event(t: int, x) -> bytes:
         return orjson.dumps({"event_time": T0 + t * S, "model": "m", "features": {"x": x, "c": "a"}})
 
-    values = [event(1, 1.0), event(40, "bad"), event(2, 2.0), event(41, 3.0)]
+    bad = orjson.dumps({"event_time": T0 + 40 * S, "model": "m", "features": "none"})
+    values = [event(1, 1.0), bad, event(2, 2.0), event(41, 3.0)]
     records = [RawRecord(("t", 0, i), 0, v, T0 + 60 * S) for i, v in enumerate(values)]
-    assert _live(records, tmp_path) == _replayed(records) == ["windowed", "type_mismatch:x", "late", "windowed"]
+    assert _live(records, tmp_path) == _replayed(records) == ["windowed", "bad_features", "late", "windowed"]
 
 
 def test_the_boundaries_of_each_rule_alike(tmp_path):

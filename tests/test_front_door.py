@@ -89,7 +89,7 @@ def test_judge_stream_gives_replays_windows(files, tmp_path):
     config, reference, _ = files
     stream = _events(4_000, T0 + 30 * MINUTE, 4 * MINUTE, seed=3) + _events(1_000, T0 + 34 * MINUTE, MINUTE, 0.5, 4)
     stream.insert(2_000, {**stream[0], "features": {"x": 1.0, "c": "a"}})  # late: its window fired long before
-    stream.insert(10, {"event_time": T0, "model": "m", "features": {"x": "1"}})  # rejected: a string for x
+    stream.insert(10, {"event_time": T0, "features": {"x": 1.0}})  # rejected: no model
     current = _write(tmp_path / "stream.jsonl", stream)
     result = dw.judge_stream(reference=reference, current=current, config=config)
     outcome = _replayed(config, reference, current)
@@ -126,13 +126,17 @@ def test_without_a_config_the_kinds_are_inferred_and_said():
 
 
 def test_rows_the_job_would_reject_are_counted_and_named_and_the_rest_judged(files):
+    """A row without a readable time is rejected (counted, named, left out); a value of the wrong type is
+    that value's problem: counted invalid for its feature, the rest of the row judged (as the job does)."""
     config, reference, _ = files
-    frame = pd.DataFrame({"x": [0.1, "high", 0.3] * 200, "c": ["a", "b", True] * 200})
+    times = [T0 + 30 * MINUTE, "soon", T0 + 30 * MINUTE + 1] * 200
+    frame = pd.DataFrame({"event_time": times, "x": [0.1, 0.2, "high"] * 200, "c": ["a", "b", "c"] * 200})
     result = dw.judge(reference=reference, current=frame, config=config, model="m")
-    assert result.counts == {"read": 600, "valid": 200, "rejected": 400, "late": 0}
-    assert {reason for _, reason, _ in result.rejections} == {"type_mismatch:x", "bad_feature_type:c"}
-    assert "400 of 600 current rows rejected" in result.notes[-1] and "row 2: type_mismatch:x" in result.notes[-1]
-    assert set(result.verdicts["count"]) == {200}
+    assert result.counts == {"read": 600, "valid": 400, "rejected": 200, "late": 0}
+    assert {reason for _, reason, _ in result.rejections} == {"bad_event_time"}
+    assert "200 of 600 current rows rejected" in result.notes[-1] and "row 2: bad_event_time" in result.notes[-1]
+    x = result.verdicts.set_index("feature").loc["x"]
+    assert (x["count"], x["invalid"]) == (200, 200)  # the 200 "high" are invalid values, not rows lost
 
 
 def test_the_table_and_the_page(files, tmp_path):
