@@ -34,6 +34,8 @@ from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve()
+#: What a field added on one side may hold and still say nothing (a new column's empty values).
+EMPTY = {"None", "0", "[]", "{}", "''", ""}
 #: Written by the writing process, never compared.
 UNCOMPARED = {"computed_at", "seen_at"}
 TABLES = {"window_results": ("model", "feature", "window_start"),
@@ -218,7 +220,7 @@ def _both_nan(a, b) -> bool:
 
 def report(name: str, before: list[dict], after: list[dict]) -> bool:
     """Print one input's comparison; True when no verdict differs (a field one side lacks counts as a
-    difference unless it holds nothing but None where it is present)."""
+    difference unless it holds nothing where it is present: None, 0 or empty, a column added since)."""
     compared, fields, examples, one_side, added = differences(before, after)
     print(f"\n{name}: {compared} verdicts/rows compared ({len(before)} before, {len(after)} after)")
     for key in one_side[:5]:
@@ -229,7 +231,7 @@ def report(name: str, before: list[dict], after: list[dict]) -> bool:
         print(f"  {field}: differs in {count}")
         for key, a, b in examples[field]:
             print(f"    {key}: before {str(a)[:120]}  after {str(b)[:120]}")
-    meaningful = [f for f, values in added.items() if set(values) != {"None"}]
+    meaningful = [f for f, values in added.items() if not set(values) <= EMPTY]
     same = not fields and not one_side and not meaningful
     print("  every verdict identical" if same else "  DIFFERENT")
     return same

@@ -36,7 +36,7 @@ from driftwarden.replay.engine import Replayer
 from driftwarden.replay.records import RawRecord
 from driftwarden.replay.setup import ReplaySetup
 from driftwarden.schemas.config import MonitorConfig, feature_kinds_lookup
-from driftwarden.schemas.events import parse_event
+from driftwarden.schemas.events import EventRules, parse_event
 
 __all__ = ["judge", "judge_stream"]
 
@@ -102,7 +102,7 @@ class _Setup:
         given = resolve_config(config, None, None, self.notes) if config is not None else None
         self.model = model or _single_model(given) or DEFAULT_MODEL
         events = _reference_events(reference, self.model) if reference is not None and reference_set is None else None
-        self.config = given or resolve_config(None, events, reference_set, self.notes)
+        self.config = _contract_shaped(given or resolve_config(None, events, reference_set, self.notes))
         self.model = model or _single_model(self.config) or DEFAULT_MODEL
         if reference_set is None and events is not None:
             reference_set = build_reference_set(events, self.config, drift_policy(self.config.thresholds))
@@ -120,6 +120,16 @@ class _Setup:
             self.notes.append(f"model {name!r} has no reference (the reference's rows are of "
                               f"{', '.join(sorted(self.references.reference_set.models)) or 'no model'}): its rows "
                               "are counted, not judged")
+
+
+def _contract_shaped(config: MonitorConfig) -> MonitorConfig:
+    """The config with the event contract's own envelope: the front door's rows are in the contract's
+    shape (``front_door_inputs``), whatever mapping the config's topic needs (``source.envelope``)."""
+    from driftwarden.schemas.envelope import EnvelopeConfig
+
+    if config.source.envelope == EnvelopeConfig():
+        return config
+    return config.model_copy(update={"source": config.source.model_copy(update={"envelope": EnvelopeConfig()})})
 
 
 def _single_model(config: MonitorConfig | None) -> str | None:
@@ -145,13 +155,13 @@ def _reference_events(source: Source, model: str) -> list:
 
 def _one_window_per_model(records: list[RawRecord], setup: _Setup) -> tuple[list, list]:
     """Each model's valid records summarized as one window, and the rejected ``(coordinates, reason, detail)``."""
-    kinds_of = feature_kinds_lookup(setup.config)
+    kinds_of, rules = feature_kinds_lookup(setup.config), EventRules.of(setup.config.source)
     rows: dict[str, WindowRows] = {}
     starts: dict[str, int] = {}
     rejections = []
     for record in records:
         try:
-            event = validate_record(record.value, kinds_of).event
+            event = validate_record(record.value, kinds_of, rules).event
         except InvalidEventError as exc:
             rejections.append((record.coordinates, exc.reason, exc.detail))
             continue
@@ -159,7 +169,7 @@ def _one_window_per_model(records: list[RawRecord], setup: _Setup) -> tuple[list
         if model_config is None:
             continue  # a model the config does not monitor: counted, not judged
         window = rows.setdefault(event.model, WindowRows(model_config))
-        window.add(event.features, record.coordinates, event.by_kind, event.prediction)
+        window.add(event.features, record.coordinates, event.by_kind, event.prediction, event.invalid)
         starts[event.model] = min(starts.get(event.model, event.event_ms), event.event_ms)
     window_ms = setup.config.window.size_ms
     summaries = []
