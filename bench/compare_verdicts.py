@@ -137,15 +137,19 @@ def prepare_demo_topic(args: argparse.Namespace, workdir: Path) -> None:
     import yaml
     from confluent_kafka import Producer
 
+    from confluent_kafka.admin import AdminClient, NewTopic
+
     from driftwarden.demo.scenario import StreamGenerator, make_schedule, training_snapshot
-    from driftwarden.demo.stack import create_topic, monitor_config
+    from driftwarden.demo.stack import monitor_config
 
     window_ms = DEMO["window_s"] * 1000
     now = int(time.time() * 1000)
     base_ms = (now - DEMO["windows"] * window_ms) // window_ms * window_ms  # as the demo: recent, in the past
     generator = StreamGenerator(DEMO["model"], base_ms, window_ms, DEMO["per_window"], make_schedule(DEMO["windows"]))
     args.topic = f"dw-compare-{now}"
-    create_topic(args.bootstrap, args.topic, DEMO["partitions"])
+    admin = AdminClient({"bootstrap.servers": args.bootstrap})
+    for future in admin.create_topics([NewTopic(args.topic, DEMO["partitions"], 1)]).values():
+        future.result(timeout=30)
     producer = Producer({"bootstrap.servers": args.bootstrap, "linger.ms": 20})
     total = DEMO["windows"] * DEMO["per_window"]
     for start in range(0, total, 10_000):
