@@ -171,7 +171,8 @@ def prepare_demo_topic(args: argparse.Namespace, workdir: Path) -> None:
                             {"mode": "file", "path": str(args.reference)}, None)
     args.config = workdir / "monitor.yaml"
     args.config.write_text(yaml.safe_dump(config))
-    args.start, args.end = str(base_ms), str(base_ms + DEMO["windows"] * window_ms + 60_000)
+    # --to is exclusive and must not lie in the future: the last record's timestamp is below it, and it is now or earlier
+    args.start, args.end = str(base_ms), str(base_ms + DEMO["windows"] * window_ms)
 
 
 def delete_topic(bootstrap: str, topic: str) -> None:

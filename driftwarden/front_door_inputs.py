@@ -7,7 +7,8 @@ Rows without ``event_time`` take :data:`NO_TIME_MS` and rows without ``model`` t
 model name. Each row becomes the JSON value a producer would send (NaN, None and NaT as null,
 datetimes as epoch milliseconds, naive ones read as UTC), so that every row then goes through the
 job's own validation. A JSONL file already in the event contract's shape is read as replay reads it,
-record by record with its ``(path, line)`` coordinates.
+record by record with its ``(path, line)`` coordinates; a flat JSONL table line by line too, each
+value as JSON wrote it (pandas' type inference would turn a label ``"1"`` into a number).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def read_records(source: Source, name: str, model: str) -> list[RawRecord]:
         return frame_records(pd.read_parquet(path), str(path), model)
     if _holds_events(path):
         return [RawRecord(coordinates, 0, raw) for coordinates, raw in iter_raw_records(path)]
-    return frame_records(pd.read_json(path, lines=True), str(path), model)
+    return table_records(path, model)
 
 
 def has_event_time(source: Source) -> bool:
@@ -61,7 +62,7 @@ def has_event_time(source: Source) -> bool:
         import pyarrow.parquet as pq
 
         return "event_time" in pq.read_schema(path).names
-    return _holds_events(path) or "event_time" in pd.read_json(path, lines=True, nrows=1).columns
+    return _holds_events(path) or "event_time" in _first_record(path)
 
 
 def frame_records(frame: pd.DataFrame, name: str, model: str) -> list[RawRecord]:
@@ -79,6 +80,26 @@ def frame_records(frame: pd.DataFrame, name: str, model: str) -> list[RawRecord]
         if isinstance(event.get("features"), dict):
             event["features"] = {str(k): _json_value(v) for k, v in event["features"].items()}
         records.append(RawRecord((name, number), 0, orjson.dumps(event, default=_json_default)))
+    return records
+
+
+def table_records(path: Path, model: str) -> list[RawRecord]:
+    """One raw JSON record per line of a flat JSONL table, with its ``(path, line)``: each line's values
+    as JSON wrote them (no pandas type inference: a label ``"1"`` stays text, a float keeps every digit),
+    the envelope columns kept, every other column a feature. A line that is not a JSON object goes to
+    the validator as it is, to be rejected with its reason."""
+    records = []
+    for coordinates, raw in iter_raw_records(path):
+        try:
+            row = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            row = None
+        if not isinstance(row, dict):
+            records.append(RawRecord(coordinates, 0, raw))
+            continue
+        row.setdefault("event_time", NO_TIME_MS)
+        row.setdefault("model", model)
+        records.append(RawRecord(coordinates, 0, orjson.dumps(row_to_event(row))))
     return records
 
 
@@ -109,6 +130,17 @@ def _json_default(value: Any) -> Any:
     if hasattr(value, "tolist"):
         return value.tolist()
     return str(value)
+
+
+def _first_record(path: Path) -> dict:
+    """The first record of a JSONL file ({} when it has none or the first is not a JSON object)."""
+    for _, raw in iter_raw_records(path):
+        try:
+            first = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return {}
+        return first if isinstance(first, dict) else {}
+    return {}
 
 
 def _holds_events(path: Path) -> bool:

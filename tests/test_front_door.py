@@ -202,3 +202,35 @@ def test_rows_without_a_model_take_the_configs_one_model_and_a_model_without_ref
     assert unjudged.verdicts["gate_ks"].isna().all() and not unjudged.verdicts["drifted"].any()
     assert unjudged.notes == ["model 'b' has no reference (the reference's rows are of a): its rows are counted, "
                               "not judged"]
+
+
+def test_a_config_whose_topic_has_a_mapped_envelope_judges_the_contracts_rows_alike(files):
+    """``source.envelope`` maps the config's topic; the front door's rows are in the contract's shape,
+    so a config with a mapping (time in seconds under ``ts``, the model a constant, features at the
+    root) must give the verdicts of the same config without one."""
+    config, reference, current = files
+    plain = dw.judge(reference=reference, current=current, config=config).verdicts
+    envelope = {"event_time": {"field": "ts", "unit": "s"}, "model": {"value": "m"},
+                "features": {"root": True, "exclude": ["request_id"]}}
+    mapped = dw.judge(reference=reference, current=current, config={**CONFIG, "source": {"envelope": envelope}})
+    pd.testing.assert_frame_equal(mapped.verdicts, plain)
+    assert mapped.counts["rejected"] == 0 and bool(plain["drifted"].any())
+
+
+def test_a_parquet_file_and_a_flat_jsonl_table_judge_as_their_dataframe(files, tmp_path):
+    """The two table files (a row per event, a column per feature, no ``features`` object) read as
+    the DataFrame they were written from: datetimes, nulls and the model column included."""
+    config, reference, _ = files
+    events = _events(1_200, T0 + 30 * MINUTE, MINUTE, shift=0.4, seed=8)
+    frame = pd.DataFrame([{"event_time": pd.Timestamp(e["event_time"], unit="ms", tz="UTC"), "model": "m",
+                           **e["features"], "prediction": e["prediction"]} for e in events])
+    frame.loc[::7, "x"] = np.nan  # nulls: counted missing, the same way from every input
+    frame["c"] = frame["c"].map({"a": "1", "b": "2", "c": "3", "zz": "zz"})  # labels that look like numbers stay text
+    frame.to_parquet(tmp_path / "current.parquet")
+    _write(tmp_path / "current.jsonl", [{**row, "x": None if np.isnan(row["x"]) else row["x"],
+                                         "event_time": row["event_time"].value // 1_000_000}
+                                        for row in frame.to_dict("records")])
+    from_frame = dw.judge(reference=reference, current=frame, config=config)
+    assert from_frame.verdicts.set_index("feature").loc["x", "missing"] == len(frame.loc[::7])
+    for path in (tmp_path / "current.parquet", tmp_path / "current.jsonl"):
+        assert dw.judge(reference=reference, current=path, config=config).reports == from_frame.reports, path
