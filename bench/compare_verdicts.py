@@ -1,6 +1,6 @@
 """Behaviour unchanged? The verdicts of two checkouts, compared field by field on the same inputs.
 
-    .venv/bin/python bench/compare_verdicts.py --before /tmp/dw-before --after . [--quick] [--bootstrap HOST:PORT]
+    .venv/bin/python bench/compare_verdicts.py --before /tmp/dw-before --after . [--quick] [--bootstrap-servers HOST:PORT]
 
 Two inputs, each judged by both checkouts' own code (each in a process of its own, its checkout first
 on ``PYTHONPATH``; a checkout from before the ``driftwarden.<folder>`` namespace imports as ``jobs``,
@@ -11,7 +11,7 @@ on ``PYTHONPATH``; a checkout from before the ``driftwarden.<folder>`` namespace
 2. a replay of the demo's topic: the demo's own generator (``driftwarden.demo.scenario``, its
    defaults: 60 windows of 10 s, 4,000 events a window, 3 partitions, the six changes, a reference of
    20 drift-free windows) written once to a new Kafka topic, then ``driftwarden replay --topic ...
-   --store sqlite:///...`` by each checkout, with the raw training events as the reference (each
+   --store-url sqlite:///...`` by each checkout, with the raw training events as the reference (each
    checkout builds it); the stored rows compared: ``window_results``, ``segment_results``,
    ``window_counts``, ``dead_letters`` (times of writing left out).
 
@@ -41,6 +41,8 @@ UNCOMPARED = {"computed_at", "seen_at"}
 TABLES = {"window_results": ("model", "feature", "window_start"),
           "segment_results": ("model", "feature", "segment", "window_start"),
           "window_counts": ("model", "window_start"), "dead_letters": ("topic", "partition", "offset")}
+#: The development rig's Kafka (scripts/services.sh).
+RIG_KAFKA = "127.0.0.1:59092"
 DEMO = {"model": "credit-risk", "window_s": 10, "windows": 60, "per_window": 4000, "partitions": 3,
         "reference_windows": 20}
 
@@ -96,9 +98,10 @@ def collect_replay(checkout: Path, args: argparse.Namespace, workdir: Path) -> l
 
     store = workdir / "store.db"
     store.unlink(missing_ok=True)
-    argv = ["driftwarden", "replay", "--topic", args.topic, "--bootstrap", args.bootstrap, "--from", args.start,
-            "--to", args.end, "--config", str(args.config), "--reference", str(args.reference),
-            "--store", f"sqlite:///{store}", "--no-progress"]
+    # Kafka: the config's bootstrap servers (both checkouts read them from there)
+    argv = ["driftwarden", "replay", "--topic", args.topic, "--from", args.start, "--to", args.end,
+            "--config", str(args.config), "--reference", str(args.reference),
+            _store_option(checkout), f"sqlite:///{store}", "--no-progress"]
     done = subprocess.run([sys.executable, "-c", "import sys; from driftwarden.cli import main; sys.argv = "
                            f"{argv!r}; sys.exit(main())"], cwd=checkout, env=_env(checkout), capture_output=True,
                           text=True, check=False)
@@ -116,6 +119,12 @@ def collect_replay(checkout: Path, args: argparse.Namespace, workdir: Path) -> l
                 rows.append({"key": [table, *[str(row[k]) for k in key]], "row": plain(row)})
     engine.dispose()
     return rows
+
+
+def _store_option(checkout: Path) -> str:
+    """Replay's store option in that checkout: ``--store-url`` since every command's store option has
+    that one name, ``--store`` before."""
+    return "--store-url" if '"--store-url"' in (checkout / "replay" / "cli.py").read_text() else "--store"
 
 
 def collect(args: argparse.Namespace) -> None:
@@ -147,10 +156,10 @@ def prepare_demo_topic(args: argparse.Namespace, workdir: Path) -> None:
     base_ms = (now - DEMO["windows"] * window_ms) // window_ms * window_ms  # as the demo: recent, in the past
     generator = StreamGenerator(DEMO["model"], base_ms, window_ms, DEMO["per_window"], make_schedule(DEMO["windows"]))
     args.topic = f"dw-compare-{now}"
-    admin = AdminClient({"bootstrap.servers": args.bootstrap})
+    admin = AdminClient({"bootstrap.servers": args.bootstrap_servers})
     for future in admin.create_topics([NewTopic(args.topic, DEMO["partitions"], 1)]).values():
         future.result(timeout=30)
-    producer = Producer({"bootstrap.servers": args.bootstrap, "linger.ms": 20})
+    producer = Producer({"bootstrap.servers": args.bootstrap_servers, "linger.ms": 20})
     total = DEMO["windows"] * DEMO["per_window"]
     for start in range(0, total, 10_000):
         for i, event in enumerate(generator.events(start, min(10_000, total - start)), start=start):
@@ -167,7 +176,7 @@ def prepare_demo_topic(args: argparse.Namespace, workdir: Path) -> None:
     args.reference = workdir / "training.jsonl"
     args.reference.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in training_snapshot(
         DEMO["model"], base_ms, window_ms, DEMO["per_window"], DEMO["reference_windows"])))
-    config = monitor_config(args.topic, args.bootstrap, DEMO["model"], DEMO["window_s"],
+    config = monitor_config(args.topic, args.bootstrap_servers, DEMO["model"], DEMO["window_s"],
                             {"mode": "file", "path": str(args.reference)}, None)
     args.config = workdir / "monitor.yaml"
     args.config.write_text(yaml.safe_dump(config))
@@ -187,7 +196,8 @@ def delete_topic(bootstrap: str, topic: str) -> None:
 def run_checkout(checkout: Path, args: argparse.Namespace, out: Path) -> dict:
     """Collect one checkout's verdicts in a process of its own."""
     command = [sys.executable, str(HERE), "collect", "--checkout", str(checkout), "--out", str(out),
-               "--topic", args.topic, "--bootstrap", args.bootstrap, "--from", args.start, "--to", args.end,
+               "--topic", args.topic, "--bootstrap-servers", args.bootstrap_servers,
+               "--from", args.start, "--to", args.end,
                "--config", str(args.config), "--reference", str(args.reference)] + (["--quick"] if args.quick else [])
     started = time.monotonic()
     subprocess.run(command, cwd=checkout, env=_env(checkout), check=True)
@@ -248,9 +258,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("mode", nargs="?", default="compare", choices=["compare", "collect", "report"],
                         help="compare: collect both checkouts and compare; report: compare the JSON that --keep wrote")
     parser.add_argument("--before", type=Path, help="the checkout before the change")
-    parser.add_argument("--after", type=Path, default=HERE.parent.parent, help="the checkout after it")
+    parser.add_argument("--after", type=Path, default=HERE.parent.parent, help="the checkout after it (default: this one)")
     parser.add_argument("--quick", action="store_true", help="the detection bench's --quick run")
-    parser.add_argument("--bootstrap", default="127.0.0.1:59092", help="Kafka for the demo's topic")
+    parser.add_argument("--bootstrap-servers", default=os.environ.get("DRIFTWARDEN_BOOTSTRAP_SERVERS", RIG_KAFKA),
+                        help=f"Kafka for the demo's topic ($DRIFTWARDEN_BOOTSTRAP_SERVERS, else the rig's {RIG_KAFKA})")
     parser.add_argument("--keep", type=Path, help="also write each checkout's verdicts (JSON) into this folder")
     for name in ("--checkout", "--out", "--topic", "--from", "--to", "--config", "--reference"):
         parser.add_argument(name, help=argparse.SUPPRESS)
@@ -275,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
             before = run_checkout(args.before.resolve(), args, out / "before.json")
             after = run_checkout(args.after.resolve(), args, out / "after.json")
         finally:
-            delete_topic(args.bootstrap, args.topic)
+            delete_topic(args.bootstrap_servers, args.topic)
     return _report_all(before, after, args.quick)
 
 
