@@ -122,9 +122,13 @@ def collect_replay(checkout: Path, args: argparse.Namespace, workdir: Path) -> l
 
 
 def _store_option(checkout: Path) -> str:
-    """Replay's store option in that checkout: ``--store-url`` since every command's store option has
-    that one name, ``--store`` before."""
-    return "--store-url" if '"--store-url"' in (checkout / "replay" / "cli.py").read_text() else "--store"
+    """Replay's store option in that checkout, as its own ``replay --help`` names it: ``--store-url``
+    since every command's store option has that one name, ``--store`` before."""
+    shown = subprocess.run([sys.executable, "-c", "import sys; from driftwarden.cli import main; "
+                            "sys.argv = ['driftwarden', 'replay', '--help']; sys.exit(main())"],
+                           cwd=checkout, env={**_env(checkout), "COLUMNS": "200"}, capture_output=True, text=True,
+                           check=False).stdout
+    return "--store-url" if "--store-url" in shown else "--store"
 
 
 def collect(args: argparse.Namespace) -> None:
