@@ -190,13 +190,15 @@ class AnalyzeWindow(ScalarFunction):
         from driftwarden.alerting.rules import parse_rules
         from driftwarden.core.store import make_engine
         from driftwarden.pipeline.judging import drift_policy
-        from driftwarden.pipeline.references import ReferenceSet, StoredReferences
+        from driftwarden.pipeline.references import ReferenceSet
+        from driftwarden.pipeline.seasons import FileReferenceSource, stored_references
 
         self.engine = make_engine(self.store_url, create=False)
         self.policy = drift_policy(self.config.thresholds, self.config.window.size_ms)
         self.rules = parse_rules(self.config.alerting) if self.config.alerting else None
-        self.file_references = ReferenceSet.load(self.reference_path) if self.reference_path else None
-        self.stored_references = StoredReferences(self.config, self.policy)
+        self.file_references = FileReferenceSource(ReferenceSet.load(self.reference_path), self.config, self.policy,
+                                                   self.reference_path) if self.reference_path else None
+        self.stored_references = stored_references(self.config, self.policy)
         self.window_metrics = WindowMetrics.open(function_context, self.config)  # jobs/window_metrics.py
 
     def eval(self, summary_bytes: bytes) -> int:
@@ -222,17 +224,20 @@ class AnalyzeWindow(ScalarFunction):
 
         if self._already_final(conn, summary):
             return None
+        start = summary.window_start_ms
         if self.config.model(summary.model) is None:
             reference = Reference()
         elif self.file_references is not None:
-            reference = self.file_references.models.get(summary.model, Reference())
+            reference = self.file_references.reference_for(summary.model, start) or Reference()
         else:
-            reference = self.stored_references.reference_for(conn, summary.model, summary.window_start_ms)
+            reference = self.stored_references.reference_for(conn, summary.model, start)
             self.stored_references.remember(conn, summary)
             reference = reference or Reference()  # warming up: counts only, no alarms
-        state = previous_cusum(conn, summary.model, utc_from_ms(summary.window_start_ms))
-        segments = (segment_references(summary, self.file_references.segment_reference, self.config.model(summary.model))
-                    if self.file_references is not None else ({}, 0))
+        state = previous_cusum(conn, summary.model, utc_from_ms(start))
+        files = self.file_references
+        segments = (segment_references(summary, lambda model, key: files.segment_reference(model, key, start),
+                                       self.config.model(summary.model))
+                    if files is not None else ({}, 0))
         report = analyze_summary(summary, reference, self.policy, state, *segments)
         store_window(conn, report, summary.events, summary.unknown_features, self.rules)
         return report

@@ -29,6 +29,9 @@ from driftwarden.sketches.serialization import Reader, Writer
 KIND_REFERENCE_SET = 17
 #: A ReferenceSet with per-segment references: the kind 17 frame, then each segmented model's segments.
 KIND_REFERENCE_SET_SEGMENTED = 19
+#: A ReferenceSet that keeps its models' reference windows (for seasonal references): the kind 17 or 19
+#: frame, then per such model its window length and every window's summary.
+KIND_REFERENCE_SET_WINDOWED = 21
 REFERENCE_MAGIC = b"DWSK"
 
 
@@ -38,16 +41,26 @@ class ReferenceSet:
     A segmented model (``segments`` in its config) also has one reference per top segment, most
     events first, then one for the other segment (``pipeline/segments.py``): ``segments[model][key]``,
     keys being the ``segment_by[model]`` features' values.
+
+    A set built for a seasonal config (``reference.season``) also keeps each model's reference
+    windows, oldest first (``windows[model]``, each a window of ``window_ms[model]``): a live window is
+    judged against those of its phase (``pipeline/seasons.py``), ``models`` stays the whole period's.
     """
 
     def __init__(self, models: dict[str, Reference] | None = None,
                  segments: dict[str, dict[SegmentKey, Reference]] | None = None,
-                 segment_by: dict[str, tuple[str, ...]] | None = None) -> None:
+                 segment_by: dict[str, tuple[str, ...]] | None = None,
+                 windows: dict[str, list[WindowSummary]] | None = None,
+                 window_ms: dict[str, int] | None = None) -> None:
         self.models: dict[str, Reference] = dict(models or {})
         self.segments: dict[str, dict[SegmentKey, Reference]] = {m: dict(s) for m, s in (segments or {}).items()}
         self.segment_by: dict[str, tuple[str, ...]] = {m: tuple(b) for m, b in (segment_by or {}).items()}
+        self.windows: dict[str, list[WindowSummary]] = {m: list(w) for m, w in (windows or {}).items()}
+        self.window_ms: dict[str, int] = dict(window_ms or {})
         if set(self.segments) != set(self.segment_by):
             raise ValueError("ReferenceSet: segments and segment_by must name the same models")
+        if set(self.windows) != set(self.window_ms):
+            raise ValueError("ReferenceSet: windows and window_ms must name the same models")
 
     def segment_keys(self, model: str) -> tuple[SegmentKey, ...]:
         """The model's top segment keys, most events first (empty: not segmented)."""
@@ -64,7 +77,20 @@ class ReferenceSet:
         return self.segments.get(model, {}).get(tuple(key))
 
     def serialize(self) -> bytes:
-        """Versioned bytes of every model's reference (kind 17; kind 19 when any model has segments)."""
+        """Versioned bytes of every model's reference (kind 17; kind 19 when any model has segments; in a
+        kind 21 frame with the models' reference windows when it keeps any)."""
+        frame = self._serialize_models()
+        if not self.windows:
+            return frame
+        out = Writer(KIND_REFERENCE_SET_WINDOWED).blob(frame).pack("I", len(self.windows))
+        for name, windows in self.windows.items():
+            out.text(name).pack("qI", self.window_ms[name], len(windows))
+            for summary in windows:
+                out.blob(summary.serialize())
+        return out.getvalue()
+
+    def _serialize_models(self) -> bytes:
+        """The kind 17 or 19 frame: the models' (and their segments') references."""
         w = Writer(KIND_REFERENCE_SET).pack("I", len(self.models))
         for name, reference in self.models.items():
             w.text(name).blob(reference.serialize())
@@ -80,7 +106,9 @@ class ReferenceSet:
     @classmethod
     def deserialize(cls, data: bytes) -> "ReferenceSet":
         """Decode bytes written by :meth:`serialize`, by this build or an older one (kind 17)."""
-        r = Reader(data, (KIND_REFERENCE_SET, KIND_REFERENCE_SET_SEGMENTED))
+        r = Reader(data, (KIND_REFERENCE_SET, KIND_REFERENCE_SET_SEGMENTED, KIND_REFERENCE_SET_WINDOWED))
+        if r.kind == KIND_REFERENCE_SET_WINDOWED:
+            return cls._read_windows(r)
         if r.kind == KIND_REFERENCE_SET_SEGMENTED:
             references = cls.deserialize(r.blob())
             if references.segments:
@@ -106,6 +134,24 @@ class ReferenceSet:
         r.done()
         return cls(models)
 
+    @classmethod
+    def _read_windows(cls, r: Reader) -> "ReferenceSet":
+        """The rest of a kind 21 frame: the models' frame, then each model's reference windows."""
+        references = cls.deserialize(r.blob())
+        if references.windows:
+            raise SerializationError("corrupt reference file: windows inside the models' frame")
+        (count,) = r.unpack("I")
+        for _ in range(count):
+            name = r.text()
+            window_ms, size = r.unpack("qI")
+            windows = [WindowSummary.deserialize(r.blob()) for _ in range(size)]
+            if window_ms < 1 or any(w.model != name or w.window_end_ms - w.window_start_ms != window_ms
+                                    for w in windows):
+                raise SerializationError(f"corrupt reference file: the windows of model {name!r}")
+            references.windows[name], references.window_ms[name] = windows, window_ms
+        r.done()
+        return references
+
     def save(self, path: str | PathLike) -> None:
         """Write the set to ``path``."""
         Path(path).write_bytes(self.serialize())
@@ -129,7 +175,7 @@ def is_reference_file(path: str | PathLike) -> bool:
 
 def reference_from_summaries(summaries: Sequence[WindowSummary], kinds: Mapping[str, str], policy: DriftPolicy,
                              value_counts: Mapping[str, list[dict[str, int]]] | None = None,
-                             prediction: bool = False) -> Reference:
+                             prediction: bool = False, groups: Sequence[int] | None = None) -> Reference:
     """Merge window summaries into a reference and calibrate its gate on the windows themselves.
 
     ``value_counts``: per categorical feature, every value's count in each summary's window, from
@@ -138,19 +184,30 @@ def reference_from_summaries(summaries: Sequence[WindowSummary], kinds: Mapping[
     ``prediction``: ``kinds``' ``prediction`` is the monitored prediction (ModelConfig.monitored);
     it is left out of the reference when no reference event carried one (a stream without
     predictions has none to judge; its windows still report the prediction's counts).
+    ``groups`` (one per summary: a seasonal reference's seasons, ``pipeline/seasons.py``): each window is
+    calibrated against the windows of the other groups (one group left out at a time).
     """
     merged = merge_summaries(summaries)
     features = {}
     for name, kind in kinds.items():
-        sketches = [s.sketches[name] for s in summaries if name in s.sketches]
+        present = [i for i, s in enumerate(summaries) if name in s.sketches]
+        sketches = [summaries[i].sketches[name] for i in present]
         if prediction and name == PREDICTION and all(sketch.missing == sketch.count for sketch in sketches):
             continue
         if sketches:
             counts = (value_counts or {}).get(name)
-            samples = [s.feature_sample(name) for s in summaries if name in s.sketches]
+            samples = [summaries[i].feature_sample(name) for i in present]
             features[name] = reference_from_window_sketches(name, kind, sketches, merged.feature_sample(name), policy,
-                                                            counts, samples)
+                                                            counts, samples, _present_groups(groups, present))
     return Reference(features)
+
+
+def _present_groups(groups: Sequence[int] | None, present: list[int]) -> list[int] | None:
+    """The groups of the windows that hold a feature; None (leave one window out) when they span fewer than two."""
+    if groups is None:
+        return None
+    chosen = [groups[i] for i in present]
+    return chosen if len(set(chosen)) >= 2 else None
 
 
 class StoredReferences:

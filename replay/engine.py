@@ -218,8 +218,9 @@ class Replayer:
             reference = self.setup.references.reference_for(window.model, window.start_ms) if monitored else Reference()
             if monitored:
                 self.setup.references.remember(summary)
-            segments = segment_references(summary, self.setup.references.segment_reference,
-                                          self.setup.config.model(window.model))
+            segments = segment_references(
+                summary, lambda model, key: self.setup.references.segment_reference(model, key, window.start_ms),
+                self.setup.config.model(window.model))
             report = analyze_summary(summary, reference, self.setup.policy, self._cusum.get(window.model), *segments)
             self._cusum[window.model] = cusum_state(report)
             late = self._windower.late_by_window.get((window.model, window.start_ms), 0)
