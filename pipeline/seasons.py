@@ -169,18 +169,19 @@ class PhaseReferences:
 
     def reference_for(self, start_ms: int) -> Reference | None:
         """The window's phase reference (None: too few windows at its phase)."""
-        return self._cached(("model", start_ms), start_ms, lambda chosen: chosen)
+        return self._cached(("model",), start_ms, lambda chosen: chosen)
 
     def segment_reference(self, key: tuple[str, ...], start_ms: int) -> Reference | None:
         """One segment's phase reference, from that segment's part of the phase's windows (None: too few)."""
-        return self._cached(("segment", key, start_ms), start_ms,
+        return self._cached(("segment", key), start_ms,
                             lambda chosen: [s.segments[key] for s in chosen if key in s.segments])
 
     def _cached(self, what: tuple, start_ms: int, pick: Callable[[list[WindowSummary]], list[WindowSummary]]
                 ) -> Reference | None:
+        """The phase reference of ``what`` (the model, or a segment) from the windows ``pick`` takes of the phase's."""
         chosen = pick(self.chosen(start_ms))
         groups = tuple(self.season.groups(start_ms, [s.window_start_ms for s in chosen]))
-        key = (what[:-1], tuple(s.window_start_ms for s in chosen), groups)  # the same every season
+        key = (what, tuple(s.window_start_ms for s in chosen), groups)  # the same every season
         if key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key]
