@@ -135,7 +135,7 @@ def test_a_seasonal_reference_judges_alike_live_and_in_replay(incident, kafka_bo
     assert len(ReferenceSet.load(reference).windows["fraud-v3"]) == 14
     live_url, replay_url = f"sqlite:///{tmp_path}/live.db", f"sqlite:///{tmp_path}/replay.db"
     run_drift_job(load_config(config), live_url, str(reference), bounded=True, parallelism=1)
-    doc = replay_report({**incident, "config": config}, "--store", replay_url)
+    doc = replay_report({**incident, "config": config}, "--store-url", replay_url)
     assert_same_results(stored_verdicts(replay_url), stored_verdicts(live_url))
     assert stored_counts(replay_url) == stored_counts(live_url)
     drifted = {(w["window_start"], f["name"]) for w in doc["windows"] for f in w["features"] if f["drifted"]}
