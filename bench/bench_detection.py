@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_detection.py [--seed 0] [--windows 30] [--quick]
     .venv/bin/python bench/bench_detection.py --segments 20 [--segment-windows 1000] [--segment-events 10000] [--segment-alpha A]
+    .venv/bin/python bench/bench_detection.py --cycles [--cycle-seeds 3] [--cycle-days 4] [--cycle-lengths 24 96]
 
 Seeded synthetic streams, judged by the decision the live job and replay make (``sketches.analyze_window``
 on the window summaries: histograms and exact category counts; the deep tests of those sketches read
@@ -26,6 +27,14 @@ window (60 s): drifted cells, windows with any drift and alert onsets (a (featur
 a window where it was not) per week, each with its Clopper-Pearson 95% interval. ``--segment-alpha 0.05``
 judges at that per-window level instead, where false alarms are frequent enough to compare on and off.
 
+With ``--cycles``, instead: daily cycles (``bench/detection_cycles.py``): drift-free streams whose
+reference holds two whole days of a cycle in the mean, the spread and a category's share (several
+amplitudes, 24 or 96 windows a day), judged with the whole-day reference by the rules before
+over-dispersion (``today``), by today's rules (``whole``) and with ``season: 1d`` (``season``):
+drifted cells per severity with their Clopper-Pearson 95% intervals against the 0.1% target; then a
+shift of 1/3 sd on two cyclic features and a stationary one, from four phases of the day: windows
+to the first drifted verdict.
+
 Baseline, same data, same run: per window and feature, two-sample KS (scipy's asymptotic p-value,
 full window against the full reference data) for numeric features and chi-square of homogeneity for
 categorical ones, drifted when p < 0.05 (no missing-rate test, as in common tools).
@@ -37,6 +46,7 @@ import argparse
 import dataclasses
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -200,24 +210,32 @@ def false_alarms(args, policy) -> list[tuple]:
 
 
 def slow_delays(args, policy) -> list[tuple]:
-    """Windows to the first drifted verdict of x0 under a persistent small mean shift or a ramp (13 features)."""
+    """Windows to the first drifted verdict of x0 under a persistent small mean shift or a ramp (13 features),
+    by today's rules and, on the same windows, by the rules before over-dispersion (the reference without
+    its windows' statistics)."""
+    from bench.detection_cycles import without_window_stats
+
     fk = {**{f"x{i}": "numeric" for i in range(10)}, **{f"c{i}": "categorical" for i in range(3)}}
     reference, _ = build_reference(np.random.default_rng(args.seed + 7), fk, args.ref_size, 20, policy)
+    before = without_window_stats(reference)
     rows = []
     for size in args.slow_sizes:
         for label, shift_at in [(f"{d:g} sd", (lambda d: lambda w: d)(d)) for d in (0.05, 0.1, 0.2)] + \
                 [("ramp 0.01 sd/win", lambda w: 0.01 * (w + 1))]:
-            found = []
+            found, found_before = [], []
             for run in range(args.slow_runs):
-                rng, state, first = np.random.default_rng(args.seed + 1000 * run + size), {}, None
+                rng, states, first = np.random.default_rng(args.seed + 1000 * run + size), ({}, {}), [None, None]
                 for w in range(args.slow_horizon):
                     columns = {name: clean(rng, name, kind, size) for name, kind in fk.items()}
                     columns["x0"] = columns["x0"] + shift_at(w)  # x0 is normal(0, 1)
-                    if judge(reference, columns, fk, policy, state)["x0"][0]:
-                        first = w
+                    for i, ref in enumerate((reference, before)):
+                        if first[i] is None and judge(ref, columns, fk, policy, states[i])["x0"][0]:
+                            first[i] = w
+                    if None not in first:
                         break
-                found.append(first)
-            rows.append((size, label, found))
+                found.append(first[0])
+                found_before.append(first[1])
+            rows.append((size, label, found, found_before))
     return rows
 
 
@@ -315,6 +333,87 @@ def print_segment_false_alarms(args) -> None:
           f"{totals['off'][1] / totals['off'][0]:.0f}; finished in {time.perf_counter() - started:.0f} s")
 
 
+def _median(found: list[int | None]) -> str:
+    """The median delay of seeded runs ('miss' when fewer than half found the change)."""
+    if sum(f is not None for f in found) * 2 <= len(found):
+        return "miss"
+    return str(int(np.median([f if f is not None else 10 ** 6 for f in found])))
+
+
+def _runs(found: list[int | None]) -> list:
+    return ["miss" if f is None else f for f in found]
+
+
+def print_cycles(args) -> None:
+    """Daily cycles (``bench/detection_cycles.py``): drift-free cells by mode, then detection delays."""
+    from bench import detection_cycles as cycles
+
+    started = time.perf_counter()
+    print(f"daily cycles: reference 2 days, events {args.cycle_events:,} a window, seeds {args.cycle_seeds}; "
+          f"target: <= 0.1% of drifted cells at every severity")
+    for per_day in args.cycle_lengths:
+        totals = {mode: Counter() for mode in (*cycles.MODES, "naive")}
+        seconds = Counter()
+        for seed in range(args.cycle_seeds):
+            stream = cycles.Stream(seed, per_day, args.cycle_events)
+            for mode, counts in cycles.null_counts(stream, args.cycle_days).items():
+                totals[mode].update(counts)
+            seconds.update(stream.seconds)
+        window_min = 24 * 60 / per_day
+        policy = drift_policy(ThresholdConfig(), int(window_min * 60_000))
+        print(f"\n3. drift-free, {per_day} windows a day ({window_min:g} min; alpha {policy.alpha:.3g}), "
+              f"{args.cycle_days} days after the reference x {args.cycle_seeds} seeds")
+        _print_cycle_nulls(totals, cycles)
+        judged = args.cycle_seeds * args.cycle_days * per_day * len(cycles.MODES)
+        built = args.cycle_seeds * per_day  # one phase reference per phase (reused each day after)
+        print(f"   CPU: {per_day} phase references built a seed, {seconds['phase references'] / built * 1000:.0f} ms each "
+              f"({len(cycles.FEATURES)} features, {2 * 3} reference windows); judging a window "
+              f"{seconds['judging'] / judged * 1000:.0f} ms: a phase reference costs "
+              f"{seconds['phase references'] / built / (seconds['judging'] / judged):.1f}x judging the window")
+        _print_cycle_delays(args, per_day, cycles)
+    print(f"\nfinished in {time.perf_counter() - started:.0f} s")
+
+
+def _print_cycle_nulls(totals: dict, cycles) -> None:
+    print(f"{'mode':<7} {'cells':>6} {'minor':>6} {'moder.':>6} {'major':>6} {'share':>8} {'95% interval':>19}  "
+          "drifted cells by feature (in parentheses: by the CUSUM)")
+    for mode, counts in totals.items():
+        cells = sum(counts[(n, "cells")] for n in cycles.FEATURES)
+        by = [sum(counts[(n, s)] for n in cycles.FEATURES) for s in cycles.SEVERITIES]
+        lo, hi = interval(sum(by), cells)
+        per_feature = {n: sum(counts[(n, s)] for s in cycles.SEVERITIES) for n in cycles.FEATURES}
+        detail = ", ".join(f"{n} {k}" + (f" ({counts[(n, 'cusum')]})" if counts[(n, 'cusum')] else "")
+                           for n, k in per_feature.items() if k)
+        print(f"{mode:<7} {cells:>6} {by[0]:>6} {by[1]:>6} {by[2]:>6} {sum(by) / cells:>8.3%} "
+              f"[{lo:.3%}, {hi:.3%}]  {detail or '-'}")
+
+
+def _print_cycle_delays(args, per_day: int, cycles) -> None:
+    phases = [0, per_day // 4, per_day // 2, 3 * per_day // 4]
+    found = {mode: {n: [] for n in cycles.SHIFTED} for mode in (*cycles.MODES, "naive")}
+    fp = Counter()
+    for seed in range(args.cycle_seeds):
+        stream = cycles.Stream(seed, per_day, args.cycle_events)
+        for day, phase in enumerate(phases):
+            result = cycles.delays(stream, phase, 2 + day)
+            for mode, got in result.items():
+                fp[mode] += got["fp"]
+                for name in cycles.SHIFTED:
+                    found[mode][name].append(got.get(name))
+    print(f"   shift {cycles.SHIFT:.2f} sd from phases {phases} (one a day after the reference) x {args.cycle_seeds} "
+          f"seeds: windows to the first drifted verdict ('miss' after {cycles.horizon(per_day)}); first window: share caught "
+          "at once, 95% interval")
+    print(f"   {'mode':<7} {'feature':<9} {'median':>6} {'worst':>5} {'first window':>13} {'95% interval':>17}  runs")
+    for mode, by_feature in found.items():
+        for name, runs in by_feature.items():
+            at_once = sum(r == 0 for r in runs)
+            lo, hi = interval(at_once, len(runs))
+            worst = "miss" if None in runs else str(max(runs))
+            print(f"   {mode:<7} {name:<9} {_median(runs):>6} {worst:>5} {at_once:>6}/{len(runs):<6} "
+                  f"[{lo:>5.0%}, {hi:>5.0%}]  {_runs(runs)}")
+        print(f"   {mode:<7} other cells drifted in those streams: {fp[mode]}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run both parts and print their tables."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -329,12 +428,22 @@ def main(argv: list[str] | None = None) -> int:
                              "window size")
     parser.add_argument("--segment-windows", type=int, default=1000, help="drift-free windows with --segments")
     parser.add_argument("--segment-events", type=int, default=10000, help="events per window with --segments")
+    parser.add_argument("--cycles", action="store_true",
+                        help="instead: daily cycles: drift-free cyclic streams and small shifts, whole-day reference "
+                             "(before and after over-dispersion) and season")
+    parser.add_argument("--cycle-seeds", type=int, default=3, help="seeds with --cycles")
+    parser.add_argument("--cycle-days", type=int, default=4, help="drift-free days after the reference with --cycles")
+    parser.add_argument("--cycle-lengths", type=int, nargs="+", default=[24, 96], help="windows a day with --cycles")
+    parser.add_argument("--cycle-events", type=int, default=1000, help="events a window with --cycles")
     parser.add_argument("--segment-alpha", type=float, default=None,
                         help="per-window level with --segments instead of the budget's (e.g. 0.05: false alarms "
                              "frequent enough to compare on and off in a few hundred windows)")
     args = parser.parse_args(argv)
     if args.segments > 0:
         print_segment_false_alarms(args)
+        return 0
+    if args.cycles:
+        print_cycles(args)
         return 0
     args.sizes = [1000, 6000] if args.quick else [500, 1000, 6000, 20000]
     args.features = [10] if args.quick else [10, 200]
@@ -354,13 +463,12 @@ def main(argv: list[str] | None = None) -> int:
         fmt = lambda d: "miss" if d is None else str(d)  # noqa: E731
         print(f"{size:>7} {change:<13} {fmt(ours):>5} {fp:>8} {fmt(base):>6} {base_fp:>9}")
     print("\n1b. slow drift (CUSUM): windows from the start of a persistent shift of x0 (normal, sd 1) to its first "
-          f"drifted verdict, {args.slow_runs} seeded runs each (median, runs; 'miss' after {args.slow_horizon})")
-    print(f"{'events':>7} {'shift':<17} {'median':>6}  runs")
-    for size, label, found in slow_delays(args, policy):
-        got = sorted(f for f in found if f is not None)
-        median = str(int(np.median([f if f is not None else 10 ** 6 for f in found]))) \
-            if len(got) * 2 > len(found) else "miss"
-        print(f"{size:>7} {label:<17} {median:>6}  {['miss' if f is None else f for f in found]}")
+          f"drifted verdict, {args.slow_runs} seeded runs each (median, runs; 'miss' after {args.slow_horizon});\n"
+          "    baseline in the same run, on the same windows: the rules before over-dispersion")
+    print(f"{'events':>7} {'shift':<17} {'median':>6}  {'runs':<24} {'before':>6}  runs")
+    for size, label, found, found_before in slow_delays(args, policy):
+        print(f"{size:>7} {label:<17} {_median(found):>6}  {str(_runs(found)):<24} {_median(found_before):>6}  "
+              f"{_runs(found_before)}")
     print("\n2. drift-free streams: share of cells drifted (95% interval), windows with any drift, gate alarms,\n"
           "   alert onsets (a feature drifted after a window where it was not: what routing opens) with the rate a\n"
           "   week its 95% interval allows (Clopper-Pearson on onsets per window x windows a week)")

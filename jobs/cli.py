@@ -72,6 +72,12 @@ def run_command(
     ref = str(reference.resolve()) if reference else (cfg.reference.path if cfg.reference.mode == "file" else None)
     if cfg.reference.mode == "file" and not ref:
         raise ConfigError(f"{config}: reference mode 'file' needs --reference or reference.path")
+    if ref and cfg.reference.season is not None:  # a file without the phases' windows: said now, not in a worker
+        from driftwarden.pipeline.judging import drift_policy
+        from driftwarden.pipeline.reference_set import ReferenceSet
+        from driftwarden.pipeline.seasons import FileReferenceSource
+
+        FileReferenceSource(ReferenceSet.load(ref), cfg, drift_policy(cfg.thresholds), f"{ref} (config {config})")
     make_engine(url).dispose()
     resume_from = latest_checkpoint(checkpoint_dir) if resume else None
     if resume and resume_from is None:
@@ -339,7 +345,8 @@ def reference_build_command(
         # a feature named "prediction" in the events is then monitored as a feature, not the events' prediction
         cfg = MonitorConfig.model_validate({"models": [
             {"name": m, "features": k, "monitor_prediction": "prediction" not in k} for m, k in kinds.items()]})
-    references = build_reference_set(events, cfg, drift_policy(cfg.thresholds))
+    references = build_reference_set(events, cfg, drift_policy(cfg.thresholds),
+                                     f"{input} (config {config})" if config else str(input))
     references.save(out)
     for model, ref in references.models.items():
         sources = {f.thresholds.source for f in ref.features.values()}
@@ -348,4 +355,7 @@ def reference_build_command(
             console.print(f"{escape(model)}: segments by {escape(', '.join(references.segment_by[model]))}: "
                           f"{len(references.segment_keys(model))} top segments, "
                           f"{len(references.segments[model])} references (with the other segment)")
+        if model in references.windows:
+            console.print(f"{escape(model)}: season {escape(str(cfg.reference.season))}: "
+                          f"{len(references.windows[model])} reference windows kept for its phases")
     console.print(f"wrote {escape(str(out))} from {len(events)} events ({len(rejected)} rejected)")

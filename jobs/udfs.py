@@ -173,7 +173,8 @@ class AnalyzeWindow(ScalarFunction):
         policy = drift_policy(self.config.thresholds, self.config.window.size_ms)
         self.rules = parse_rules(self.config.alerting) if self.config.alerting else None
         self.references = References(self.config, policy,
-                                     ReferenceSet.load(self.reference_path) if self.reference_path else None)
+                                     ReferenceSet.load(self.reference_path) if self.reference_path else None,
+                                     where=str(self.reference_path))
         self.window_metrics = WindowMetrics.open(function_context, self.config)  # jobs/window_metrics.py
 
     def eval(self, summary_bytes: bytes) -> int:

@@ -65,7 +65,9 @@ def judge_window(summary: WindowSummary, references: References, windows: Window
     """
     reference = references.reference_for(summary.model, summary.window_start_ms, windows)
     references.remember(summary, windows)
-    segments = segment_references(summary, references.segment_reference, references.config.model(summary.model))
+    start = summary.window_start_ms
+    segments = segment_references(summary, lambda model, key: references.segment_reference(model, key, start),
+                                  references.config.model(summary.model))
     return analyze_summary(summary, reference, references.policy, state, *segments), reference
 
 

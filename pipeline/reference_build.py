@@ -15,6 +15,11 @@ volume in the snapshot (ties by the key's sort order) and the other segment (the
 built and calibrated like the model's from that segment's part of the same windows
 (:meth:`pipeline.summary.WindowRows.summarize` with the top keys: the one assignment rule of
 ``pipeline/segments.py``).
+
+With ``reference.season`` the set also keeps every window's summary (``ReferenceSet.windows``:
+a live window is judged against those of its phase, ``pipeline/seasons.py``), and a snapshot
+that does not cover enough seasons at every phase is refused (ConfigError naming the events and
+``reference.season``); there is no fallback to slices in file order.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from driftwarden.pipeline.event_time import window_start
 from driftwarden.pipeline.summary import WindowRows, WindowSummary, summarize_window
 from driftwarden.pipeline.reference_set import ReferenceSet
 from driftwarden.pipeline.references import reference_from_summaries
+from driftwarden.pipeline.seasons import Season, check_reference_windows
 from driftwarden.pipeline.segments import SegmentKey, fold_to_top, other_key, segment_keys, top_segments
 from driftwarden.schemas.config import ModelConfig, MonitorConfig
 from driftwarden.schemas.events import Event
@@ -48,21 +54,27 @@ def infer_feature_kinds(events: Iterable[Event]) -> dict[str, dict[str, str]]:
     return dict(kinds)
 
 
-def build_reference_set(events: list[Event], config: MonitorConfig, policy: DriftPolicy) -> ReferenceSet:
-    """References of every configured model found in ``events`` (and of its segments when it has any)."""
+def build_reference_set(events: list[Event], config: MonitorConfig, policy: DriftPolicy,
+                        where: str = "the reference events") -> ReferenceSet:
+    """References of every configured model found in ``events`` (and of its segments when it has any; with a
+    season, their windows too); ``where`` names the events in errors."""
     by_model: dict[str, list[Event]] = defaultdict(list)
     for event in events:
         by_model[event.model].append(event)
     references = ReferenceSet()
+    season = Season.of(config)
     for name, model_events in by_model.items():
         model_config = config.model(name)
         if model_config is None:
             continue
-        groups = _window_groups(model_events, config.window.size_ms, policy)
+        groups = _window_groups(model_events, config.window.size_ms, policy, season is None)
         keys = _segment_keys(model_events, model_config)
         top = top_segments(Counter(keys), model_config.segments.top) if keys is not None else None
         summaries = [summarize_window(name, start, config.window.size_ms, [e.features for e in group],
                                       model_config, [e.prediction for e in group], top) for start, group in groups]
+        if season is not None:
+            check_reference_windows([start for start, _ in groups], config.window.size_ms, season, name, where)
+            references.windows[name], references.window_ms[name] = summaries, config.window.size_ms
         references.models[name] = _reference(summaries, groups, model_config, policy)
         if top is not None:
             references.segment_by[name] = model_config.segments.by
@@ -102,11 +114,14 @@ def _segment_references(summaries: list[WindowSummary], groups: list[tuple[int, 
     return references
 
 
-def _window_groups(events: list[Event], window_ms: int, policy: DriftPolicy) -> list[tuple[int, list[Event]]]:
+def _window_groups(events: list[Event], window_ms: int, policy: DriftPolicy,
+                   slices: bool = True) -> list[tuple[int, list[Event]]]:
+    """The events by event-time window, oldest first; with ``slices``, fewer windows than the policy
+    calibrates on become ``min_windows * 2`` slices in file order (no seasonal reference takes that)."""
     groups: Mapping[int, list[Event]] = defaultdict(list)
     for event in events:
         groups[window_start(event.event_ms, window_ms)].append(event)
-    if len(groups) < policy.min_windows:
+    if slices and len(groups) < policy.min_windows:
         slices = policy.min_windows * 2
         groups = {i: events[i::slices] for i in range(slices) if events[i::slices]}
     return sorted(groups.items())

@@ -2,7 +2,8 @@
 
 A :class:`ReferenceSet` maps model names to :class:`sketches.Reference` and is what
 ``driftwarden reference build`` writes (``pipeline/reference_build.py``) and ``reference.mode: file``
-reads; its frames are versioned (``sketches/FORMAT.md``), never pickled.
+reads; its frames are versioned (``sketches/FORMAT.md``), never pickled. A set built for a seasonal
+config also keeps each model's reference windows (kind 21, ``pipeline/seasons.py``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from driftwarden.core.errors import ConfigError, SerializationError
 from driftwarden.pipeline.segments import SegmentKey, other_key
+from driftwarden.pipeline.summary import WindowSummary
 from driftwarden.sketches import Reference
 from driftwarden.sketches.serialization import Reader, Writer
 
@@ -19,6 +21,9 @@ from driftwarden.sketches.serialization import Reader, Writer
 KIND_REFERENCE_SET = 17
 #: A ReferenceSet with per-segment references: the kind 17 frame, then each segmented model's segments.
 KIND_REFERENCE_SET_SEGMENTED = 19
+#: A ReferenceSet that keeps its models' reference windows (for seasonal references): the kind 17 or 19
+#: frame, then per such model its window length and every window's summary.
+KIND_REFERENCE_SET_WINDOWED = 21
 REFERENCE_MAGIC = b"DWSK"
 
 
@@ -28,16 +33,26 @@ class ReferenceSet:
     A segmented model (``segments`` in its config) also has one reference per top segment, most
     events first, then one for the other segment (``pipeline/segments.py``): ``segments[model][key]``,
     keys being the ``segment_by[model]`` features' values.
+
+    A set built for a seasonal config (``reference.season``) also keeps each model's reference
+    windows, oldest first (``windows[model]``, each a window of ``window_ms[model]``): a live window is
+    judged against those of its phase (``pipeline/seasons.py``), ``models`` stays the whole period's.
     """
 
     def __init__(self, models: dict[str, Reference] | None = None,
                  segments: dict[str, dict[SegmentKey, Reference]] | None = None,
-                 segment_by: dict[str, tuple[str, ...]] | None = None) -> None:
+                 segment_by: dict[str, tuple[str, ...]] | None = None,
+                 windows: dict[str, list[WindowSummary]] | None = None,
+                 window_ms: dict[str, int] | None = None) -> None:
         self.models: dict[str, Reference] = dict(models or {})
         self.segments: dict[str, dict[SegmentKey, Reference]] = {m: dict(s) for m, s in (segments or {}).items()}
         self.segment_by: dict[str, tuple[str, ...]] = {m: tuple(b) for m, b in (segment_by or {}).items()}
+        self.windows: dict[str, list[WindowSummary]] = {m: list(w) for m, w in (windows or {}).items()}
+        self.window_ms: dict[str, int] = dict(window_ms or {})
         if set(self.segments) != set(self.segment_by):
             raise ValueError("ReferenceSet: segments and segment_by must name the same models")
+        if set(self.windows) != set(self.window_ms):
+            raise ValueError("ReferenceSet: windows and window_ms must name the same models")
 
     def segment_keys(self, model: str) -> tuple[SegmentKey, ...]:
         """The model's top segment keys, most events first (empty: not segmented)."""
@@ -54,7 +69,20 @@ class ReferenceSet:
         return self.segments.get(model, {}).get(tuple(key))
 
     def serialize(self) -> bytes:
-        """Versioned bytes of every model's reference (kind 17; kind 19 when any model has segments)."""
+        """Versioned bytes of every model's reference (kind 17; kind 19 when any model has segments; in a
+        kind 21 frame with the models' reference windows when it keeps any)."""
+        frame = self._serialize_models()
+        if not self.windows:
+            return frame
+        out = Writer(KIND_REFERENCE_SET_WINDOWED).blob(frame).pack("I", len(self.windows))
+        for name, windows in self.windows.items():
+            out.text(name).pack("qI", self.window_ms[name], len(windows))
+            for summary in windows:
+                out.blob(summary.serialize())
+        return out.getvalue()
+
+    def _serialize_models(self) -> bytes:
+        """The kind 17 or 19 frame: the models' (and their segments') references."""
         w = Writer(KIND_REFERENCE_SET).pack("I", len(self.models))
         for name, reference in self.models.items():
             w.text(name).blob(reference.serialize())
@@ -70,7 +98,9 @@ class ReferenceSet:
     @classmethod
     def deserialize(cls, data: bytes) -> "ReferenceSet":
         """Decode bytes written by :meth:`serialize`, by this build or an older one (kind 17)."""
-        r = Reader(data, (KIND_REFERENCE_SET, KIND_REFERENCE_SET_SEGMENTED))
+        r = Reader(data, (KIND_REFERENCE_SET, KIND_REFERENCE_SET_SEGMENTED, KIND_REFERENCE_SET_WINDOWED))
+        if r.kind == KIND_REFERENCE_SET_WINDOWED:
+            return cls._read_windows(r)
         if r.kind == KIND_REFERENCE_SET_SEGMENTED:
             references = cls.deserialize(r.blob())
             if references.segments:
@@ -95,6 +125,24 @@ class ReferenceSet:
             models[name] = Reference.deserialize(r.blob())
         r.done()
         return cls(models)
+
+    @classmethod
+    def _read_windows(cls, r: Reader) -> "ReferenceSet":
+        """The rest of a kind 21 frame: the models' frame, then each model's reference windows."""
+        references = cls.deserialize(r.blob())
+        if references.windows:
+            raise SerializationError("corrupt reference file: windows inside the models' frame")
+        (count,) = r.unpack("I")
+        for _ in range(count):
+            name = r.text()
+            window_ms, size = r.unpack("qI")
+            windows = [WindowSummary.deserialize(r.blob()) for _ in range(size)]
+            if window_ms < 1 or any(w.model != name or w.window_end_ms - w.window_start_ms != window_ms
+                                    for w in windows):
+                raise SerializationError(f"corrupt reference file: the windows of model {name!r}")
+            references.windows[name], references.window_ms[name] = windows, window_ms
+        r.done()
+        return references
 
     def save(self, path: str | PathLike) -> None:
         """Write the set to ``path``."""

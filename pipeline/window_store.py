@@ -31,6 +31,9 @@ class WindowStore(Protocol):
     def summaries(self, model: str, starts: Sequence[int]) -> list[WindowSummary]:
         """The model's kept summaries of the windows starting at ``starts``, in that order."""
 
+    def present(self, model: str, starts: Sequence[int]) -> list[int]:
+        """Those of ``starts`` whose windows the model has kept, oldest first."""
+
     def keep(self, summary: WindowSummary, retain: int | None) -> None:
         """Keep a window's summary (idempotent); the store may forget all but the model's ``retain``
         latest windows (None: keep them all)."""
@@ -62,6 +65,13 @@ class SqlWindows:
         by_start = {start: blob for start, blob in rows}
         return [WindowSummary.deserialize(by_start[start]) for start in starts]
 
+    def present(self, model: str, starts: Sequence[int]) -> list[int]:
+        """Those of ``starts`` whose windows are stored, oldest first."""
+        query = (select(window_summaries.c.window_start)
+                 .where(window_summaries.c.model == model, window_summaries.c.window_start.in_(list(starts)))
+                 .order_by(window_summaries.c.window_start))
+        return list(self.conn.execute(query).scalars())
+
     def keep(self, summary: WindowSummary, retain: int | None) -> None:
         """Upsert the window's summary (the table keeps every window: ``retain`` is not applied)."""
         row = {"model": summary.model, "window_start": summary.window_start_ms, "summary": summary.serialize()}
@@ -87,6 +97,11 @@ class MemoryWindows:
         """The kept summaries of the windows starting at ``starts``, in that order."""
         windows = self._windows[model]
         return [windows[start] for start in starts]
+
+    def present(self, model: str, starts: Sequence[int]) -> list[int]:
+        """Those of ``starts`` whose windows are kept, oldest first."""
+        kept = self._windows.get(model, {})
+        return sorted(start for start in set(starts) if start in kept)
 
     def keep(self, summary: WindowSummary, retain: int | None) -> None:
         """Keep the summary (replacing one of the same window), then only the model's ``retain`` latest."""

@@ -66,7 +66,7 @@ def load_setup(config_path: Path | None, reference_path: Path | None, models: li
     config = _filtered(config, models, features)
     policy = drift_policy(config.thresholds, config.window.size_ms)
     keep_models = frozenset(models) if models else None
-    return ReplaySetup(config, policy, References(config, policy, references, features), label, keep_models,
+    return ReplaySetup(config, policy, References(config, policy, references, features, label), label, keep_models,
                        frozenset(features) if features else None)
 
 
@@ -85,7 +85,7 @@ def _file_references(config: MonitorConfig | None, path: Path) -> tuple[MonitorC
     if not events:
         raise ConfigError(f"reference file {path} holds no valid event")
     config = config or default_config(infer_feature_kinds(events))
-    return config, build_reference_set(events, config, drift_policy(config.thresholds))
+    return config, build_reference_set(events, config, drift_policy(config.thresholds), str(path))
 
 
 def _filtered(config: MonitorConfig, models: list[str] | None, features: list[str] | None) -> MonitorConfig:

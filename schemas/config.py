@@ -33,8 +33,8 @@ from driftwarden.schemas.events import PREDICTION, FeatureKinds, sketch_kind
 
 FeatureKind = Literal["numeric", "categorical", "boolean"]
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1000}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 7 * 86_400_000, None: 1000}
 
 #: Every duration of the window section stays below this (100 days): the job's SQL states them as intervals
 #: with 2 day digits (``jobs.source.interval_sql``; Flink's watermark code accepts no other precision).
@@ -45,10 +45,10 @@ MAX_DEPTH = 64
 
 
 def parse_duration_ms(value: Any) -> int:
-    """Milliseconds of a duration written as ``250ms``, ``5s``, ``10m``, ``1h``, ``90d`` or plain seconds.
+    """Milliseconds of a duration written as ``250ms``, ``5s``, ``10m``, ``1h``, ``90d``, ``1w`` or plain seconds.
 
-    >>> parse_duration_ms("250ms"), parse_duration_ms("1.5m"), parse_duration_ms(2)
-    (250, 90000, 2000)
+    >>> parse_duration_ms("250ms"), parse_duration_ms("1.5m"), parse_duration_ms(2), parse_duration_ms("1w")
+    (250, 90000, 2000, 604800000)
     """
     if isinstance(value, bool):
         raise ValueError(f"{value!r} is not a duration (YAML reads yes/no/on/off as true/false); "
@@ -63,7 +63,7 @@ def parse_duration_ms(value: Any) -> int:
         return int(value * 1000)
     match = _DURATION.match(value)
     if not match:
-        raise ValueError(f"{value!r} is not a duration like 60s, 5m, 250ms")
+        raise ValueError(f"{value!r} is not a duration like 60s, 5m, 250ms, 1d")
     return int(float(match.group(1)) * _UNIT_MS[match.group(2)])
 
 
@@ -313,20 +313,94 @@ class WindowConfig(_Strict):
         return parse_duration_ms(self.idleness)
 
 
+#: Reference windows a seasonal reference needs at each phase: the gate's calibration needs this many
+#: (``sketches.DriftPolicy.min_windows``; tests/test_seasons.py keeps the two equal).
+PHASE_WINDOWS_NEEDED = 5
+#: Seasons a seasonal reference holds at least: its windows of each phase are scored against those of
+#: the other seasons (leave one season out), so a difference between seasons is in the null.
+MIN_SEASONS = 2
+
+
 class ReferenceConfig(_Strict):
-    """What "normal" looks like: a reference file, the first N windows, or the last M windows."""
+    """What "normal" looks like: a reference file, the first N windows, or the last M windows.
+
+    ``season`` (``file`` and ``rolling``; e.g. ``1d``, ``1w``): a seasonal reference. Each live window is
+    compared with the reference windows at the same phase of the season (the same time of day for
+    ``1d``) give or take ``phase_tolerance`` (default: one window each side), and the gate, the deep
+    tests and the slow-drift rule are calibrated on those windows alone, each season's against the
+    other seasons'. A ``file`` reference must cover at least :func:`seasons_needed` seasons; a
+    ``rolling`` one holds the same phase of the last ``seasons`` seasons (the same hour yesterday,
+    the day before, ...; ``rolling_windows`` and ``lag_windows`` are then not used).
+
+    >>> ReferenceConfig(mode="rolling", season="1d").seasons_needed(3_600_000)
+    2
+    >>> ReferenceConfig(mode="file", path="r.dwref", season="1d", phase_tolerance=0).seasons_needed(3_600_000)
+    5
+    """
 
     mode: Literal["file", "warmup", "rolling"] = "warmup"
     path: str | None = None
     warmup_windows: int = Field(default=5, ge=1)
     rolling_windows: int = Field(default=10, ge=2)
     lag_windows: int = Field(default=1, ge=0)
+    season: str | int | float | None = None
+    phase_tolerance: str | int | float | None = None
+    seasons: int = Field(default=MIN_SEASONS, ge=MIN_SEASONS, le=1000)
+
+    @field_validator("season", "phase_tolerance", mode="before")
+    @classmethod
+    def _check_duration(cls, value: Any) -> Any:
+        if value is not None:
+            parse_duration_ms(value)  # before pydantic's coercion: YAML's `yes` must not become 1 s
+        return value
 
     @model_validator(mode="after")
     def _file_needs_path(self) -> "ReferenceConfig":
         if self.mode == "file" and not self.path:
             raise ValueError("reference.mode 'file' needs reference.path")
+        if self.season is None and self.phase_tolerance is not None:
+            raise ValueError("phase_tolerance needs a season (e.g. season: 1d)")
+        if self.season is not None and self.mode == "warmup":
+            raise ValueError("season needs mode file or rolling: a warm-up reference (the first windows) holds "
+                             "no whole season")
+        if self.season is not None and parse_duration_ms(self.season) < 1:
+            raise ValueError(f"season {self.season!r} must last at least 1 ms")
         return self
+
+    @property
+    def season_ms(self) -> int | None:
+        """The season's length in milliseconds; None without a season."""
+        return None if self.season is None else parse_duration_ms(self.season)
+
+    def tolerance_windows(self, window_ms: int) -> int:
+        """Neighbouring phases (windows) a seasonal reference takes in on each side: ``phase_tolerance``
+        (default one window)."""
+        return 1 if self.phase_tolerance is None else parse_duration_ms(self.phase_tolerance) // window_ms
+
+    def seasons_needed(self, window_ms: int) -> int:
+        """Seasons a seasonal reference must hold: two at least, and enough that each phase has
+        ``PHASE_WINDOWS_NEEDED`` windows with the tolerance (2 t + 1 windows a season)."""
+        per_season = 2 * self.tolerance_windows(window_ms) + 1
+        return max(MIN_SEASONS, -(-PHASE_WINDOWS_NEEDED // per_season))
+
+    def check_season(self, window_ms: int) -> None:
+        """ValueError unless the season is whole windows, its tolerance below half of it, and a rolling one
+        holds enough seasons."""
+        season_ms = self.season_ms
+        if season_ms is None:
+            return
+        if season_ms % window_ms or season_ms < 2 * window_ms:
+            raise ValueError(f"season {self.season!r} must be a whole number of windows ({window_ms:,} ms each), "
+                             "two at least")
+        tolerance = self.tolerance_windows(window_ms)
+        if 2 * tolerance + 1 > season_ms // window_ms:
+            raise ValueError(f"phase_tolerance {self.phase_tolerance!r} ({tolerance} windows each side) spans more "
+                             f"than the season {self.season!r}; keep it below half the season")
+        needed = self.seasons_needed(window_ms)
+        if self.mode == "rolling" and self.seasons < needed:
+            raise ValueError(f"seasons {self.seasons}: with phase_tolerance {tolerance} windows each side a season "
+                             f"gives {2 * tolerance + 1} reference windows per phase, and calibration needs "
+                             f"{PHASE_WINDOWS_NEEDED}: set seasons to {needed} or widen phase_tolerance")
 
 
 class ThresholdConfig(_Strict):
@@ -485,6 +559,14 @@ class MonitorConfig(_Strict):
     dashboard_url: str | None = None
     alerting: dict[str, Any] = Field(default_factory=dict)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
+
+    @field_validator("reference")
+    @classmethod
+    def _season_fits_the_window(cls, reference: ReferenceConfig, info: ValidationInfo) -> ReferenceConfig:
+        window = info.data.get("window")
+        if window is not None:  # no window: that field's own error says so
+            reference.check_season(window.size_ms)
+        return reference
 
     @field_validator("models")
     @classmethod

@@ -162,17 +162,17 @@ def _with_cusum(verdicts: list[FeatureVerdict], window: dict[str, tuple[FeatureS
         h = cusum_threshold(policy.sequential_alpha / (2 * len(reference.features)))
         verdicts = [fv if fv.error is not None else
                     _guarded(fv, _sequential, fv, window.get(fv.name), reference.features.get(fv.name),
-                             (state or {}).get(fv.name), h)
+                             (state or {}).get(fv.name), h, policy.bins)
                     for fv in verdicts]
     return verdicts
 
 
 def _sequential(fv: FeatureVerdict, pair: tuple[FeatureSketch, ReservoirSample] | None,
-                ref: FeatureReference | None, state: CusumState | None, h: float) -> FeatureVerdict:
+                ref: FeatureReference | None, state: CusumState | None, h: float, bins: int = 10) -> FeatureVerdict:
     """Carry the feature's CUSUM one window on; a CUSUM alarm makes a not-yet-drifted feature drifted, "minor"."""
     if pair is None or ref is None or pair[0].count < 1:
         return dataclasses.replace(fv, cusum=state)
-    z, two_sided = window_z(ref, *pair)
+    z, two_sided = window_z(ref, *pair, bins=bins)
     after = next_state(state, z, two_sided, h)
     fv = dataclasses.replace(fv, cusum=after, z=z)
     if after is not None and after.alarm(h) and not fv.drifted:
@@ -262,7 +262,8 @@ def _stage(name: str, pair: tuple[FeatureSketch, ReservoirSample] | None, ref: F
     sketch, sample = pair
     if sketch.n < policy.min_count:
         scores = GateScores(missing_delta=scores.missing_delta)
-    thresholds = thresholds_for_count(ref.thresholds, len(ref.null_scores), ref.sketch.count, sketch.count)
+    thresholds = thresholds_for_count(ref.thresholds, len(ref.null_scores), ref.sketch.count, sketch.count,
+                                      ref.dispersion(policy.bins))
     alarm = sketch.count >= policy.min_count and gate_alarm(scores, thresholds)
     deep = _deep(ref, sketch, sample, scores, policy) if alarm else None
     fv = FeatureVerdict(name, kind, sketch.count, sketch.missing, scores, alarm, None, None, False, "none")
@@ -276,9 +277,11 @@ def _deep(ref: FeatureReference, sketch: FeatureSketch, sample: ReservoirSample,
         result = _distribution_tests(ref, sketch, sample, scores, policy)
     tests = list(result.tests)
     missing_p = None
+    spread = ref.dispersion(policy.bins)
     if abs(scores.missing_delta) > thresholds_for_count(ref.thresholds, len(ref.null_scores), ref.sketch.count,
-                                                        sketch.count).missing_delta:
-        missing_p = missing_rate_pvalue(ref.sketch.missing, ref.sketch.count, sketch.missing, sketch.count)
+                                                        sketch.count, spread).missing_delta:
+        missing_p = missing_rate_pvalue(ref.sketch.missing, ref.sketch.count, sketch.missing, sketch.count,
+                                        spread.inflation(spread.missing, 1.0 / ref.sketch.count + 1.0 / sketch.count))
         tests.append(TestResult("missing", scores.missing_delta, missing_p, "missing_delta", scores.missing_delta))
     combined = min(1.0, len(tests) * min(t.pvalue for t in tests)) if tests else 1.0
     return dataclasses.replace(result, pvalue=combined, missing_pvalue=missing_p, tests=tuple(tests))
@@ -287,11 +290,11 @@ def _deep(ref: FeatureReference, sketch: FeatureSketch, sample: ReservoirSample,
 def _distribution_tests(ref: FeatureReference, sketch: FeatureSketch, sample: ReservoirSample, scores: GateScores,
                         policy: DriftPolicy) -> DeepResult:
     """Full-window tests where both sides have exact counts, else the tests on the two samples."""
-    full = None
+    full, spread = None, ref.dispersion(policy.bins)
     if isinstance(ref.sketch, HistogramSketch) and isinstance(sketch, HistogramSketch):
-        full = histogram_tests(ref.sketch, sketch, policy.bins)
+        full = histogram_tests(ref.sketch, sketch, policy.bins, spread.distribution)
     elif isinstance(ref.sketch, CategoricalSketch) and isinstance(sketch, CategoricalSketch) and ref.profile is None:
-        full = category_tests(ref.sketch, sketch, baseline_unseen_share(ref))
+        full = category_tests(ref.sketch, sketch, baseline_unseen_share(ref), spread.chi2)
     if full is not None:
         return _from_full(full, ref.kind, scores)
     if ref.profile is not None and isinstance(sketch, CategoricalSketch):

@@ -30,9 +30,12 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from scipy import stats
 
+from driftwarden.sketches.dispersion import NO_DISPERSION, Dispersion
 from driftwarden.sketches.feature import FeatureSketch, copy_sketch, is_numeric
 from driftwarden.sketches.profile import CategoricalProfile
 from driftwarden.sketches.gate import SCORE_NAMES, GateCell, GateThresholds, bin_edges, gate_scores_many, score_names
@@ -45,14 +48,16 @@ THRESHOLD_FLOORS = {"ks": 0.005, "psi": 0.001, "emd": 0.005, "chi2": 0.001, "js"
 
 
 def leave_one_out_scores(windows: list[FeatureSketch], bins: int = 10,
-                         profiles: list[CategoricalProfile] | None = None) -> np.ndarray:
+                         profiles: list[CategoricalProfile] | None = None,
+                         groups: list[int] | None = None) -> np.ndarray:
     """Score each window against the merge of the others: a (windows, len(SCORE_NAMES)) matrix.
 
     Uses prefix and suffix merges, so it costs O(windows) merges rather than O(windows^2).
     ``profiles`` (one per window, from ``sketches.profile.window_profiles``) are left out the same way.
+    ``groups`` (one per window): each window against the windows of the other groups (:func:`leave_group_out`).
     """
-    others = leave_one_out(windows, _merged)
-    other_profiles = leave_one_out(profiles, merged_profile_or_none) if profiles else [None] * len(windows)
+    others = leave_group_out(windows, _merged, groups)
+    other_profiles = leave_group_out(profiles, merged_profile_or_none, groups) if profiles else [None] * len(windows)
     cells = [GateCell(o, w, p) for o, w, p in zip(others, windows, other_profiles)]
     rows = [scores.as_array() for scores in gate_scores_many(cells, bins)]
     return np.array(rows).reshape(len(windows), len(SCORE_NAMES))
@@ -62,6 +67,25 @@ def leave_one_out(items: list, merge) -> list:
     """For each position, the merge of every other item (prefix and suffix merges)."""
     prefix, suffix = _prefix_suffix(items, merge)
     return [merge(prefix[i], suffix[i]) for i in range(len(items))]
+
+
+def leave_group_out(items: list, merge, groups: list[int] | None = None) -> list:
+    """For each position, the merge of every item of another group (every other item when ``groups`` is None).
+
+    >>> leave_group_out([{1}, {2}, {3}, {4}], lambda a, b: (a or set()) | (b or set()), [0, 1, 0, 1])
+    [{2, 4}, {1, 3}, {2, 4}, {1, 3}]
+    """
+    if groups is None:
+        return leave_one_out(items, merge)
+    if len(groups) != len(items) or len(set(groups)) < 2:
+        raise ValueError(f"leave one group out needs one group per window and two groups at least, "
+                         f"got {len(set(groups))} groups for {len(items)} windows")
+    order = list(dict.fromkeys(groups))
+    merged: dict = {}
+    for item, group in zip(items, groups):
+        merged[group] = merge(merged.get(group), item)
+    others = dict(zip(order, leave_one_out([merged[g] for g in order], merge)))
+    return [others[g] for g in groups]
 
 
 def leave_two_out(items: list, merge) -> list:
@@ -120,18 +144,26 @@ COUNT_SCALING = {"ks": 0.5, "emd": 0.5, "missing_delta": 0.5, "psi": 1.0, "chi2"
 
 
 def thresholds_for_count(thresholds: GateThresholds, windows: int, reference_count: int,
-                         count: int) -> GateThresholds:
+                         count: int, dispersion: Dispersion = NO_DISPERSION) -> GateThresholds:
     """Calibrated thresholds rescaled from the reference's windows (``windows`` of them) to a window of ``count``.
+
+    The variance a score's null scale follows is v = 1 / count + 1 / reference_count, plus the
+    reference windows' between-window variance of that score (``dispersion``, ``sketches/dispersion.py``),
+    which does not shrink with the window's size: a cycle keeps a larger window's thresholds wide.
 
     >>> t = GateThresholds(ks=0.02, source="calibrated")
     >>> round(thresholds_for_count(t, 10, 60_000, 1_500).ks, 4)  # windows of 6,000 -> 1,500: about twice
     0.0384
+    >>> round(thresholds_for_count(t, 10, 60_000, 1_500, Dispersion(ks=1e-3)).ks, 4)  # a cycle's share stays
+    0.0238
     """
     if thresholds.source != "calibrated" or windows < 2 or reference_count <= windows or count <= 0:
         return thresholds
     calibration = reference_count / windows
-    ratio = (1.0 / count + 1.0 / reference_count) / (1.0 / calibration + 1.0 / (reference_count - calibration))
-    values = {name: max(getattr(thresholds, name) * ratio ** power, THRESHOLD_FLOORS[name])
+    live, calibrated = 1.0 / count + 1.0 / reference_count, 1.0 / calibration + 1.0 / (reference_count - calibration)
+    values = {name: max(getattr(thresholds, name) * ((live + dispersion.score(name)) /
+                                                     (calibrated + dispersion.score(name))) ** power,
+                        THRESHOLD_FLOORS[name])
               for name, power in COUNT_SCALING.items()}
     return GateThresholds(**values, source=thresholds.source)
 
@@ -158,9 +190,19 @@ def _column(null_scores: np.ndarray, name: str) -> np.ndarray:
 
 def null_shape(name: str, dof: int = 9):
     """The standardised null law of a gate score (a frozen scipy distribution), or None."""
-    shapes = {"ks": stats.kstwobign(), "emd": stats.gamma(5.0), "missing_delta": stats.halfnorm(),
-              "psi": stats.chi2(max(dof, 1)), "chi2": stats.chi2(max(dof, 1)), "js": stats.chi2(max(dof, 1))}
-    return shapes.get(name)
+    return _null_shape(name, max(int(dof), 1)) if name in _SHAPES else None
+
+
+#: Each score's null law (by its degrees of freedom where it has them).
+_SHAPES = {"ks": lambda dof: stats.kstwobign(), "emd": lambda dof: stats.gamma(5.0),
+           "missing_delta": lambda dof: stats.halfnorm(), "psi": stats.chi2, "chi2": stats.chi2, "js": stats.chi2}
+
+
+@functools.lru_cache(maxsize=512)
+def _null_shape(name: str, dof: int):
+    """:func:`null_shape`, frozen once per (score, dof): freezing a scipy law costs milliseconds, and a
+    seasonal reference is calibrated for every window (``pipeline/seasons.py``)."""
+    return _SHAPES[name](dof)
 
 
 def score_threshold(scores: np.ndarray, name: str, tail: float, dof: int = 9) -> float:

@@ -24,7 +24,7 @@ from driftwarden.sketches.categorical import CategoricalSketch
 from driftwarden.sketches.hashing import value_hashes
 from driftwarden.sketches.profile import CategoricalProfile
 from driftwarden.sketches.reservoir import ReservoirSample
-from driftwarden.sketches.window_tests import Region, TestResult
+from driftwarden.sketches.window_tests import Region, TestResult, dispersed_chi2_pvalue
 
 
 @dataclass(frozen=True)
@@ -204,12 +204,17 @@ def profile_test(profile: CategoricalProfile, reference: ReservoirSample, sketch
                       tests=tests)
 
 
-def missing_rate_pvalue(ref_missing: int, ref_count: int, win_missing: int, win_count: int) -> float:
-    """p-value of a chi-square test that the window's missing rate equals the reference's."""
+def missing_rate_pvalue(ref_missing: int, ref_count: int, win_missing: int, win_count: int,
+                        inflation: float = 1.0) -> float:
+    """p-value of a chi-square test that the window's missing rate equals the reference's.
+
+    ``inflation``: how much wider than sampling alone the reference windows' missing rates vary
+    (``sketches.dispersion``): the statistic is divided by it.
+    """
     table = np.array([[ref_missing, ref_count - ref_missing], [win_missing, win_count - win_missing]], float)
     if ref_count == 0 or win_count == 0 or (table.sum(axis=0) == 0).any():
         return 1.0
-    return float(stats.chi2_contingency(table, correction=False).pvalue)
+    return dispersed_chi2_pvalue(stats.chi2_contingency(table, correction=False), inflation)
 
 
 def benjamini_hochberg(pvalues: Sequence[float]) -> np.ndarray:

@@ -14,16 +14,19 @@ from typing import Any
 import numpy as np
 
 from driftwarden.core.errors import SerializationError
-from driftwarden.sketches.calibration import (calibrate_thresholds, leave_one_out, leave_one_out_scores, leave_two_out,
-                                  merged_profile_or_none, score_dof)
+from driftwarden.sketches.calibration import (calibrate_thresholds, leave_group_out, leave_one_out_scores,
+                                              leave_two_out, merged_profile_or_none, score_dof)
 from driftwarden.sketches.deep import unseen_estimate
+from driftwarden.sketches.dispersion import (NO_DISPERSION, WINDOW_STAT_NAMES, Dispersion, estimate_dispersion,
+                                             window_stats)
 from driftwarden.sketches.feature import FEATURE_KINDS, FeatureSketch, copy_sketch, deserialize_sketch, new_sketch
 from driftwarden.sketches.gate import SCORE_NAMES, GateThresholds
 from driftwarden.sketches._values import count_strings
 from driftwarden.sketches.policy import DriftPolicy
 from driftwarden.sketches.reservoir import ReservoirSample
 from driftwarden.sketches.profile import CategoricalProfile, merged_profile, window_profiles
-from driftwarden.sketches.serialization import KIND_REFERENCE, KIND_REFERENCE_PROFILED, Reader, Writer
+from driftwarden.sketches.serialization import (KIND_REFERENCE, KIND_REFERENCE_PROFILED, KIND_REFERENCE_WINDOWED, Reader,
+                                                Writer)
 
 #: Extra ``null_scores`` columns of a high-cardinality categorical reference, after ``SCORE_NAMES``:
 #: each window's :class:`sketches.deep.UnseenEstimate` against the other windows, and its share against
@@ -33,7 +36,11 @@ UNSEEN_NULL_NAMES = ("unseen_share", "unseen_n_eff", "unseen_share_fewer")
 
 @dataclass
 class FeatureReference:
-    """One feature's reference: sketch and sample of the whole period, thresholds, null scores."""
+    """One feature's reference: sketch and sample of the whole period, thresholds, null scores.
+
+    ``window_stats``: per reference window, in the null scores' order, ``sketches.dispersion.WINDOW_STAT_NAMES``
+    (empty for a reference built before them: no dispersion, see :meth:`dispersion`).
+    """
 
     name: str
     kind: str
@@ -42,6 +49,19 @@ class FeatureReference:
     thresholds: GateThresholds
     null_scores: np.ndarray = field(default_factory=lambda: np.empty((0, len(SCORE_NAMES))))
     profile: CategoricalProfile | None = None
+    window_stats: np.ndarray = field(default_factory=lambda: np.empty((0, len(WINDOW_STAT_NAMES))))
+    _dispersion: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def dispersion(self, bins: int = 10) -> Dispersion:
+        """The reference windows' over-dispersion (``sketches/dispersion.py``), computed once per ``bins``."""
+        if bins not in self._dispersion:
+            if not self.window_stats.size or self.thresholds.source != "calibrated":
+                self._dispersion[bins] = NO_DISPERSION
+            else:
+                sd = float(self.sketch.std) if self.kind == "numeric" else 0.0
+                self._dispersion[bins] = estimate_dispersion(self.null_scores[:, :len(SCORE_NAMES)], self.window_stats,
+                                                             self.kind, score_dof(self.sketch, bins, self.profile), sd)
+        return self._dispersion[bins]
 
 
 class Reference:
@@ -62,19 +82,21 @@ class Reference:
         self.features: dict[str, FeatureReference] = dict(features or {})
 
     def serialize(self) -> bytes:
-        """Encode every feature reference as versioned bytes."""
-        w = Writer(KIND_REFERENCE_PROFILED).pack("I", len(self.features))
+        """Encode every feature reference as versioned bytes (kind 11: kind 10 and each feature's window stats)."""
+        w = Writer(KIND_REFERENCE_WINDOWED).pack("I", len(self.features))
         for ref in self.features.values():
             w.text(ref.name).text(ref.kind).blob(ref.sketch.serialize()).blob(ref.sample.serialize())
             w.pack(f"{len(SCORE_NAMES)}d", *ref.thresholds.as_array()).text(ref.thresholds.source)
             w.array(ref.null_scores)
             w.blob(ref.profile.serialize() if ref.profile is not None else b"")
+            w.array(ref.window_stats)
         return w.getvalue()
 
     @classmethod
     def deserialize(cls, data: bytes) -> Reference:
-        """Decode bytes written by :meth:`serialize` (or by a build before profiles: kind 5, none)."""
-        r = Reader(data, (KIND_REFERENCE, KIND_REFERENCE_PROFILED))
+        """Decode bytes written by :meth:`serialize` (or by builds before window stats: kind 10, none; before
+        profiles: kind 5, neither)."""
+        r = Reader(data, (KIND_REFERENCE, KIND_REFERENCE_PROFILED, KIND_REFERENCE_WINDOWED))
         (count,) = r.unpack("I")
         features = {}
         for _ in range(count):
@@ -85,9 +107,14 @@ class Reference:
             values = dict(zip(SCORE_NAMES, r.unpack(f"{len(SCORE_NAMES)}d")))
             thresholds = GateThresholds(**values, source=r.text())
             null_scores = r.array()
-            profile = r.blob() if r.kind == KIND_REFERENCE_PROFILED else b""
+            profile = r.blob() if r.kind != KIND_REFERENCE else b""
+            stats = r.array() if r.kind == KIND_REFERENCE_WINDOWED else np.empty((0, len(WINDOW_STAT_NAMES)))
+            if stats.size and (stats.ndim != 2 or stats.shape != (len(null_scores), len(WINDOW_STAT_NAMES))):
+                raise SerializationError(f"reference feature {name!r}: window stats of shape {stats.shape} for "
+                                         f"{len(null_scores)} windows")
             features[name] = FeatureReference(name, kind, sketch, sample, thresholds, null_scores,
-                                              CategoricalProfile.deserialize(profile) if profile else None)
+                                              CategoricalProfile.deserialize(profile) if profile else None,
+                                              stats.reshape(-1, len(WINDOW_STAT_NAMES)))
         r.done()
         return cls(features)
 
@@ -126,7 +153,8 @@ def value_counts(values: Any) -> dict[str, int]:
 
 def reference_from_window_sketches(name: str, kind: str, sketches: list[FeatureSketch], sample: ReservoirSample,
                                    policy: DriftPolicy, window_counts: list[dict[str, int]] | None = None,
-                                   window_samples: list[ReservoirSample] | None = None) -> FeatureReference:
+                                   window_samples: list[ReservoirSample] | None = None,
+                                   groups: list[int] | None = None) -> FeatureReference:
     """Merge per-window sketches into a reference and calibrate the gate on those windows.
 
     A categorical reference whose merged sketch is capped (more distinct values than
@@ -136,7 +164,13 @@ def reference_from_window_sketches(name: str, kind: str, sketches: list[FeatureS
     With ``window_samples`` (each window's deep-test sample) such a reference's ``null_scores``
     gain the ``UNSEEN_NULL_NAMES`` columns: each window's unseen estimate against the others
     (:func:`sketches.deep.unseen_estimate`), the null of the deep unseen test.
-    With fewer than ``policy.min_windows`` windows, thresholds are the fixed ones (source "fixed").
+    ``groups`` (one per window, in the windows' order: the season a seasonal reference's window
+    belongs to): each window is scored against the windows of the other groups, not merely the
+    other windows (leave one group out), so whatever varies between groups is in the null; by
+    default every window is its own group (leave one out). ``window_stats`` keeps each window's
+    counts, mean and group, from which :meth:`FeatureReference.dispersion` measures the windows'
+    over-dispersion. With fewer than ``policy.min_windows`` windows, thresholds are the fixed ones
+    (source "fixed").
     """
     merged = copy_sketch(sketches[0])
     for sketch in sketches[1:]:
@@ -145,12 +179,13 @@ def reference_from_window_sketches(name: str, kind: str, sketches: list[FeatureS
     profile = merged_profile(profiles) if profiles else None
     if len(sketches) < policy.min_windows:
         return FeatureReference(name, kind, merged, sample, GateThresholds.fixed(), profile=profile)
-    null_scores = leave_one_out_scores(sketches, policy.bins, profiles)
+    null_scores = leave_one_out_scores(sketches, policy.bins, profiles, groups)
     if profiles and window_samples is not None and len(window_samples) == len(sketches):
-        null_scores = np.hstack([null_scores, _unseen_null_columns(profiles, sketches, window_samples)])
+        null_scores = np.hstack([null_scores, _unseen_null_columns(profiles, sketches, window_samples, groups)])
     thresholds = calibrate_thresholds(null_scores, kind, policy.false_alarm_rate,
                                       score_dof(merged, policy.bins, profile))
-    return FeatureReference(name, kind, merged, sample, thresholds, null_scores, profile)
+    return FeatureReference(name, kind, merged, sample, thresholds, null_scores, profile,
+                            window_stats(sketches, groups))
 
 
 def _profiles(kind: str, merged: FeatureSketch, sketches: list[FeatureSketch], policy: DriftPolicy,
@@ -164,11 +199,11 @@ def _profiles(kind: str, merged: FeatureSketch, sketches: list[FeatureSketch], p
 
 
 def _unseen_null_columns(profiles: list[CategoricalProfile], sketches: list[FeatureSketch],
-                         samples: list[ReservoirSample]) -> np.ndarray:
-    """Per window: its unseen estimate (share, n_eff) against the other windows, and its share
-    against all windows but itself and the next one (NaN for the last window)."""
-    others = leave_one_out(profiles, merged_profile_or_none)
-    fewer = leave_two_out(profiles, merged_profile_or_none) + [None]
+                         samples: list[ReservoirSample], groups: list[int] | None = None) -> np.ndarray:
+    """Per window: its unseen estimate (share, n_eff) against the other windows (of other groups), and its
+    share against all windows but itself and the next one (NaN for the last window, and with groups)."""
+    others = leave_group_out(profiles, merged_profile_or_none, groups)
+    fewer = leave_two_out(profiles, merged_profile_or_none) + [None] if groups is None else [None] * len(profiles)
     rows = []
     for one, two, sketch, sample in zip(others, fewer, sketches, samples):
         estimate = unseen_estimate(one, sketch, sample)

@@ -19,8 +19,13 @@ sum first crosses h, so the false-alarm rate is the same. The feature has drifte
 in window t when S_t > h. h comes from the budget share ``alpha`` per side, feature and window
 through Siegmund's approximation of the in-control run length, ARL0 = (exp(2 k b) - 2 k b - 1)
 / (2 k^2) with b = h + 1.166, solved for ARL0 = 1 / alpha (:func:`cusum_threshold`).
-Assumes independent events (the reference windows are not used to widen it: a reference with
-daily cycles makes the mean CUSUM alarm; the per-window gate absorbs them, this rule does not).
+The numeric score is standardised by what the reference's own windows show, not by the events'
+variance alone (``sketches/dispersion.py``): a reference with a daily cycle has window means that
+differ by more than sampling explains, per window and, where the cycle is slow, over the whole
+horizon a sum adds up (the same sign for hours on end); that between-window variance joins the
+score's, per window or over the horizon, whichever is larger, so a cycle present in the reference
+never accumulates into an alarm, and a reference of independent windows (its excess within chance:
+the guard) leaves the score as it was.
 
 The state (two floats per feature) is what the previous window left: replay keeps it in memory,
 the live job reads it back from the previous window's stored result (``window_results``), so a
@@ -37,6 +42,7 @@ from scipy import optimize
 
 from driftwarden.sketches.categorical import CategoricalSketch
 from driftwarden.sketches.deep import _unseen_baseline, unseen_estimate
+from driftwarden.sketches.dispersion import CUSUM_HORIZON
 from driftwarden.sketches.feature import FeatureSketch, is_numeric
 from driftwarden.sketches.reference import FeatureReference, baseline_unseen_share, unseen_null
 from driftwarden.sketches.reservoir import ReservoirSample
@@ -80,24 +86,31 @@ def cusum_threshold(alpha: float, k: float = CUSUM_K) -> float:
     return float(optimize.brentq(arl, 0.0, 200.0))
 
 
-#: Windows a sum adds up before it crosses (about h / k + 1 at the budget's levels). The reference's
-#: own estimate error is the same in every one of them, so it counts this many times in a score's
-#: variance: without it, 200 drift-free features at 20,000 events per window against a 120,000-event
-#: reference drifted in 61 of 15,000 cells (0.41%; bench/bench_detection.py --windows 1500).
-CUSUM_HORIZON = 8
+# CUSUM_HORIZON (``sketches.dispersion``): windows a sum adds up before it crosses (about h / k + 1 at
+# the budget's levels). The reference's own estimate error is the same in every one of them, so it
+# counts this many times in a score's variance: without it, 200 drift-free features at 20,000 events
+# per window against a 120,000-event reference drifted in 61 of 15,000 cells (0.41%;
+# bench/bench_detection.py --windows 1500).
 
 
-def window_z(ref: FeatureReference, sketch: FeatureSketch, sample: ReservoirSample) -> tuple[float | None, bool]:
+def window_z(ref: FeatureReference, sketch: FeatureSketch, sample: ReservoirSample,
+             bins: int = 10) -> tuple[float | None, bool]:
     """The window's standardised score and whether both directions count; (None, _) when none applies.
 
     The reference's error is shared by every window of a sum: its variance counts
-    :data:`CUSUM_HORIZON` times, not once as in a single window's test.
+    :data:`CUSUM_HORIZON` times, not once as in a single window's test. A numeric score's variance
+    also holds the reference windows' own between-window variance of the mean
+    (:meth:`FeatureReference.dispersion`): per window (its share of the reference's error counted
+    :data:`CUSUM_HORIZON` times too) or over the horizon, whichever is larger.
     """
     if is_numeric(ref.sketch) and is_numeric(sketch):
         n_w, n_r, sd = sketch.n, ref.sketch.n, ref.sketch.std
         if n_w < 2 or n_r < 2 or not sd > 0 or not math.isfinite(sd):
             return None, True
-        z = (sketch.mean - ref.sketch.mean) / (sd * math.sqrt(1.0 / n_w + CUSUM_HORIZON / n_r))
+        spread = ref.dispersion(bins)
+        windows = max(len(ref.window_stats), 1)
+        between = max(spread.mean * (1.0 + CUSUM_HORIZON / windows), spread.horizon)
+        z = (sketch.mean - ref.sketch.mean) / (sd * math.sqrt(1.0 / n_w + CUSUM_HORIZON / n_r + between))
         return (float(z), True) if math.isfinite(z) else (None, True)
     if ref.profile is not None and isinstance(sketch, CategoricalSketch):
         estimate = unseen_estimate(ref.profile, sketch, sample)

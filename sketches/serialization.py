@@ -33,6 +33,8 @@ KIND_EVENT_SAMPLE = 8
 KIND_CATEGORICAL_PROFILE = 9
 #: A reference whose features may carry a categorical profile (kind 5 references have none).
 KIND_REFERENCE_PROFILED = 10
+#: A kind 10 reference whose features also carry their windows' statistics (``sketches/dispersion.py``).
+KIND_REFERENCE_WINDOWED = 11
 #: The numeric histogram with its keys and counts packed (kind 6 is still read).
 KIND_NUMERIC_HIST_PACKED = 20
 #: Byte widths a packed integer blob may use (``Writer.packed``).

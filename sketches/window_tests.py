@@ -125,24 +125,32 @@ def aligned_counts(reference: HistogramSketch, window: HistogramSketch
     return lower, upper, r, w
 
 
-def histogram_tests(reference: HistogramSketch, window: HistogramSketch, bins: int = 10) -> WindowTests | None:
-    """KS, binned chi-square and exceedance tests of the whole window against the whole reference."""
+def histogram_tests(reference: HistogramSketch, window: HistogramSketch, bins: int = 10,
+                    tau2: float = 0.0) -> WindowTests | None:
+    """KS, binned chi-square and exceedance tests of the whole window against the whole reference.
+
+    ``tau2``: the reference windows' between-window variance of the distribution
+    (``sketches.dispersion.Dispersion.distribution``, in units of 1 / events): the KS and chi-square
+    nulls widen from v = 1 / n_w + 1 / n_r to v + tau2 (KS at the effective size 1 / (v + tau2), the
+    chi-square statistic divided by (v + tau2) / v). 0.0: independent events, the tests as scipy has them.
+    """
     aligned = aligned_counts(reference, window)
     if aligned is None:
         return None
     lower, upper, r, w = aligned
     n_r, n_w = int(r.sum()), int(w.sum())
-    ks = _ks(r, w)
-    chi2, moved = _binned_chi2(r, w, chi2_cuts(r, w, bins), lower, upper)
+    inflation = 1.0 + tau2 / (1.0 / n_r + 1.0 / n_w) if tau2 > 0 else 1.0
+    ks = _ks(r, w, inflation)
+    chi2, moved = _binned_chi2(r, w, chi2_cuts(r, w, bins), lower, upper, inflation)
     beyond = _beyond(reference, window, lower, w, n_r, n_w)
     return WindowTests((ks, chi2, beyond), moved)
 
 
-def _ks(r: np.ndarray, w: np.ndarray) -> TestResult:
+def _ks(r: np.ndarray, w: np.ndarray, inflation: float = 1.0) -> TestResult:
     n_r, n_w = int(r.sum()), int(w.sum())
     d = float(np.max(np.abs(np.cumsum(r) / n_r - np.cumsum(w) / n_w)))
     m, n = sorted([float(n_r), float(n_w)], reverse=True)
-    return TestResult("ks", d, ks_pvalue(d, np.round(m * n / (m + n))), "ks", d)
+    return TestResult("ks", d, ks_pvalue(d, np.round(m * n / (m + n) / inflation)), "ks", d)
 
 
 def ks_pvalue(d: float, n: float) -> float:
@@ -169,6 +177,19 @@ def ks_pvalue(d: float, n: float) -> float:
         return 1.0
     p = stats.kstwo.sf(d, n) if n <= KS_LIMIT_N else stats.kstwobign.sf(math.sqrt(n) * d)
     return float(np.clip(p, 0.0, 1.0))
+
+
+def dispersed_chi2_pvalue(result, inflation: float = 1.0) -> float:
+    """The p-value of a scipy chi-square test result, its statistic divided by ``inflation`` (>= 1; 1: scipy's own).
+
+    >>> from scipy import stats
+    >>> res = stats.chi2_contingency([[30, 70], [50, 50]], correction=False)
+    >>> dispersed_chi2_pvalue(res) == float(res.pvalue), dispersed_chi2_pvalue(res, 4.0) > float(res.pvalue)
+    (True, True)
+    """
+    if not inflation > 1.0:
+        return float(result.pvalue)
+    return float(stats.chi2.sf(result.statistic / inflation, result.dof))
 
 
 def chi2_cuts(r: np.ndarray, w: np.ndarray, bins: int) -> np.ndarray:
@@ -204,7 +225,7 @@ def _merge_small(r: np.ndarray, w: np.ndarray, cuts: np.ndarray) -> np.ndarray:
 
 
 def _binned_chi2(r: np.ndarray, w: np.ndarray, cuts: np.ndarray, lower: np.ndarray,
-                 upper: np.ndarray) -> tuple[TestResult, tuple[Region, ...]]:
+                 upper: np.ndarray, inflation: float = 1.0) -> tuple[TestResult, tuple[Region, ...]]:
     starts = np.concatenate([[0], cuts + 1])
     table = np.vstack([np.add.reduceat(r, starts), np.add.reduceat(w, starts)]).astype(np.float64)
     ref_p, win_p = table[0] / table[0].sum(), table[1] / table[1].sum()
@@ -218,7 +239,7 @@ def _binned_chi2(r: np.ndarray, w: np.ndarray, cuts: np.ndarray, lower: np.ndarr
     order = np.argsort(-_residual(ref_p, win_p), kind="stable")[:TOP_MOVED]
     moved = tuple(Region(float(ref_p[i]), float(win_p[i]), float(lower[starts[i]]), float(upper[ends[i]]),
                          float(q_lo[i]), float(q_hi[i])) for i in order if win_p[i] != ref_p[i])
-    return TestResult("chi2", float(res.statistic), float(res.pvalue), "tv", tv), moved
+    return TestResult("chi2", float(res.statistic), dispersed_chi2_pvalue(res, inflation), "tv", tv), moved
 
 
 def _residual(ref_share, win_share):
@@ -249,8 +270,13 @@ def exceedance_pvalue(k: int, n_window: int, n_reference: int) -> float:
 
 
 # ---------------------------------------------------------------------------------------- categorical
-def category_tests(reference: CategoricalSketch, window: CategoricalSketch, baseline: float) -> WindowTests | None:
-    """Chi-square on the full category counts and a binomial test of new categories; None if capped."""
+def category_tests(reference: CategoricalSketch, window: CategoricalSketch, baseline: float,
+                   tau2: float = 0.0) -> WindowTests | None:
+    """Chi-square on the full category counts and a binomial test of new categories; None if capped.
+
+    ``tau2``: the reference windows' between-window variance of the category shares
+    (``sketches.dispersion.Dispersion.chi2``): the chi-square statistic is divided by (v + tau2) / v.
+    """
     if not (reference.is_exact and window.is_exact) or reference.n == 0 or window.n == 0:
         return None
     ref, win = reference.frequencies(), window.frequencies()
@@ -259,7 +285,7 @@ def category_tests(reference: CategoricalSketch, window: CategoricalSketch, base
     r = np.array([ref[c] for c in seen], dtype=np.float64)
     w = np.array([win.get(c, 0) for c in seen], dtype=np.float64)
     new = n_w - int(w.sum())
-    chi2 = _category_chi2(r, w, new)
+    chi2 = _category_chi2(r, w, new, 1.0 + tau2 / (1.0 / n_r + 1.0 / n_w) if tau2 > 0 else 1.0)
     p0 = min(max(baseline, 1.0 / (n_r + 1)), 1.0)
     new_p = float(stats.binom.sf(new - 1, n_w, p0)) if new else 1.0
     new_test = TestResult("new", float(new), new_p, "new_share", new / n_w)
@@ -270,7 +296,7 @@ def category_tests(reference: CategoricalSketch, window: CategoricalSketch, base
     return WindowTests((chi2, new_test), moved, distances.psi(ref_p, win_p))
 
 
-def _category_chi2(r: np.ndarray, w: np.ndarray, new: int) -> TestResult:
+def _category_chi2(r: np.ndarray, w: np.ndarray, new: int, inflation: float = 1.0) -> TestResult:
     """Chi-square over the reference's categories (rare ones pooled) plus the window's new values."""
     ref_p = np.concatenate([r, [0.0]]) / r.sum()
     win_p = np.concatenate([w, [new]]) / (w.sum() + new)
@@ -289,4 +315,4 @@ def _category_chi2(r: np.ndarray, w: np.ndarray, new: int) -> TestResult:
         # one column, or a window with no value the reference saw (all new: the ``new`` test speaks)
         return TestResult("chi2", 0.0, 1.0, "tv", tv)
     res = stats.chi2_contingency(table, correction=False)
-    return TestResult("chi2", float(res.statistic), float(res.pvalue), "tv", tv)
+    return TestResult("chi2", float(res.statistic), dispersed_chi2_pvalue(res, inflation), "tv", tv)

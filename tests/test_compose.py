@@ -249,6 +249,13 @@ class Stack:
         self.processes[service] = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
         return self.processes[service]
 
+    def run_to_end(self, service: str, timeout_s: float) -> int:
+        """Run a one-shot service (as Compose runs a service that others wait for to complete) and return its exit
+        status; it is no longer watched by :meth:`wait_for`."""
+        status = self.start(service).wait(timeout_s)
+        del self.processes[service]
+        return status
+
     def log(self, service: str) -> str:
         """What the service printed so far."""
         return (self.folder / f"{service}.log").read_text(errors="replace")
@@ -373,7 +380,7 @@ def test_every_command_of_the_stack_runs_against_local_services(compose, private
     rest = "http://127.0.0.1:8081"
     watch = ProcessWatch([], (stack_password,), include_roots=True, needles=("DRIFTWARDEN_STORE_URL",))
     try:
-        assert stack.start("pgpass").wait(60) == 0, stack.log("pgpass")  # it alone is given the password
+        assert stack.run_to_end("pgpass", 60) == 0, stack.log("pgpass")  # it alone is given the password
         assert (stack.secrets / "pgpass").stat().st_mode & 0o777 == 0o400
         for service in ("jobmanager", "taskmanager"):
             watch.roots.append(stack.start(service).pid)

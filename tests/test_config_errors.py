@@ -71,6 +71,21 @@ BAD_CONFIGS = [
      ":1: models.0.segments.min_count: Input should be greater than or equal to 1"),
     ("prediction-not-bool", "models: [{name: m, features: {x: numeric}, monitor_prediction: maybe}]\n",
      ":1: models.0.monitor_prediction: Input should be a valid boolean"),
+    ("season-warmup", f"{MODELS}reference:\n  mode: warmup\n  season: 1d\n",
+     ":3: reference: season needs mode file or rolling"),
+    ("season-not-whole-windows", f"window: {{size: 7m}}\nreference: {{mode: rolling, season: 1h}}\n{MODELS}",
+     ":2: reference: season '1h' must be a whole number of windows (420,000 ms each)"),
+    ("season-word", f"reference: {{mode: rolling, season: daily}}\n{MODELS}",
+     ":1: reference.season: 'daily' is not a duration like 60s, 5m, 250ms, 1d"),
+    ("tolerance-without-season", f"reference: {{mode: rolling, phase_tolerance: 1h}}\n{MODELS}",
+     ":1: reference: phase_tolerance needs a season"),
+    ("tolerance-past-half-season", f"window: {{size: 1h}}\nreference: {{mode: rolling, season: 1d, phase_tolerance: 12h}}\n"
+     f"{MODELS}", ":2: reference: phase_tolerance '12h' (12 windows each side) spans more than the season '1d'"),
+    ("rolling-too-few-seasons", f"window: {{size: 1h}}\nreference:\n  mode: rolling\n  season: 1d\n  phase_tolerance: 0\n"
+     f"{MODELS}", ":3: reference: seasons 2: with phase_tolerance 0 windows each side a season gives 1 reference windows "
+     "per phase, and calibration needs 5: set seasons to 5 or widen phase_tolerance"),
+    ("one-season", f"window: {{size: 1h}}\nreference: {{mode: rolling, season: 1d, seasons: 1}}\n{MODELS}",
+     ":2: reference.seasons: Input should be greater than or equal to 2"),
     ("unknown-section", f"{MODELS}windows: {{size: 5s}}\n", ":2: windows: Extra inputs are not permitted"),
     ("unhashable-key", f"{MODELS}alerting: {{[a]: 1}}\n", ":2: not valid YAML: while constructing a mapping"),
     ("directory", None, ": cannot read the config: Is a directory"),
@@ -122,6 +137,15 @@ def test_legal_durations_still_work(tmp_path):
     path.write_text(f"window: {{size: 1.5, out_of_orderness: 0, idleness: 250ms}}\n{MODELS}")
     window = load_config(path).window
     assert (window.size_ms, window.out_of_orderness_ms, window.idleness_ms) == (1500, 0, 250)
+
+
+def test_seasons_read_days_and_weeks(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text(f"window: {{size: 1h}}\nreference: {{mode: rolling, season: 1w, phase_tolerance: 2h, seasons: 3}}\n"
+                    f"{MODELS}")
+    reference = load_config(path).reference
+    assert (reference.season_ms, reference.tolerance_windows(3_600_000), reference.seasons) == (604_800_000, 2, 3)
+    assert reference.seasons_needed(3_600_000) == 2
 
 
 def test_yaml_merge_keys_are_not_duplicates(tmp_path):

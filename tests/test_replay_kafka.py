@@ -67,14 +67,14 @@ def incident(kafka_bootstrap, tmp_path_factory):
     return {"topic": topic, "config": config, "reference": reference, "folder": folder, "events": events}
 
 
-def _reference_file(folder):
+def _reference_file(folder, config=None):
     from driftwarden.pipeline.judging import drift_policy
     from driftwarden.pipeline.reference_build import build_reference_set
     from driftwarden.schemas.config import MonitorConfig
     from driftwarden.schemas.events import parse_event
 
     events = [parse_event(orjson.dumps(e)) for e in incident_events(8000, T0 - 4 * 3_600_000, 100, None, seed=4)]
-    config = MonitorConfig.model_validate(
+    config = config or MonitorConfig.model_validate(
         {"models": [{"name": "fraud-v3", "features": {"x0": "numeric", "x1": "numeric", "c0": "categorical"}}]})
     path = folder / "ref.dwref"
     build_reference_set(events, config, drift_policy(config.thresholds)).save(path)
@@ -114,6 +114,33 @@ def test_replay_stores_exactly_what_the_live_job_stores(incident, kafka_bootstra
     assert doc["counts"]["rejected"] == 1 and doc["rejected"][0]["reason"] == "bad_event_time"
     assert doc["counts"]["read"] == N + 1 and doc["counts"]["late"] == 0
     assert _live_counts(live_url) == {(w["model"], w["window_start"]): w["events"] for w in doc["windows"]}
+
+
+@pytest.mark.slow
+def test_a_seasonal_reference_judges_alike_live_and_in_replay(incident, kafka_bootstrap, tmp_path):
+    """``reference: {season: 6m}`` (six 60 s windows, the default tolerance of one each side): the reference
+    file keeps its 14 windows (two seasons and more), and each window is judged against those of its phase,
+    calibrated season against season (pipeline/seasons.py). The live job and a topic replay choose the same
+    phase windows and store the same results, every column bit for bit; the change is still found."""
+    from driftwarden.jobs.drift_job import run_drift_job
+    from driftwarden.pipeline.reference_set import ReferenceSet
+    from driftwarden.schemas.config import load_config
+
+    config = tmp_path / "seasonal.yaml"
+    reference = tmp_path / "seasonal.dwref"
+    config.write_text(incident["config"].read_text().replace(
+        f"reference: {{mode: file, path: '{incident['reference']}'}}",
+        f"reference: {{mode: file, path: '{reference}', season: 6m}}"))
+    _reference_file(tmp_path, load_config(config)).rename(reference)
+    assert len(ReferenceSet.load(reference).windows["fraud-v3"]) == 14
+    live_url, replay_url = f"sqlite:///{tmp_path}/live.db", f"sqlite:///{tmp_path}/replay.db"
+    run_drift_job(load_config(config), live_url, str(reference), bounded=True, parallelism=1)
+    doc = replay_report({**incident, "config": config}, "--store-url", replay_url)
+    assert_same_results(stored_verdicts(replay_url), stored_verdicts(live_url))
+    assert stored_counts(replay_url) == stored_counts(live_url)
+    drifted = {(w["window_start"], f["name"]) for w in doc["windows"] for f in w["features"] if f["drifted"]}
+    assert {(rfc3339(T0 + i * WINDOW), "x0") for i in range(6, 12)} <= drifted
+    assert not {start for start, _ in drifted} & {rfc3339(T0 + i * WINDOW) for i in range(6)}
 
 
 def _live_rows(url: str) -> dict:

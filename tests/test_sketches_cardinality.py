@@ -20,7 +20,7 @@ from driftwarden.pipeline.references import reference_from_summaries
 from driftwarden.replay.synthetic import zipf_ids
 from driftwarden.schemas.config import MonitorConfig
 from driftwarden.schemas.events import Event
-from driftwarden.sketches import CategoricalSketch, Reference
+from driftwarden.sketches import SCORE_NAMES, CategoricalSketch, Reference
 from driftwarden.sketches.categorical import UNCAPPED
 from driftwarden.sketches.hashing import value_hash, value_hashes
 from driftwarden.sketches.profile import CategoricalProfile, bloom_size, merged_profile, window_profiles
@@ -189,14 +189,33 @@ def test_arrow_fast_path_on_large_batches_gives_the_same_bytes(ids: int) -> None
     assert fast.update(pa.array(second)).serialize() == plain.update(second).serialize()
 
 
+def _written_as(reference: Reference, kind: int) -> bytes:
+    """``reference`` as a build before window stats (kind 10) or before profiles too (kind 5) wrote it."""
+    from driftwarden.sketches.serialization import Writer
+
+    w = Writer(kind).pack("I", len(reference.features))
+    for ref in reference.features.values():
+        w.text(ref.name).text(ref.kind).blob(ref.sketch.serialize()).blob(ref.sample.serialize())
+        w.pack(f"{len(SCORE_NAMES)}d", *ref.thresholds.as_array()).text(ref.thresholds.source).array(ref.null_scores)
+        if kind == 10:
+            w.blob(ref.profile.serialize() if ref.profile is not None else b"")
+    return w.getvalue()
+
+
 def test_reference_written_before_profiles_still_reads() -> None:
-    """A kind-5 reference (no profile field) reads with no profile; an unknown kind is named."""
+    """A kind-5 reference (no profile field) reads with no profile, a kind-10 one (no window stats) with its
+    profile and no window stats (so no dispersion); an unknown kind is named."""
     events = [Event("m", w * WINDOW_MS + i, {"merchant": "abc"[i % 3]}) for w in range(6) for i in range(300)]
-    data = build_reference_set(events, CONFIG, POLICY).models["m"].serialize()
-    old = data[:5] + bytes([5]) + data[6:-4]  # kind 5, without the trailing empty profile blob
-    assert Reference.deserialize(old).features["merchant"].profile is None
-    with pytest.raises(SerializationError, match="unexpected sketch kind byte 11"):
-        Reference.deserialize(data[:5] + bytes([11]) + data[6:])
+    reference = build_reference_set(events, CONFIG, POLICY).models["m"]
+    assert reference.features["merchant"].window_stats.shape == (6, 4)
+    old = Reference.deserialize(_written_as(reference, 5)).features["merchant"]
+    assert old.profile is None and old.window_stats.size == 0
+    before_stats = Reference.deserialize(_written_as(reference, 10)).features["merchant"]
+    assert before_stats.window_stats.size == 0 and before_stats.dispersion().chi2 == 0.0
+    assert np.array_equal(before_stats.null_scores, reference.features["merchant"].null_scores, equal_nan=True)
+    data = reference.serialize()
+    with pytest.raises(SerializationError, match="unexpected sketch kind byte 12"):
+        Reference.deserialize(data[:5] + bytes([12]) + data[6:])
 
 
 def _unseen_pvalues(reference: Reference, new_share: float, seed: int, windows: int) -> np.ndarray:

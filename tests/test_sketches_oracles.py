@@ -192,15 +192,35 @@ def test_the_new_category_test_counts_only_non_null_values(nulls_case: dict) -> 
     assert new.pvalue == p_approx(stats.binom.sf(oracle["new"] - 1, oracle["present"], 1 / (ref_present + 1)), rel=1e-9)
 
 
+def _oracle_missing_tau2(flags: np.ndarray, windows: int, guard: float = 0.01) -> float:
+    """The reference windows' between-window variance of the missing rate (docs/detection.md, daily cycles),
+    recounted from the raw values: each window's rate against the other windows' has the ratio
+    delta^2 / (p (1 - p) v), mean 1 by sampling alone (chi-square, 1 dof); its mean over the windows
+    beyond the (1 - guard) quantile of that mean (gamma, shape W / 2), times the mean v; else 0."""
+    per_window = flags.reshape(windows, -1)
+    n, k = per_window.shape[1], per_window.sum(axis=1)
+    others_n, others_k = n * (windows - 1), k.sum() - k
+    p, v = k.sum() / flags.size, 1 / n + 1 / others_n
+    ratios = (k / n - others_k / others_n) ** 2 / (p * (1 - p) * v)
+    excess = ratios.mean() - stats.gamma.ppf(1 - guard, windows / 2, scale=2 / windows)
+    return max(0.0, excess) * v
+
+
 def test_the_missing_rate_test_is_a_two_proportion_z_test_on_all_values(nulls_case: dict) -> None:
     """The deep missing-rate p-value: Pearson's chi-square on the 2x2 table is the two-sided z-test of two proportions,
-    each rate over every value of its side (nulls, NaN and infinities included in the denominator)."""
+    each rate over every value of its side (nulls, NaN and infinities included in the denominator), its variance
+    widened by what the reference windows' own missing rates vary beyond sampling (tau^2; the guard takes a
+    reference of independent windows for a varying one 1% of the time: here c's, P = 0.7%)."""
     ref_rows, win = nulls_case["ref_rows"], nulls_case["win"]
     judged = analyze_window(nulls_case["summary"].features, nulls_case["reference"], DriftPolicy())
     verdicts = {v.name: v for v in judged}
     for name, missing in (("x", _is_missing_number), ("c", _is_missing_category)):
-        k1, n1 = sum(missing(r[name]) for r in ref_rows), len(ref_rows)
+        flags = np.array([missing(r[name]) for r in ref_rows])
+        k1, n1 = int(flags.sum()), len(ref_rows)
         k2, n2 = sum(missing(r[name]) for r in win), len(win)
+        tau2 = _oracle_missing_tau2(flags, 20)
+        assert nulls_case["reference"].features[name].dispersion().missing == pytest.approx(tau2, rel=1e-9, abs=1e-15)
         pooled = (k1 + k2) / (n1 + n2)
-        z = (k2 / n2 - k1 / n1) / math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
+        v = 1 / n1 + 1 / n2
+        z = (k2 / n2 - k1 / n1) / math.sqrt(pooled * (1 - pooled) * v * (1 + tau2 / v))
         assert verdicts[name].deep.missing_pvalue == p_approx(2 * stats.norm.sf(abs(z)), rel=1e-6), name
