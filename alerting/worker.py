@@ -36,8 +36,10 @@ from driftwarden.alerting.delivery import AlertSink, EndpointGoneError, Retryabl
 from driftwarden.alerting.metrics import DeliveryMetrics
 from driftwarden.alerting.outbox import mark_no_data, seal_due_groups, set_delivery_status
 from driftwarden.core.records import Delivery, utc
-from driftwarden.alerting.rules import AlertRules
-from driftwarden.alerting.signing import secrets_from_env
+from driftwarden.alerting import forward, pagerduty
+from driftwarden.alerting.forward import alerts_url
+from driftwarden.alerting.route_secrets import resolve
+from driftwarden.alerting.rules import AlertRules, Route
 from driftwarden.alerting.ssrf import UnsafeURLError
 from driftwarden.core.errors import ConfigError, DeliveryError
 from driftwarden.schemas.alert_tables import alert_deliveries, alert_endpoints
@@ -49,8 +51,20 @@ _LEASE_MARGIN_S = 1.0
 
 
 def build_sinks(rules: AlertRules, client: httpx.Client) -> dict[str, AlertSink]:
-    """Return one WebhookSink per route, its signing secrets read from the environment."""
-    return {r.name: WebhookSink(r, client, secrets_from_env(r.secret_env)) for r in rules.routes}
+    """Return one sink per route, its URL, signing secrets and token read where the config references them."""
+    return {r.name: route_sink(r, client) for r in rules.routes}
+
+
+def route_sink(route: Route, client: httpx.Client) -> WebhookSink:
+    """The sink of one route: a signed webhook, an Alertmanager's API, PagerDuty's Events API or Teams."""
+    secrets = resolve(route)
+    if route.kind == "alertmanager":
+        headers = {"authorization": f"Bearer {secrets.token}"} if secrets.token else {}
+        return WebhookSink(route, client, [], url=alerts_url(secrets.url), headers=headers,
+                           prepare=forward.preparer(route))
+    if route.kind == "pagerduty":
+        return WebhookSink(route, client, [], url=secrets.url, prepare=pagerduty.preparer(secrets.token or ""))
+    return WebhookSink(route, client, secrets.keys, url=secrets.url)
 
 
 def make_client() -> httpx.Client:

@@ -153,7 +153,7 @@ def _scrub_environment(cfg, config_path: Path) -> None:
 
     # a bad alerting section fails here, before the job, naming the file, line and field
     for route in load_rules(config_path).routes:
-        for name in (route.secret_env or "").split():
+        for name in route.env_names():
             os.environ.pop(name, None)
 
 
