@@ -194,7 +194,7 @@ def _choose(fresh: list[Any], active: list[Any], limit: int) -> tuple[list[Any],
 
 def _insert_delivery(conn: Connection, rules: AlertRules, route: str, key: str, labels: dict[str, str],
                      chosen: list[Any], truncated: int, superseded: list[Row], now: datetime) -> int:
-    """Insert the sealed delivery; it inherits the retry schedule of the notifications it supersedes."""
+    """Insert the sealed delivery; it inherits the retry schedule (and first attempt) of those it supersedes."""
     models = {r.model for r in chosen}
     failures = max((w.failures for w in superseded), default=0)
     next_at = max([now] + [utc(w.next_attempt_at) for w in superseded])
@@ -203,10 +203,12 @@ def _insert_delivery(conn: Connection, rules: AlertRules, route: str, key: str, 
     body = render(fmt, route, labels, [json.loads(r.alert) for r in chosen], truncated, rules)
     if config.forwards:  # a severity upgrade: the labels told before are resolved in Alertmanager
         body = add_replaced(body, _previous_bodies(conn, chosen))
+    tried = [utc(w.first_attempt_at) for w in superseded if w.first_attempt_at is not None]
     new_id = int(conn.execute(insert(alert_deliveries).values(
         webhook_id=f"msg_{uuid.uuid4().hex}", route=route, model=models.pop() if len(models) == 1 else "",
         group_key=key, format=fmt, body=body.decode(), alert_count=len(chosen), status="pending", attempts=0,
-        failures=failures, created_at=now, next_attempt_at=next_at)).inserted_primary_key[0])
+        failures=failures, created_at=now, next_attempt_at=next_at,
+        first_attempt_at=min(tried, default=None))).inserted_primary_key[0])
     add_totals(conn, delivery_totals([{"route": route, "status": "pending"}]))
     return new_id
 

@@ -34,6 +34,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from driftwarden.alerting.delivery import AlertSink, EndpointGoneError, RetryableDeliveryError, WebhookSink, backoff_s, utcnow
 from driftwarden.alerting.metrics import DeliveryMetrics
+from driftwarden.alerting.worker_metrics import WorkerMetrics
 from driftwarden.alerting.outbox import mark_no_data, seal_due_groups, set_delivery_status
 from driftwarden.core.records import Delivery, utc
 from driftwarden.alerting import forward, pagerduty
@@ -80,6 +81,7 @@ class Dispatcher:
     rules: AlertRules
     sinks: Mapping[str, AlertSink]
     metrics: DeliveryMetrics | None = None
+    health: WorkerMetrics | None = None
     lease: timedelta = timedelta(seconds=30)
     per_route: int = 1
     stop_grace_s: float = 2.0
@@ -90,6 +92,8 @@ class Dispatcher:
     _done: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        if self.metrics is not None:
+            self.metrics.preset(list(self.sinks))
         for name, sink in self.sinks.items():
             timeout = getattr(getattr(sink, "route", None), "timeout_s", 0.0)
             if self.lease.total_seconds() < timeout + _LEASE_MARGIN_S:
@@ -121,10 +125,12 @@ class Dispatcher:
         """Run rounds until ``stop`` is set; then give in-flight POSTs ``stop_grace_s`` and release the rest."""
         while not stop.is_set():
             try:
-                handled = len(self.start_round())
+                handled, store_ok = len(self.start_round()), True
             except SQLAlchemyError as exc:  # store down, deadlock victim...: leases make a retry safe
                 log.warning("delivery round failed (%s); retrying in %g s", type(exc).__name__, poll_s)
-                handled = 0
+                handled, store_ok = 0, False
+            if self.health is not None:
+                self.health.beat(store_ok)
             if handled == 0:
                 self._wait_any(stop, poll_s)
         self._shutdown()

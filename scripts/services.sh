@@ -299,7 +299,7 @@ start_prometheus() {
   fi
   local dir="$RUN/prometheus"
   mkdir -p "$dir/data" "$dir/targets"
-  sed -e "s#@TARGETS@#$dir/targets#" -e "s#@RULES@#$REPO/deploy/prometheus/driftwarden-health.rules.yml#" \
+  sed -e "s#@TARGETS@#$dir/targets#" -e "s#@RULES@#$REPO/deploy/prometheus/*.rules.yml#" \
     "$REPO/scripts/prometheus.yml" >"$dir/prometheus.yml"
   nohup prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/data" \
     --web.listen-address=127.0.0.1:$PROM_PORT --web.enable-lifecycle >>"$LOGS/prometheus.log" 2>&1 &
