@@ -103,7 +103,8 @@ def _seal_group(conn: Connection, rules: AlertRules, route: str, key: str, now: 
         return None
     changed = sorted(pending + resend, key=lambda r: order.index(r.id))
     limit = len(rows) if config.forwards else rules.max_alerts  # each POST to an Alertmanager holds every alert
-    chosen, truncated = _choose(changed, [r.notify for r in active], limit)
+    still = [r.notify for r in active if r.notify.told_firing]  # never told (folded): not "still firing" either
+    chosen, truncated = _choose(changed, still, limit)
     labels = labels_of(rows[0].alert)
     delivery_id = _insert_delivery(conn, rules, route, key, {k: labels[k] for k in rules.group_by_for(config)},
                                    chosen, truncated, waiting, now)

@@ -82,7 +82,7 @@ def segment_entry(alert: Alert) -> dict[str, Any]:
     return {"fingerprint": alert.fingerprint, "segment": dict(alert.segment or {}), "status": alert.status,
             "severity": alert.severity, "starts_at": rfc3339(alert.starts_at),
             "window": {"start": rfc3339(alert.window_start), "end": rfc3339(alert.window_end)},
-            "psi": _num(alert.outcome.deep_psi if alert.outcome.deep_psi is not None else alert.outcome.gate_psi)}
+            "psi": _num(alert.outcome.psi if alert.outcome.psi is not None else alert.outcome.gate_psi)}
 
 
 def feature_document(feature: FeatureOutcome) -> dict[str, Any]:

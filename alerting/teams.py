@@ -47,7 +47,7 @@ def card_message(route: str, group: dict[str, str], alerts: list[dict[str, Any]]
     if more > 0:
         body.append({"type": "TextBlock", "text": f"and {more} more alerts", "isSubtle": True, "wrap": True})
     card: dict[str, Any] = {"$schema": "http://adaptivecards.io/schemas/adaptive-card.json", "type": "AdaptiveCard",
-                            "version": CARD_VERSION, "body": body, "fallbackText": title}
+                            "version": CARD_VERSION, "body": body, "fallbackText": teams_escape(title)}
     links = list(dict.fromkeys(a["links"]["dashboard"] for a in alerts if a["links"]["dashboard"]))
     if links:
         card["actions"] = [{"type": "Action.OpenUrl", "title": "Dashboard", "url": links[0]}]

@@ -69,7 +69,12 @@ def route_sink(route: Route, client: httpx.Client) -> WebhookSink:
 
 
 def make_client() -> httpx.Client:
-    """Return the HTTP client deliveries use: no redirects, no proxies from the environment."""
+    """Return the HTTP client deliveries use: no redirects, no proxies from the environment.
+
+    httpx logs every request's whole URL at INFO, and a route's URL may be its credential (Slack,
+    Teams, a token in the query): its request log is kept to warnings.
+    """
+    logging.getLogger("httpx").setLevel(max(logging.getLogger("httpx").level, logging.WARNING))
     return httpx.Client(follow_redirects=False, trust_env=False)
 
 
