@@ -28,6 +28,7 @@ from driftwarden.core.records import FeatureOutcome, WindowReport
 from driftwarden.core.store import make_engine
 from driftwarden.jobs.flink_metrics import free_port
 from driftwarden.schemas.alert_tables import alert_deliveries
+from tests.health_helpers import promtool_problems
 from tests.oncall_helpers import PrivatePrometheus, rules_without_waiting, wait_until, worker_process
 
 REPO = Path(__file__).resolve().parent.parent
@@ -105,8 +106,9 @@ def test_heartbeat_and_rounds() -> None:
 
 @pytest.mark.services
 def test_worker_down_fires_on_the_real_prometheus_when_the_worker_stops(tmp_path) -> None:
-    """The real worker scraped by a private Prometheus with the production rules (for: 2s): quiet while it
-    runs; killed, DriftwardenAlertWorkerDown fires once its last heartbeat is a minute old."""
+    """The real worker scraped by a private Prometheus with the production rules (for: 2s): its /metrics
+    passes promtool check metrics; quiet while it runs; killed, DriftwardenAlertWorkerDown fires once its
+    last heartbeat is a minute old."""
     config = tmp_path / "monitor.yaml"
     config.write_text(yaml.safe_dump({"alerting": {"routes": [
         {"name": "oncall", "url": "http://127.0.0.1:9/hook", "allow_private": True}]}}))
@@ -119,6 +121,7 @@ def test_worker_down_fires_on_the_real_prometheus_when_the_worker_stops(tmp_path
             (tmp_path / "worker.log").read_text()[-2000:]
         text = httpx.get(f"http://{target}/metrics", timeout=10).text
         assert 'driftwarden_alert_deliveries_total{outcome="dead",route="oncall"} 0.0' in text
+        assert promtool_problems(text) == []  # the worker's names by the conventions, on its real scrape
         wait_until(lambda: False, 5)  # a few evaluations with the worker alive
         assert not prometheus.alerts("DriftwardenAlertWorkerDown", "pending")
         assert not prometheus.alerts("DriftwardenAlertWorkerDown")
