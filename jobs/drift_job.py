@@ -216,8 +216,7 @@ def run_drift_job(config: MonitorConfig, store_url: str, reference_path: str | N
     config = without_route_secrets(config)
     make_engine(store_url).dispose()  # create the tables once, before parallel sinks open the store
     _, t_env = make_table_env(parallelism=parallelism, checkpoint_interval_ms=checkpoint_interval_ms,
-                              idleness_ms=config.window.idleness_ms, checkpoint_dir=checkpoint_dir,
-                              resume_from=resume_from, bundle_size=bundle_size)
+                              checkpoint_dir=checkpoint_dir, resume_from=resume_from, bundle_size=bundle_size)
     segments = live_segments(config, reference_path)
     register(t_env, config, store_url, reference_path, bounded, segments, parallelism)
     result = StatementRunner(t_env).execute_sql(window_statement(config, segments))

@@ -257,6 +257,8 @@ class WindowConfig(_Strict):
 
     size: str | int | float = "60s"
     out_of_orderness: str | int | float = "5s"
+    # a partition caught up (nothing left to read) this long stops holding the watermark back; one that
+    # is behind holds it however long it is silent (docs/faults.md); 0: a partition never stops holding it
     idleness: str | int | float = "30s"
     # an event time more than this ahead of its Kafka record's timestamp is a bad clock: dead letters
     # with reason "future", never windowed, never moves the watermark (schemas.events.is_future)
@@ -309,7 +311,7 @@ class WindowConfig(_Strict):
 
     @property
     def idleness_ms(self) -> int:
-        """A partition silent this long no longer holds the watermark back."""
+        """A partition caught up this long (nothing left to read) no longer holds the watermark back."""
         return parse_duration_ms(self.idleness)
 
 
