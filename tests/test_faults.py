@@ -1,0 +1,53 @@
+"""The faults of a real deployment on the live job: every window exact, nothing wrongly late (bench/faults.py).
+
+CI runs a selection sized to fit: the broker's faults one after the other in one job under
+``idleness: 5s`` (stopped and started on 2 partitions, killed as a checkpoint begins, two partitions
+added, stopped and started again on the 4), and a TaskManager killed and replaced on the standalone
+cluster under the production defaults. Every case (PostgreSQL down 30 s and the job killed and
+resumed too) under both configs, three runs each, in runs of their own: ``.venv/bin/python
+bench/faults.py`` (docs/faults.md).
+
+The services here are private (their own run folder and port offset: bench/fault_harness.py),
+started and stopped by this module: the faults stop the broker and PostgreSQL and kill a
+TaskManager, which must never touch the services other tests use.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from bench.fault_harness import PrivateServices
+from bench.faults import CASES, run_case
+
+pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.faults]
+
+#: (case, config) of the CI selection; bench/faults.py runs every case under every config.
+CI_RUNS = [("broker-sequence", "idleness-5s"), ("taskmanager-replaced", "defaults")]
+
+
+@pytest.fixture(scope="module")
+def private_services():
+    root = Path(tempfile.mkdtemp(prefix="dw-faults-", dir="/var/tmp"))
+    root.chmod(0o755)  # PostgreSQL runs as its own user and must reach its folder
+    services = PrivateServices(root / "services")
+    services.services("start", "kafka", "postgres")
+    yield services
+    services.services("stop")
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("case, config", CI_RUNS)
+def test_every_window_is_exact_through_the_fault(private_services, tmp_path, case: str, config: str) -> None:
+    result = run_case(case, config, private_services, tmp_path / "run")
+    verdict = result.verdict
+    assert verdict.stored == verdict.expected, verdict.describe()  # every window with exactly its events
+    assert verdict.wrongly_late == set(), verdict.describe()  # nothing dead-lettered as late that was on time
+    assert verdict.late_stored == verdict.late_sent  # and every record late by its partition's order is
+    assert verdict.read == sum(verdict.stored.values()) + len(verdict.late_stored) + verdict.rejected
+    assert verdict.late_sent and verdict.rejected  # both kinds were in the stream
+    assert [p.fault for p in result.phases] == [f.__name__ for f in CASES[case].faults]
