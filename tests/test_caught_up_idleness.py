@@ -147,8 +147,10 @@ def test_an_empty_partition_is_caught_up_and_holds_no_window_back(kafka_bootstra
                            stdout=open(tmp_path / "job.log", "wb"), stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 600
-        while _stored(url) != closed:
-            assert job.poll() is None and time.monotonic() < deadline, (tmp_path / "job.log").read_text()[-3000:]
+        while (stored := _stored(url)) != closed:
+            assert job.poll() is None and time.monotonic() < deadline, (
+                f"windows stored {stored}, expected {closed}; the job's output ends:\n"
+                f"{(tmp_path / 'job.log').read_text()[-3000:]}")
             time.sleep(2)
     finally:
         os.killpg(job.pid, signal.SIGKILL)
