@@ -61,6 +61,7 @@ public final class SummarySource {
     static Properties connection(SourceSettings settings) {
         Properties connection = new Properties();
         connection.setProperty("bootstrap.servers", settings.bootstrapServers);
+        settings.kafkaProperties.forEach(connection::setProperty);  // source.security, translated once in Python
         return connection;
     }
 
@@ -73,7 +74,6 @@ public final class SummarySource {
                 .setProperty("auto.offset.reset", "earliest")
                 .setStartingOffsets(startingOffsets(settings.start))
                 .setDeserializer(new KafkaRecord.Deserializer(settings.envelope));
-        settings.kafkaProperties.forEach(builder::setProperty);  // source.security, translated once in Python
         if (settings.topicPattern != null) {
             builder.setTopicPattern(Pattern.compile(settings.topicPattern));
         } else {
