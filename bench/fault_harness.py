@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
+from urllib.parse import quote
 
 import httpx
 import numpy as np
@@ -82,8 +83,10 @@ class PrivateServices:
 
     @property
     def pg_url(self) -> str:
-        """The private PostgreSQL's URL."""
-        return f"postgresql://driftwarden@127.0.0.1:{55432 + self.offset}/driftwarden"
+        """The private PostgreSQL's URL: its password in the libpq password file scripts/services.sh writes
+        (``?passfile=``), so that it is on no command line and a cluster's TaskManagers can read it too."""
+        passfile = quote(str(self.run_dir / "postgres" / "pgpass"), safe="/")
+        return f"postgresql://driftwarden@127.0.0.1:{55432 + self.offset}/driftwarden?passfile={passfile}"
 
     @property
     def prometheus_url(self) -> str:
@@ -409,7 +412,8 @@ class Verdict:
 
     @property
     def exact(self) -> bool:
-        """Every window exact, nothing else stored, late exactly the late records, and read = windowed + late + rejected."""
+        """Every window exact, nothing else stored, late exactly the late records, and
+        read = windowed + late + rejected."""
         windowed = sum(self.stored.values())
         return (self.stored == self.expected and self.late_stored == self.late_sent
                 and self.read == windowed + len(self.late_stored) + self.rejected)
@@ -421,7 +425,8 @@ class Verdict:
         lines += [f"window {start}: stored {n}, none sent" for start, n in sorted(self.stored.items())
                   if start not in self.expected]
         lines.append(f"read {self.read} = windowed {sum(self.stored.values())} + late {len(self.late_stored)} + "
-                     f"rejected {self.rejected}? late sent {len(self.late_sent)}, wrongly late {len(self.wrongly_late)}")
+                     f"rejected {self.rejected}? late sent {len(self.late_sent)}, "
+                     f"wrongly late {len(self.wrongly_late)}")
         return "\n".join(lines)
 
 

@@ -185,7 +185,7 @@ def store_url_of(services: PrivateServices) -> str:
     with engine.begin() as conn:
         conn.execute(text(f"CREATE SCHEMA {schema}"))
     engine.dispose()
-    return f"{services.pg_url}?options=-csearch_path%3D{schema}"
+    return f"{services.pg_url}&options=-csearch_path%3D{schema}"
 
 
 def _last_stored_end(store_url: str, window_ms: int) -> int:
@@ -254,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs of each (case, config) (default: %(default)s)")
     parser.add_argument("--cases", default="all", help=f"comma-separated subset of {', '.join(CASES)}, or 'all' "
-                                                       f"(every case but {', '.join(SEQUENCES)}, each in a run of its own)")
+                                                       f"(every case but {', '.join(SEQUENCES)}, "
+                                                       "each in a run of its own)")
     parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated (default: %(default)s)")
     parser.add_argument("--json", type=Path, help="also write every run's figures here")
     parser.add_argument("--keep", action="store_true", help="keep the services' and runs' folders (logs)")
@@ -295,7 +296,8 @@ def _figures(result: Result) -> dict:
     return {"case": result.case, "config": result.config, "exact": v.exact, "windows": len(v.expected),
             "windows_exact": v.windows_exact, "late_sent": len(v.late_sent), "wrongly_late": len(v.wrongly_late),
             "read": v.read, "rejected": v.rejected, "seconds": round(result.seconds),
-            "faults": [{"fault": p.fault, "windows": result.phase_windows(i, window_ms), "recovery_s": round(p.recovery_s)}
+            "faults": [{"fault": p.fault, "windows": result.phase_windows(i, window_ms),
+                        "recovery_s": round(p.recovery_s)}
                        for i, p in enumerate(result.phases)]}
 
 

@@ -139,8 +139,8 @@ class RateStream(threading.Thread):
         self.join(30)
         sentinel = int(time.time() * 1000) + 3 * WINDOW_S * 1000
         for partition in range(self.partitions):
-            self.producer.produce(self.topic, orjson.dumps({"event_time": sentinel, "model": "sentinel", "features": {}}),
-                                  partition=partition)
+            last = orjson.dumps({"event_time": sentinel, "model": "sentinel", "features": {}})
+            self.producer.produce(self.topic, last, partition=partition)
         if self.producer.flush(300) or self.failed:
             raise RuntimeError(f"records not delivered: {self.failed} failed")
 
@@ -230,7 +230,8 @@ def _windows_stored(store_url: str) -> int:
 class Watcher(threading.Thread):
     """Samples the job every :data:`SAMPLE_S` seconds into :attr:`outcome`."""
 
-    def __init__(self, job: LiveJob, stream: RateStream, source: SourceConfig, prometheus: str, outcome: Outcome) -> None:
+    def __init__(self, job: LiveJob, stream: RateStream, source: SourceConfig, prometheus: str,
+                 outcome: Outcome) -> None:
         super().__init__(daemon=True)
         self.job, self.stream, self.source, self.prometheus, self.outcome = job, stream, source, prometheus, outcome
         self.phase = "start"
@@ -349,7 +350,8 @@ def summary(outcome: Outcome) -> str:
     lines = [
         f"job judges {outcome.windows_per_s:.1f} windows/s (calibration); {outcome.models} models of 10 s windows "
         f"= {outcome.models / WINDOW_S / outcome.windows_per_s:.2f}x that in the overload",
-        f"overload: input {rate_in:,.0f} events/s, consumed {consumed:,.0f} events/s: input/consumed {rate_in / consumed:.2f}",
+        f"overload: input {rate_in:,.0f} events/s, consumed {consumed:,.0f} events/s: "
+        f"input/consumed {rate_in / consumed:.2f}",
         f"lag peak {peak.lag_records:,} records, {peak.lag_seconds:.0f} s, at {peak.t:.0f} s; "
         f"end of the overload at {overload[-1].t:.0f} s; lag under 60 s again at "
         f"{next((x.t for x in s if x.t > peak.t and x.lag_seconds < 60), float('nan')):.0f} s",

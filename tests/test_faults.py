@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from bench.fault_harness import PrivateServices
-from bench.faults import CASES, run_case
+from bench.faults import CASES, CONFIGS, run_case
+from driftwarden.schemas.config import WindowConfig
 
 pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.faults]
 
@@ -44,6 +45,7 @@ def private_services():
 @pytest.mark.parametrize("case, config", CI_RUNS)
 def test_every_window_is_exact_through_the_fault(private_services, tmp_path, case: str, config: str) -> None:
     result = run_case(case, config, private_services, tmp_path / "run")
+    print(result.line(WindowConfig.model_validate(CONFIGS[config]).size_ms))  # the figures, in CI's log
     verdict = result.verdict
     assert verdict.stored == verdict.expected, verdict.describe()  # every window with exactly its events
     assert verdict.wrongly_late == set(), verdict.describe()  # nothing dead-lettered as late that was on time
