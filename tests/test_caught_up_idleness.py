@@ -16,12 +16,13 @@ import time
 from collections import Counter
 
 import pytest
+import yaml
 from pyflink.java_gateway import get_gateway
 
 from driftwarden.jobs.flink_env import _jvm_with_job_jars, _start_gateway_with_heap
 from driftwarden.schemas.events import parse_event_time
 from tests.job_helpers import T0, WINDOW_MS, stored_counts, stream, write_warmup_config
-from tests.kafka_helpers import create_topic, produce
+from tests.kafka_helpers import create_topic, produce, sasl_ssl_security
 
 S = 1_000_000_000  # nanoseconds
 IDLENESS = 5 * S
@@ -131,15 +132,21 @@ def test_split_owner_is_the_kafka_enumerators_rule(jvm) -> None:
 
 @pytest.mark.services
 @pytest.mark.slow
-def test_an_empty_partition_is_caught_up_and_holds_no_window_back(kafka_bootstrap, topic_name, tmp_path) -> None:
+def test_an_empty_partition_is_caught_up_and_holds_no_window_back(kafka_bootstrap, secure_kafka, topic_name,
+                                                                  tmp_path) -> None:
     """Events on partition 0 only, under the production defaults (idleness 30 s): partition 1 has nothing to
-    read, so after idleness it stops holding the watermark and partition 0's windows close and are stored."""
+    read, so after idleness it stops holding the watermark and partition 0's windows close and are stored.
+    The job reads over SASL_SSL: the partition-end checks must connect as ``source.security`` says (a check
+    that cannot reach the broker counts as behind, and the empty partition would hold every window)."""
     create_topic(kafka_bootstrap, topic_name, partitions=2)
     events = stream(6, 300)
     produce(kafka_bootstrap, topic_name, events, [0] * len(events))
     expected = Counter(("m", parse_event_time(e["event_time"]) // WINDOW_MS * WINDOW_MS) for e in events)
     closed = {key: n for key, n in expected.items() if key[1] < T0 + 5 * WINDOW_MS - 2_000}  # the watermark passes
-    config = write_warmup_config(tmp_path / "config.yaml", topic_name, kafka_bootstrap)
+    config = write_warmup_config(tmp_path / "config.yaml", topic_name, secure_kafka.sasl_ssl)
+    settings = yaml.safe_load(config.read_text())
+    settings["source"]["security"] = sasl_ssl_security(secure_kafka)
+    config.write_text(yaml.safe_dump(settings))
     url = f"sqlite:///{tmp_path / 'store.db'}"
     job = subprocess.Popen([sys.executable, "-m", "driftwarden.cli", "run", "-c", str(config), "--store-url", url,
                             "--checkpoint-dir", str(tmp_path / "chk")], start_new_session=True,
