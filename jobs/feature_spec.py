@@ -84,7 +84,9 @@ class FeatureColumnSpec:
         """The spec of the Java window aggregate (``WindowSummaryAgg``): window, columns, per-model sketches."""
         models = {m.name: {"features": [[name, self.columns_of[m.name][name]] for name in m.monitored],
                            "sample_size": m.sample_size, "precision": HISTOGRAM_PRECISION,
-                           "max_buckets": m.sketch_buckets, "max_exact": MAX_EXACT} for m in config.models}
+                           "max_buckets": m.sketch_buckets, "max_exact": MAX_EXACT,
+                           "groups": [[name, [list(m.monitored).index(f) for f in members]]
+                                      for name, members in m.groups.items()]} for m in config.models}
         return json.dumps({"window_ms": config.window.size_ms, "columns": list(self.kinds), "models": models},
                           separators=(",", ":"))
 

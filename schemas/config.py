@@ -455,6 +455,39 @@ class SegmentConfig(_Strict):
         return by
 
 
+#: The name of a model's default multivariate group (all its numeric features, when it has 2 to 64 of them).
+DEFAULT_GROUP = "(numeric)"
+#: Most features of one multivariate group (its state grows with the square).
+MAX_GROUP_FEATURES = 64
+
+
+class GroupConfig(_Strict):
+    """A multivariate group of a model's numeric features (``docs/multivariate.md``): its moments are kept
+    per window and its correlation structure, subspace and mean are tested together.
+
+    >>> GroupConfig(name="risk-core", features=["a", "b"])
+    GroupConfig(name='risk-core', features=('a', 'b'))
+    """
+
+    name: str = Field(min_length=1, max_length=200)
+    features: tuple[str, ...] = Field(min_length=2, max_length=MAX_GROUP_FEATURES)
+
+    @field_validator("name")
+    @classmethod
+    def _storable(cls, name: str) -> str:
+        if "\x00" in name:
+            raise ValueError("a group name cannot contain a NUL character")
+        return name
+
+    @field_validator("features")
+    @classmethod
+    def _distinct(cls, features: tuple[str, ...]) -> tuple[str, ...]:
+        repeated = sorted({n for n in features if features.count(n) > 1})
+        if repeated:
+            raise ValueError(f"a feature may appear once in a group; repeated: {', '.join(map(repr, repeated))}")
+        return features
+
+
 class ModelConfig(_Strict):
     """One monitored model and the kind of each feature.
 
@@ -475,6 +508,8 @@ class ModelConfig(_Strict):
     sample_size: int = Field(default=2000, ge=10)
     sketch_buckets: int = Field(default=1024, ge=16, le=65536)
     segments: SegmentConfig | None = None
+    #: multivariate groups; None: the default group of all numeric features (2 to 64 of them); []: none
+    multivariate: list[GroupConfig] | None = None
 
     @field_validator("segments")
     @classmethod
@@ -497,6 +532,30 @@ class ModelConfig(_Strict):
                              f"prediction (reported as feature {PREDICTION!r}); rename the feature, or set "
                              "monitor_prediction: false for this model")
         return self
+
+    @model_validator(mode="after")
+    def _groups_of_numeric_features(self) -> "ModelConfig":
+        seen: set[str] = set()
+        for group in self.multivariate or ():
+            if group.name in self.features or group.name == PREDICTION or group.name in seen:
+                raise ValueError(f"model {self.name!r}: group name {group.name!r} is already a feature's, the "
+                                 "prediction's or another group's; give the group a name of its own")
+            seen.add(group.name)
+            bad = [n for n in group.features if self.features.get(n) != "numeric"]
+            if bad:
+                numeric = [n for n, kind in self.features.items() if kind == "numeric"]
+                raise ValueError(f"model {self.name!r}: group {group.name!r} has {', '.join(map(repr, bad))}, not "
+                                 f"numeric features of the model ({', '.join(map(repr, numeric)) or 'it has none'})")
+        return self
+
+    @property
+    def groups(self) -> dict[str, tuple[str, ...]]:
+        """Each multivariate group's features: the configured ones, or by default one group
+        (:data:`DEFAULT_GROUP`) of all numeric features when the model has 2 to 64 of them."""
+        if self.multivariate is not None:
+            return {group.name: group.features for group in self.multivariate}
+        numeric = tuple(name for name, kind in self.features.items() if kind == "numeric")
+        return {DEFAULT_GROUP: numeric} if 2 <= len(numeric) <= MAX_GROUP_FEATURES else {}
 
     @property
     def kinds(self) -> FeatureKinds:
