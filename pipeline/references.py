@@ -22,6 +22,7 @@ from driftwarden.schemas.config import MonitorConfig
 from driftwarden.schemas.events import PREDICTION
 from driftwarden.schemas.tables import window_summaries
 from driftwarden.sketches import DriftPolicy, Reference
+from driftwarden.sketches.multivariate import build_group_reference
 from driftwarden.sketches.reference import reference_from_window_sketches
 from driftwarden.sketches.serialization import Reader, Writer
 
@@ -199,7 +200,9 @@ def reference_from_summaries(summaries: Sequence[WindowSummary], kinds: Mapping[
             samples = [summaries[i].feature_sample(name) for i in present]
             features[name] = reference_from_window_sketches(name, kind, sketches, merged.feature_sample(name), policy,
                                                             counts, samples, _present_groups(groups, present))
-    return Reference(features)
+    multivariate = {name: build_group_reference(name, [s.groups[name] for s in summaries if name in s.groups],
+                                                policy.min_windows) for name in merged.groups}
+    return Reference(features, multivariate)
 
 
 def _present_groups(groups: Sequence[int] | None, present: list[int]) -> list[int] | None:

@@ -48,7 +48,8 @@ def only(reference: Reference, features: Iterable[str] | None) -> Reference:
     if features is None:
         return reference
     keep = set(features)
-    return Reference({n: f for n, f in reference.features.items() if n in keep})
+    return Reference({n: f for n, f in reference.features.items() if n in keep},
+                     {g: r for g, r in reference.groups.items() if g in keep or set(r.features) <= keep})
 
 
 class FileReferences:
