@@ -15,6 +15,7 @@ from typing import Mapping, Sequence
 from sqlalchemy import Connection, select
 
 from driftwarden.core.errors import ConfigError, SerializationError
+from driftwarden.core.projection import is_projection_group
 from driftwarden.core.store import upsert
 from driftwarden.pipeline.summary import WindowSummary, merge_summaries
 from driftwarden.pipeline.segments import SegmentKey, other_key
@@ -201,7 +202,8 @@ def reference_from_summaries(summaries: Sequence[WindowSummary], kinds: Mapping[
             features[name] = reference_from_window_sketches(name, kind, sketches, merged.feature_sample(name), policy,
                                                             counts, samples, _present_groups(groups, present))
     multivariate = {name: build_group_reference(name, [s.groups[name] for s in summaries if name in s.groups],
-                                                policy.min_windows) for name in merged.groups}
+                                                policy.min_windows, not is_projection_group(name, moments.names))
+                    for name, moments in merged.groups.items()}
     return Reference(features, multivariate)
 
 

@@ -28,10 +28,23 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from driftwarden.core.errors import ConfigError
+from driftwarden.core.projection import projected_names
 from driftwarden.schemas.envelope import EnvelopeConfig
 from driftwarden.schemas.events import PREDICTION, FeatureKinds, sketch_kind
 
-FeatureKind = Literal["numeric", "categorical", "boolean"]
+ScalarKind = Literal["numeric", "categorical", "boolean"]
+
+
+class VectorFeature(BaseModel):
+    """A vector feature, ``{vector: 384}``: an array of ``vector`` floats per event, projected to
+    ``projections`` numeric coordinates (``core/projection.py``, ``docs/multivariate.md``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    vector: int = Field(ge=2, le=4096)
+    projections: int = Field(default=16, ge=2, le=64)
+
+
+FeatureKind = ScalarKind | VectorFeature
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 7 * 86_400_000, None: 1000}
@@ -551,16 +564,36 @@ class ModelConfig(_Strict):
     @property
     def groups(self) -> dict[str, tuple[str, ...]]:
         """Each multivariate group's features: the configured ones, or by default one group
-        (:data:`DEFAULT_GROUP`) of all numeric features when the model has 2 to 64 of them."""
+        (:data:`DEFAULT_GROUP`) of all numeric features when the model has 2 to 64 of them; then
+        each vector feature's projected coordinates, a group named after it."""
         if self.multivariate is not None:
-            return {group.name: group.features for group in self.multivariate}
-        numeric = tuple(name for name, kind in self.features.items() if kind == "numeric")
-        return {DEFAULT_GROUP: numeric} if 2 <= len(numeric) <= MAX_GROUP_FEATURES else {}
+            groups = {group.name: group.features for group in self.multivariate}
+        else:
+            numeric = tuple(name for name, kind in self.features.items() if kind == "numeric")
+            groups = {DEFAULT_GROUP: numeric} if 2 <= len(numeric) <= MAX_GROUP_FEATURES else {}
+        return {**groups, **{name: projected_names(name, v.projections) for name, v in self.vectors.items()}}
+
+    @property
+    def vectors(self) -> dict[str, VectorFeature]:
+        """The model's vector features."""
+        return {name: kind for name, kind in self.features.items() if isinstance(kind, VectorFeature)}
+
+    @property
+    def scalar_kinds(self) -> dict[str, str]:
+        """Each feature's kind, a vector feature replaced by its projected coordinates (numeric), in place."""
+        out: dict[str, str] = {}
+        for name, kind in self.features.items():
+            if isinstance(kind, VectorFeature):
+                out.update(dict.fromkeys(projected_names(name, kind.projections), "numeric"))
+            else:
+                out[name] = kind
+        return out
 
     @property
     def kinds(self) -> FeatureKinds:
         """The model's feature kinds for validation, with the prediction as a column when monitored."""
-        return FeatureKinds(self.features, prediction=self.monitor_prediction)
+        vectors = {name: (v.vector, v.projections) for name, v in self.vectors.items()}
+        return FeatureKinds(self.scalar_kinds, prediction=self.monitor_prediction, vectors=vectors)
 
     @property
     def monitored(self) -> dict[str, str]:
@@ -582,7 +615,7 @@ class ModelConfig(_Strict):
     @field_validator("features")
     @classmethod
     def _storable_features(cls, features: dict[str, FeatureKind]) -> dict[str, FeatureKind]:
-        bad = [repr(n)[:60] for n in features if not n or len(n) > 200 or "\x00" in n]
+        bad = [repr(n)[:60] for n in features if not n or len(n) > 190 or "\x00" in n]
         if bad:
             raise ValueError(f"feature names must be 1 to 200 characters without NUL; not {', '.join(bad)}")
         return features

@@ -181,20 +181,21 @@ def judge_groups(groups: Mapping[str, GroupMoments], references: Mapping[str, Gr
             rows.append((plain, None, None))
             continue
         try:
-            scores = group_scores(moments, ref.moments)
-            pvalues = group_pvalues(scores, ref.null_scores)
+            scores = group_scores(moments, ref.moments, ref.structure_only)
+            pvalues = group_pvalues(scores, ref)
         except Exception as exc:  # noqa: BLE001 - "not judged", the window goes on
             rows.append((dataclasses.replace(plain, error=f"not judged: {type(exc).__name__}", exception=exc), None, None))
             continue
-        evidence = scores.evidence()
-        if pvalues is None:
-            rows.append((dataclasses.replace(plain, details=evidence), None, scores))
+        if pvalues is None:  # a reference too short to calibrate on: counts only, as for a feature
+            rows.append((plain, None, scores))
             continue
-        effects = (scores.mahalanobis, max((abs(p["delta"]) for p in scores.pairs), default=0.0), scores.variance_lost)
-        tests = tuple(TestResult(test, statistic, p, effect, size) for test, statistic, p, effect, size in
-                      zip(GROUP_TESTS, scores.scores, pvalues, ("mahalanobis", "max_delta_r", "variance_lost"), effects))
+        effects = {"mean_shift": ("mahalanobis", scores.mahalanobis),
+                   "correlation": ("max_delta_r", max((abs(p["delta"]) for p in scores.pairs), default=0.0)),
+                   "reconstruction": ("variance_lost", scores.variance_lost)}
+        statistics = dict(zip(GROUP_TESTS, scores.scores))
+        tests = tuple(TestResult(test, statistics[test], p, *effects[test]) for test, p in zip(ref.tests, pvalues))
         deep = DeepResult(None, None, None, None, None, None, pvalue=min(1.0, len(tests) * min(pvalues)), tests=tests)
-        rows.append((dataclasses.replace(plain, alarm=True, details=evidence), deep, scores))
+        rows.append((dataclasses.replace(plain, alarm=True, details=scores.evidence()), deep, scores))
     return rows
 
 
@@ -399,9 +400,8 @@ def verdict_evidence(fv: FeatureVerdict) -> dict | None:
     >>> verdict_evidence(FeatureVerdict("x", "numeric", 0, 0, GateScores(), False, None, None, False, "none"))
     """
     deep = fv.deep
-    if fv.details is not None:
-        return {**(_tests_evidence(fv) or {"test": None, "p_adjusted": None, "family": list(GROUP_TESTS)}),
-                **fv.details}
+    if fv.details is not None and deep is not None:
+        return {**_tests_evidence(fv), **fv.details}
     if fv.by_cusum and fv.cusum is not None:
         return {"test": "cusum", "statistic": _finite(max(fv.cusum.up, fv.cusum.down)), "p_value": None,
                 "p_adjusted": _finite(fv.p_adjusted), "family": ["cusum_up", "cusum_down"], "effect": "z",

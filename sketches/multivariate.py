@@ -11,6 +11,13 @@ Three statistics, each computed from :class:`sketches.moments.GroupMoments` alon
   keep ``VARIANCE_KEPT`` of its variance (NannyML's PCA reconstruction error, here from the
   moments): values leaving the reference's subspace (up) or a spread that shrinks (down).
 
+A group of features (configured, or the default one) is tested on its structure only, what no
+single feature's test sees: the correlation test, and the reconstruction error of the window's own
+correlation matrix (so a feature whose mean or spread moved alone is the single feature's drift,
+not the group's too). A vector feature's projection is tested with all three, on the
+reference-standardized values: its mean may move, or its spread shrink, along directions no
+coordinate shows.
+
 ``n_eff = n_w·n_r / (n_w + n_r)``. Calibration, as the single features' gate: each reference
 window is scored against the rest of the reference (the exact moments minus its own) at its own
 size; the scaled statistics' null is then fitted from those windows (the two sums of squares: a
@@ -68,8 +75,11 @@ class GroupScores:
                 "correlation_delta": self.matrix}
 
 
-def group_scores(window: GroupMoments, reference: GroupMoments, top_pairs: int = 5) -> GroupScores:
-    """Score a window's moments against the reference's (same features): see the module docstring."""
+def group_scores(window: GroupMoments, reference: GroupMoments, structure_only: bool = False,
+                 top_pairs: int = 5) -> GroupScores:
+    """Score a window's moments against the reference's (same features): see the module docstring
+    (``structure_only``: a group of features; the mean shift is then 0 and the reconstruction is of the
+    window's correlation matrix)."""
     mu_r, cov_r = reference.mean(), reference.covariance()
     mu_w, cov_w = window.mean(), window.covariance()
     sd_r, sd_w = np.sqrt(np.clip(np.diag(cov_r), 0, None)), np.sqrt(np.clip(np.diag(cov_w), 0, None))
@@ -79,7 +89,14 @@ def group_scores(window: GroupMoments, reference: GroupMoments, top_pairs: int =
     corr_r = cov_r[np.ix_(idx, idx)] / np.outer(sd_r[idx], sd_r[idx])
     mean_shift, mahalanobis = _mean_shift(mu_w[idx] - mu_r[idx], cov_r[np.ix_(idx, idx)], n_eff)
     correlation, pairs, matrix = _correlation(window.names, idx, corr_r, cov_w, sd_w, n_eff, top_pairs)
-    recon, re_pair, lost, q = _reconstruction(corr_r, cov_w[np.ix_(idx, idx)], (mu_w - mu_r)[idx], sd_r[idx], n_eff)
+    if structure_only:
+        mean_shift = 0.0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            sd_own = np.where(sd_w[idx] > 0, sd_w[idx], 1.0)
+        recon, re_pair, lost, q = _reconstruction(corr_r, cov_w[np.ix_(idx, idx)], np.zeros(idx.size), sd_own, n_eff)
+    else:
+        recon, re_pair, lost, q = _reconstruction(corr_r, cov_w[np.ix_(idx, idx)], (mu_w - mu_r)[idx], sd_r[idx],
+                                                  n_eff)
     return GroupScores((mean_shift, correlation, recon), n_eff, mahalanobis, re_pair, lost, q, pairs, matrix)
 
 
@@ -139,11 +156,18 @@ def _reconstruction(corr_r: np.ndarray, cov_w: np.ndarray, delta: np.ndarray, sd
 
 @dataclass
 class GroupReference:
-    """A group's reference: its merged moments and each reference window's scores against the rest (W x 3)."""
+    """A group's reference: its merged moments and each reference window's scores against the rest (W x 3);
+    ``structure_only``: a group of features (no mean-shift test), else a vector feature's projection."""
 
     name: str
     moments: GroupMoments
     null_scores: np.ndarray = field(default_factory=lambda: np.empty((0, len(GROUP_TESTS))))
+    structure_only: bool = True
+
+    @property
+    def tests(self) -> tuple[str, ...]:
+        """The tests this group is judged on."""
+        return GROUP_TESTS[1:] if self.structure_only else GROUP_TESTS
 
     @property
     def features(self) -> tuple[str, ...]:
@@ -151,31 +175,34 @@ class GroupReference:
         return self.moments.names
 
     def serialize(self) -> bytes:
-        """Versioned bytes (kind 22): name, moments (kind 21), null scores."""
+        """Versioned bytes (kind 22): name, moments (kind 21), null scores, u8 structure only."""
         return (Writer(KIND_GROUP_REFERENCE).text(self.name).blob(self.moments.serialize())
-                .array(self.null_scores).getvalue())
+                .array(self.null_scores).pack("B", self.structure_only).getvalue())
 
     @classmethod
     def deserialize(cls, data: bytes) -> GroupReference:
         """Decode bytes written by :meth:`serialize`."""
         r = Reader(data, (KIND_GROUP_REFERENCE,))
         name, moments, null = r.text(), GroupMoments.deserialize(r.blob()), r.array()
+        (structure_only,) = r.unpack("B")
         r.done()
         if null.ndim != 2 or null.shape[1] != len(GROUP_TESTS):
             raise SerializationError(f"group reference {name!r}: null scores of shape {null.shape}")
-        return cls(name, moments, null)
+        return cls(name, moments, null, bool(structure_only))
 
 
-def build_group_reference(name: str, windows: list[GroupMoments], min_windows: int) -> GroupReference:
+def build_group_reference(name: str, windows: list[GroupMoments], min_windows: int,
+                          structure_only: bool = True) -> GroupReference:
     """Merge a group's reference windows and score each against the rest (none with fewer than ``min_windows``)."""
     merged = windows[0].copy()
     for w in windows[1:]:
         merged.merge(w)
     usable = [w for w in windows if w.n > len(w.names)]
     if len(usable) < min_windows:
-        return GroupReference(name, merged)
-    rows = [group_scores(w, _minus(merged, w)).scores for w in usable]
-    return GroupReference(name, merged, np.array(rows, dtype=np.float64).reshape(len(rows), len(GROUP_TESTS)))
+        return GroupReference(name, merged, structure_only=structure_only)
+    rows = [group_scores(w, _minus(merged, w), structure_only).scores for w in usable]
+    return GroupReference(name, merged, np.array(rows, dtype=np.float64).reshape(len(rows), len(GROUP_TESTS)),
+                          structure_only)
 
 
 def _minus(total: GroupMoments, part: GroupMoments) -> GroupMoments:
@@ -185,13 +212,16 @@ def _minus(total: GroupMoments, part: GroupMoments) -> GroupMoments:
                         [a - b for a, b in zip(total.products, part.products)])
 
 
-def group_pvalues(scores: GroupScores, null: np.ndarray) -> tuple[float, float, float] | None:
-    """Each test's p-value against the reference windows' null (None: too few windows to calibrate)."""
+def group_pvalues(scores: GroupScores, reference: GroupReference) -> tuple[float, ...] | None:
+    """The p-value of each of the reference's :attr:`GroupReference.tests` against its windows' null
+    (None: too few windows to calibrate)."""
+    null = reference.null_scores
     if null.shape[0] < 2:
         return None
     mean_shift, correlation, recon = scores.scores
-    return (_scaled_chi2_sf(mean_shift, null[:, 0]), _scaled_chi2_sf(correlation, null[:, 1]),
-            _t_two_sided(recon, null[:, 2]))
+    pvalues = (_scaled_chi2_sf(mean_shift, null[:, 0]), _scaled_chi2_sf(correlation, null[:, 1]),
+               _t_two_sided(recon, null[:, 2]))
+    return pvalues[1:] if reference.structure_only else pvalues
 
 
 def _scaled_chi2_sf(value: float, null: np.ndarray) -> float:
@@ -222,8 +252,9 @@ def group_severity(scores: GroupScores) -> str:
     moved = max((abs(p["delta"]) for p in scores.pairs), default=0.0)
     re_r, re_w = scores.reconstruction_error
     ratio = abs(math.log((re_w + 1e-9) / (re_r + 1e-9)))
-    effects = [(moved, 0.2, 0.5), (abs(scores.variance_lost), 0.05, 0.2), (ratio, math.log(1.25), math.log(2)),
-               (scores.mahalanobis, 0.2, 0.5)]
+    effects = [(moved, 0.2, 0.5), (abs(scores.variance_lost), 0.05, 0.2), (ratio, math.log(1.25), math.log(2))]
+    if scores.scores[0]:
+        effects.append((scores.mahalanobis, 0.2, 0.5))
     level = max(2 if v >= major else 1 if v >= minor else 0 for v, minor, major in effects)
     return ("minor", "moderate", "major")[level]
 

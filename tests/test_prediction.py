@@ -112,7 +112,7 @@ def test_replay_attributes_an_output_shift_to_prediction_in_its_first_window(sce
     missing = _missing_per_window(scenario["events"])
     for i, window in enumerate(windows):
         entries = {f["name"]: f for f in window["features"]}
-        assert set(entries) == {*FEATURES, "prediction"}
+        assert set(entries) == {*FEATURES, "prediction", "(numeric)"}  # the default multivariate group too
         prediction = entries["prediction"]
         assert (prediction["kind"], prediction["count"], prediction["missing"]) == ("numeric", PER_WINDOW, missing[i])
         assert prediction["drifted"] == (i >= SHIFT_FROM), (i, prediction)
