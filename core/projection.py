@@ -33,7 +33,7 @@ LIMIT_BITS = 30
 SEED = 0x5EED_D81F_7A4D_E401
 _MASK64 = (1 << 64) - 1
 
-__all__ = ["FRACTION_BITS", "project", "projected_names", "projection_matrix", "is_projection_group"]
+__all__ = ["FRACTION_BITS", "project", "project_rows", "projected_names", "projection_matrix", "is_projection_group"]
 
 
 def projected_names(name: str, k: int) -> tuple[str, ...]:
@@ -71,10 +71,15 @@ def project(value: Any, d: int, k: int) -> tuple[float, ...] | str:
     if not all(type(v) in (int, float) for v in value):  # bool is not a number here, as in the other kinds
         return "not_numeric"
     x = np.array(value, dtype=np.float64)
-    limit = 2.0 ** LIMIT_BITS
-    if not np.all(np.abs(x) < limit):
+    if not np.all(np.abs(x) < 2.0 ** LIMIT_BITS):
         return "out_of_range"
-    fixed = np.rint(np.ldexp(x, FRACTION_BITS)).astype(np.int64)
-    sums = projection_matrix(d, k) @ fixed
-    scale = math.ldexp(math.sqrt(d), FRACTION_BITS)
-    return tuple((sums / scale).tolist())
+    return tuple(project_rows(x[None, :], k)[0].tolist())
+
+
+def project_rows(rows: np.ndarray, k: int) -> np.ndarray:
+    """The ``n x k`` projected coordinates of ``n`` valid arrays (an ``n x d`` float array, every value finite
+    and below 2^LIMIT_BITS in magnitude): what :func:`project` gives each row, bit for bit."""
+    d = rows.shape[1]
+    fixed = np.rint(np.ldexp(rows, FRACTION_BITS)).astype(np.int64)
+    sums = fixed @ projection_matrix(d, k).T  # exact: |sum| < d·2^(LIMIT_BITS + FRACTION_BITS) < 2^63
+    return sums / math.ldexp(math.sqrt(d), FRACTION_BITS)

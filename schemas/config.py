@@ -617,7 +617,7 @@ class ModelConfig(_Strict):
     def _storable_features(cls, features: dict[str, FeatureKind]) -> dict[str, FeatureKind]:
         bad = [repr(n)[:60] for n in features if not n or len(n) > 190 or "\x00" in n]
         if bad:
-            raise ValueError(f"feature names must be 1 to 200 characters without NUL; not {', '.join(bad)}")
+            raise ValueError(f"feature names must be 1 to 190 characters without NUL; not {', '.join(bad)}")
         return features
 
 

@@ -217,3 +217,98 @@ def test_a_vector_summary_has_projected_histograms_and_its_group():
     summary = summarize_window("e", 0, 1000, [event.features, bad.features], VECTOR.model("e"))
     assert summary.sketches["emb[2]"].count == 2 and summary.groups["emb"].n == 1
     assert VECTOR.model("e").groups == {"emb": tuple(f"emb[{i}]" for i in range(4))}
+
+
+# -- end to end: reference build, replay (JSON, HTML, worker processes) ---------------------------------------------
+
+T0 = 1_767_225_600_000
+HOSTILE_GROUP = "<b>core&</b>"
+
+
+def _stream(path, rng, windows, flip_from, vector_from, per_window=400, bad_every=0):
+    """JSONL events, one minute a window: a, b correlated 0.8 (-0.8 from ``flip_from``), c independent, and an
+    8-dim embedding near a 2-dim subspace (moved off it from ``vector_from``); every ``bad_every``-th array
+    has the wrong length."""
+    basis = np.linalg.qr(np.random.default_rng(5).normal(size=(8, 3)))[0]
+    with open(path, "wb") as out:
+        for w in range(windows):
+            rho = -0.8 if w >= flip_from else 0.8
+            ab = rng.multivariate_normal([0, 0], [[1, rho], [rho, 1]], size=per_window)
+            emb = rng.normal(size=(per_window, 2)) @ basis[:, :2].T + 0.02 * rng.normal(size=(per_window, 8))
+            if w >= vector_from:
+                emb += 0.2 * basis[:, 2]
+            for i in range(per_window):
+                vector = emb[i].tolist()
+                if bad_every and i % bad_every == 0:
+                    vector = vector[:5]
+                event = {"event_time": T0 + w * 60_000 + i * 100, "model": "m",
+                         "features": {"a": float(ab[i, 0]), "b": float(ab[i, 1]), "c": float(rng.normal()),
+                                      "emb": vector}}
+                out.write(orjson.dumps(event) + b"\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory):
+    from typer.testing import CliRunner
+
+    from driftwarden.cli import app
+
+    folder = tmp_path_factory.mktemp("mv")
+    config = folder / "monitor.yaml"
+    config.write_text("window: {size: 60s}\nmodels:\n  - name: m\n    features: {a: numeric, b: numeric, c: numeric, "
+                      "emb: {vector: 8, projections: 6}}\n    multivariate:\n"
+                      f"      - {{name: '{HOSTILE_GROUP}', features: [a, b, c]}}\n")
+    rng = np.random.default_rng(11)
+    reference_events = _stream(folder / "ref.jsonl", rng, 12, 99, 99, bad_every=50)  # as many bad arrays: no drift
+    stream = _stream(folder / "stream.jsonl", rng, 6, 3, 4, bad_every=50)
+    runner = CliRunner()
+    built = runner.invoke(app, ["reference", "build", "-i", str(reference_events), "-o", str(folder / "ref.dwref"),
+                                "-c", str(config)])
+    assert built.exit_code == 0, built.output
+    docs = []
+    for workers in ("0", "2"):
+        out = folder / f"r{workers}.json"
+        result = runner.invoke(app, ["replay", "--no-progress", "--input", str(stream), "--config", str(config),
+                                     "--reference", str(folder / "ref.dwref"), "--report-json", str(out),
+                                     "--report-html", str(folder / f"r{workers}.html"), "--workers", workers])
+        assert result.exit_code == 0, result.output
+        docs.append(orjson.loads(out.read_bytes()))
+    return docs, [(folder / f"r{w}.html").read_text() for w in ("0", "2")]
+
+
+def _entries(doc, name):
+    return [next(f for f in w["features"] if f["name"] == name) for w in doc["windows"]]
+
+
+def test_replay_finds_the_flip_in_the_group_alone_and_the_vector_off_its_subspace(replayed):
+    from driftwarden.replay.report import validate_report
+
+    (doc, _), _ = replayed
+    validate_report(doc)
+    group = _entries(doc, HOSTILE_GROUP)
+    assert [g["drifted"] for g in group] == [False] * 3 + [True] * 3
+    assert all(g["kind"] == "group" for g in group)
+    assert group[3]["evidence"]["pairs"][0]["features"] == ["a", "b"]
+    assert group[3]["evidence"]["pairs"][0]["delta"] == pytest.approx(-1.6, abs=0.15)
+    assert not any(f["drifted"] for w in doc["windows"] for f in w["features"] if f["name"] in ("a", "b", "c"))
+    vector = _entries(doc, "emb")
+    assert [v["drifted"] for v in vector] == [False] * 4 + [True] * 2 and vector[4]["kind"] == "group"
+    early = [(i, f["name"]) for i, w in enumerate(doc["windows"][:3]) for f in w["features"] if f["drifted"]]
+    assert early == []  # no false alarm before
+
+
+def test_replay_counts_bad_arrays_as_invalid_values_of_the_vector(replayed):
+    (doc, _), _ = replayed
+    first = _entries(doc, "emb[0]")
+    assert [e["invalid"] for e in first] == [8] * 6  # every 50th of 400 events
+    assert first[0]["invalid_examples"][0]["reason"] == "bad_vector:wrong_length:5"
+    assert [e["missing"] for e in _entries(doc, "emb")] == [8] * 6  # incomplete rows of the vector's group
+
+
+def test_worker_processes_give_the_same_report_and_the_page_escapes_the_group(replayed):
+    (one, two), (page, _) = replayed
+    strip = lambda d: {k: v for k, v in d.items() if k != "generated_at"}  # noqa: E731
+    assert strip(one) == strip(two)
+    assert HOSTILE_GROUP not in page and "&lt;b&gt;core&amp;&lt;/b&gt;" in page
+    assert "share of variance the reference" in page and "a / b" in page
