@@ -5,7 +5,7 @@ features, the number of complete rows, each feature's sum and each pair's sum of
 state, no raw rows.
 
 Determinism: float sums depend on the order of the additions, so the moments are kept as exact
-integers instead (``sketches/FORMAT.md``, kind 21). Each value is first rounded to 31 significant
+integers instead (``sketches/FORMAT.md``, kind 23). Each value is first rounded to 31 significant
 bits, ``x ≈ q·2^p`` (``q`` an integer, ``|q| <= 2^31``: a relative rounding of at most 2^-31,
 the same in Java and Python); a product of two rounded values is then the exact integer ``q_i·q_j``
 at position ``p_i + p_j``. Every sum is an exact integer multiple of ``2^-SCALE``, accumulated in
@@ -38,7 +38,7 @@ from driftwarden.core.errors import SerializationError
 from driftwarden.sketches.serialization import Reader, Writer
 
 #: Frame kind of a serialized GroupMoments (``sketches/FORMAT.md``).
-KIND_GROUP_MOMENTS = 21
+KIND_GROUP_MOMENTS = 23
 #: Every sum is an integer multiple of 2^-SCALE.
 SCALE = 320
 #: Values at or above this magnitude make their row incomplete; below TINY they count as 0.0.
@@ -163,7 +163,7 @@ class GroupMoments:
         return cov
 
     def serialize(self) -> bytes:
-        """Versioned bytes (``sketches/FORMAT.md``, kind 21): names, counts, each sum as a canonical integer."""
+        """Versioned bytes (``sketches/FORMAT.md``, kind 23): names, counts, each sum as a canonical integer."""
         w = Writer(KIND_GROUP_MOMENTS).pack("I", self.d)
         for name in self.names:
             w.text(name)

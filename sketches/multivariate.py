@@ -44,7 +44,7 @@ VARIANCE_KEPT = 0.9
 #: The group's tests, in the order of a null score row.
 GROUP_TESTS = ("mean_shift", "correlation", "reconstruction")
 #: Frame kind of a serialized GroupReference.
-KIND_GROUP_REFERENCE = 22
+KIND_GROUP_REFERENCE = 24
 #: Most features shown in a group's correlation-difference matrix (those that moved most).
 MATRIX_FEATURES = 16
 _EPS = 1e-12
@@ -175,7 +175,7 @@ class GroupReference:
         return self.moments.names
 
     def serialize(self) -> bytes:
-        """Versioned bytes (kind 22): name, moments (kind 21), null scores, u8 structure only."""
+        """Versioned bytes (kind 24): name, moments (kind 23), null scores, u8 structure only."""
         return (Writer(KIND_GROUP_REFERENCE).text(self.name).blob(self.moments.serialize())
                 .array(self.null_scores).pack("B", self.structure_only).getvalue())
 

@@ -4,14 +4,14 @@ import java.math.BigInteger;
 
 /**
  * Count, sums and sums of cross-products of a group of numeric features over a window's complete
- * rows, as exact integers (sketches/FORMAT.md, kind 21; Python {@code sketches/moments.py} is the
+ * rows, as exact integers (sketches/FORMAT.md, kind 23; Python {@code sketches/moments.py} is the
  * same rule, vectorised). Each value is rounded to 31 significant bits, {@code x = q * 2^p}; a
  * product is the exact {@code q_i * q_j} at {@code p_i + p_j}; every sum is accumulated in 32-bit
  * limbs of a fixed point number scaled by {@code 2^SCALE}. Integer addition is order-free: any
  * order and split of the events give the same bytes.
  */
 public final class GroupMoments {
-    public static final int KIND = 21;
+    public static final int KIND = 23;
     static final int SCALE = 320;
     /** Limbs of one sum (the Python side's LIMBS + 2: room for the two carries above the top position). */
     static final int LIMBS = 22;
@@ -139,7 +139,7 @@ public final class GroupMoments {
         return total;
     }
 
-    /** The kind 21 frame. */
+    /** The kind 23 frame. */
     byte[] toBytes() {
         FrameWriter out = new FrameWriter(KIND, 64 + 16 * limbs.length / LIMBS);
         out.u32(names.length);
@@ -164,7 +164,7 @@ public final class GroupMoments {
         return out.toBytes();
     }
 
-    /** Reads a kind 21 frame back. */
+    /** Reads a kind 23 frame back. */
     static GroupMoments fromBytes(byte[] data) {
         FrameReader in = new FrameReader(data, KIND);
         long d = in.u32();
