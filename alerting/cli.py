@@ -21,6 +21,7 @@ from driftwarden.alerting.metrics import DeliveryMetrics, StoreCollector, serve_
 from driftwarden.alerting.outbox import prune, set_delivery_status
 from driftwarden.alerting.rules import Matcher, load_rules, parse_duration
 from driftwarden.alerting.worker import Dispatcher, build_sinks, make_client
+from driftwarden.alerting.worker_metrics import OutboxAgeCollector, WorkerMetrics
 from driftwarden.core.console import command_app, data_table
 from driftwarden.core.endpoints import DEFAULT_METRICS_HOST, STORE_URL_HELP_DEFAULT, store_url
 from driftwarden.core.errors import ConfigError
@@ -161,20 +162,24 @@ def deliver(
     poll: float = typer.Option(1.0, help="Seconds between polls when idle.", show_default=True),
     lease: float = typer.Option(30.0, help="Seconds a claimed delivery stays leased to this worker (one POST "
                                 "per claim: must exceed every route's timeout_s by 1 s).", show_default=True),
-    metrics_port: int = typer.Option(0, help="Serve /metrics on this port (0: off).", show_default=True),
+    metrics_port: int = typer.Option(0, help="Serve /metrics on this port (0: off): deliveries, the worker's "
+                                     "heartbeat, the outbox's age and the store's metrics.", show_default=True),
     metrics_host: str = typer.Option(DEFAULT_METRICS_HOST, help="Address /metrics listens on (0.0.0.0: every "
-                                     "interface, as in a container).", show_default=True),
+                                     "interface, as in a container, so that Prometheus can scrape it).",
+                                     show_default=True),
 ) -> None:
     """Run the delivery worker: seal due groups, send webhooks, retry with backoff, record outcomes (SIGTERM stops it)."""
     rules = load_rules(config)
     engine = alert_store(store, config)
     registry = CollectorRegistry()
-    metrics = DeliveryMetrics(registry)
+    metrics, health = DeliveryMetrics(registry), WorkerMetrics(registry)
     if metrics_port:
         registry.register(StoreCollector(engine, min_interval_s=5.0))
+        registry.register(OutboxAgeCollector(engine))
         serve_metrics(metrics_port, registry, metrics_host)
     with make_client() as client:
-        dispatcher = Dispatcher(engine, rules, build_sinks(rules, client), metrics, lease=timedelta(seconds=lease))
+        dispatcher = Dispatcher(engine, rules, build_sinks(rules, client), metrics, health,
+                                lease=timedelta(seconds=lease))
         if once:
             while dispatcher.run_once():
                 pass

@@ -67,7 +67,10 @@ class WebhookSink:
     """An HTTP POST sink for one route: SSRF-checked, pinned to the checked IP, signed.
 
     The response body is never read (only the status and Retry-After), so a receiver cannot make
-    the worker buffer an arbitrary amount of data.
+    the worker buffer an arbitrary amount of data. ``url`` (default: the route's literal URL) and
+    ``headers`` may hold secrets and are never logged; ``prepare`` turns the stored body into the
+    bytes sent at this moment (an Alertmanager alert's endsAt, PagerDuty's routing key), so that
+    no secret is ever stored with a delivery.
     """
 
     route: Route
@@ -75,6 +78,9 @@ class WebhookSink:
     keys: list[bytes] = field(repr=False)  # signing secrets: never in a repr or a log line
     resolver: Resolver = system_resolver
     clock: Callable[[], float] = time.time
+    url: str | None = field(default=None, repr=False)
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
+    prepare: Callable[[bytes, float], bytes] | None = None
 
     @property
     def name(self) -> str:
@@ -83,13 +89,15 @@ class WebhookSink:
 
     def send(self, delivery: Delivery) -> int:
         """POST the delivery body once to the route's URL and classify the answer."""
+        url = self.url or self.route.url or ""
         try:
-            target = check_url(self.route.url, self.route.allow_private, self.resolver, self.route.allow_networks)
+            target = check_url(url, self.route.allow_private, self.resolver, self.route.allow_networks)
         except UnresolvableHostError as exc:
             raise RetryableDeliveryError(str(exc)) from exc
-        body = delivery.body
+        now = self.clock()
+        body = self.prepare(delivery.body, now) if self.prepare is not None else delivery.body
         headers = {"content-type": "application/json", "user-agent": USER_AGENT, "host": target.host_header,
-                   **signature_headers(delivery.webhook_id, body, self.keys, int(self.clock()))}
+                   **self.headers, **signature_headers(delivery.webhook_id, body, self.keys, int(now))}
         try:
             with self.client.stream("POST", target.pinned_url, content=body, headers=headers,
                                     timeout=self.route.timeout_s, follow_redirects=False,
@@ -99,6 +107,8 @@ class WebhookSink:
             raise RetryableDeliveryError(f"timed out after {self.route.timeout_s:g} s ({type(exc).__name__})") from exc
         except httpx.TransportError as exc:
             raise RetryableDeliveryError(f"connection failed: {type(exc).__name__}") from exc
+        except httpx.HTTPError as exc:  # e.g. a URL httpx refuses: its message may hold the URL, a secret
+            raise RejectedDeliveryError(f"request refused by the HTTP client: {type(exc).__name__}") from None
         return classify(status, retry_after, self.clock())
 
 

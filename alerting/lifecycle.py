@@ -25,36 +25,43 @@ from typing import Any
 from sqlalchemy import Connection, and_, insert, select, update
 from sqlalchemy.engine import Row
 
+from driftwarden.alerting import folding
 from driftwarden.alerting.fingerprint import fingerprint, segment_key
 from driftwarden.alerting.payloads import alert_document, group_key
 from driftwarden.core.records import Alert, FeatureOutcome, WindowReport, severity_rank, utc
-from driftwarden.alerting.rules import AlertRules
+from driftwarden.alerting.rules import AlertRules, matches_all
 from driftwarden.core.store import upsert
 from driftwarden.schemas.alert_tables import alert_events, alert_models, alert_outbox, alerts
 
 
 def enqueue_alerts(conn: Connection, report: WindowReport, rules: AlertRules, now: datetime) -> int:
-    """Advance every alert of one (model, window) and queue what routes must be told; return outbox rows written."""
+    """Advance every alert of one (model, window) and queue what routes must be told; return outbox rows written.
+
+    Every alert's state is saved first, then the changes are told, so that a global alert is told
+    with the segment alerts of this very window folded under it (:mod:`alerting.folding`).
+    """
     now = utc(now)
     keys = {fingerprint(report.model, f.name, f.segment): f for f in report.features}
     known = {r.fingerprint: r for r in conn.execute(select(alerts).where(and_(
         alerts.c.model == report.model, alerts.c.fingerprint.in_(list(keys)))))}
-    written, changed = 0, False
+    saved, notify = [], []
     for fp, outcome in keys.items():
         row = known.get(fp)
         if row is not None and utc(row.last_window_start) >= report.window_start:
             continue  # this window (or a later one) was already seen by this alert
-        values, notify = next_state(row, outcome, report, rules)
+        values, tell = next_state(row, outcome, report, rules)
         if values is None:
             continue
         values["updated_at"] = now
-        changed = True
-        if notify:
+        saved.append(fp)
+        if tell:
             values["version"] = (row.version if row is not None else 0) + 1
+            notify.append(fp)
         _save(conn, fp, row, values)
-        if notify:
-            written += _notify(conn, conn.execute(select(alerts).where(alerts.c.fingerprint == fp)).one(), rules, now)
-    if changed or any(r.status != "resolved" for r in known.values()):  # only alerts that may fire need "no data"
+    written = _tell(conn, [_alert_row(conn, fp) for fp in notify], rules, now)
+    quietly = {keys[fp].name for fp in saved if keys[fp].segment and fp not in notify}
+    _refresh_globals(conn, report.model, quietly, rules, set(notify))
+    if saved or any(r.status != "resolved" for r in known.values()):  # only alerts that may fire need "no data"
         upsert(conn, alert_models, [{"model": report.model, "last_window_start": report.window_start,
                                      "last_seen_at": now}], keys=("model",))
     return written
@@ -93,13 +100,10 @@ def mark_no_data(conn: Connection, rules: AlertRules, now: datetime) -> int:
     now = utc(now)
     silent = select(alert_models.c.model).where(alert_models.c.last_seen_at < now - rules.no_data_after)
     stale = conn.execute(select(alerts).where(and_(alerts.c.status == "firing", alerts.c.model.in_(silent)))).all()
-    written = 0
-    for row in stale:
-        done = conn.execute(update(alerts).where(and_(alerts.c.id == row.id, alerts.c.version == row.version))
-                            .values(status="nodata", version=row.version + 1, updated_at=now)).rowcount
-        if done:
-            written += _notify(conn, conn.execute(select(alerts).where(alerts.c.id == row.id)).one(), rules, now)
-    return written
+    moved = [row.fingerprint for row in stale if conn.execute(
+        update(alerts).where(and_(alerts.c.id == row.id, alerts.c.version == row.version))
+        .values(status="nodata", version=row.version + 1, updated_at=now)).rowcount]
+    return _tell(conn, [_alert_row(conn, fp) for fp in moved], rules, now)
 
 
 def labels_of(row: Row) -> dict[str, str]:
@@ -122,24 +126,81 @@ def _save(conn: Connection, fp: str, row: Row | None, values: dict[str, Any]) ->
         conn.execute(update(alerts).where(alerts.c.fingerprint == fp).values(**values))
 
 
-def _notify(conn: Connection, row: Row, rules: AlertRules, now: datetime) -> int:
-    """Record the change and put the alert's newest state in the outbox of every route that wants it."""
-    conn.execute(insert(alert_events).values(
-        fingerprint=row.fingerprint, model=row.model, feature=row.feature, segment=row.segment, status=row.status,
-        severity=row.severity, window_start=row.last_window_start, at=now))
-    labels = labels_of(row)
-    document = json.dumps(alert_document(alert_of(row), rules), separators=(",", ":"))
-    key = group_key({label: labels[label] for label in rules.group_by})
-    written = 0
-    for route in rules.routes_for(labels):
-        written += _put(conn, route.name, key, row, document, now)
+def _alert_row(conn: Connection, fp: str) -> Row:
+    return conn.execute(select(alerts).where(alerts.c.fingerprint == fp)).one()
+
+
+def _tell(conn: Connection, rows: list[Row], rules: AlertRules, now: datetime) -> int:
+    """Tell each changed alert; a global alert that resolved lets its still-active segments page on their own."""
+    written = sum(_notify(conn, row, rules, now) for row in rows)
+    for row in rows:
+        if not row.segment and row.status == "resolved":
+            for segment in folding.active_segments(conn, row):
+                written += _notify(conn, segment, rules, now, record=False, unfolding=True)
     return written
 
 
-def _put(conn: Connection, route: str, key: str, row: Row, document: str, now: datetime) -> int:
-    """Upsert the (route, alert) outbox row with the newest state; a resolve never told as firing is not queued."""
+def _notify(conn: Connection, row: Row, rules: AlertRules, now: datetime, record: bool = True,
+            unfolding: bool = False) -> int:
+    """Record the change and put the alert's newest state in the outbox of every route that wants it.
+
+    A segment alert folded under its active global alert is left out on the routes that hear the global
+    alert (unless they were told it firing before); a global alert's document lists its active segments.
+    """
+    if record:
+        conn.execute(insert(alert_events).values(
+            fingerprint=row.fingerprint, model=row.model, feature=row.feature, segment=row.segment,
+            status=row.status, severity=row.severity, window_start=row.last_window_start, at=now))
+    labels = labels_of(row)
+    document = _document(conn, row, rules)
+    parent = None if unfolding else folding.global_alert(conn, row)
+    written = 0
+    for route in rules.routes_for(labels):
+        key = group_key({label: labels[label] for label in rules.group_by_for(route)})
+        folded = parent is not None and matches_all(route.matchers, labels_of(parent))
+        written += _put(conn, route.name, key, row, document, now, folded, only_untold=unfolding)
+    if not row.segment and row.status in folding.ACTIVE:
+        _drop_untold_segments(conn, row, rules)
+    return written
+
+
+def _document(conn: Connection, row: Row, rules: AlertRules) -> str:
+    """The native document of an alert; a global one with its active segment alerts inside."""
+    segments = [alert_of(s) for s in folding.active_segments(conn, row)]
+    return json.dumps(alert_document(alert_of(row), rules, segments), separators=(",", ":"))
+
+
+def _refresh_globals(conn: Connection, model: str, features: set[str], rules: AlertRules, told: set[str]) -> None:
+    """Segments changed under an active global alert that was not told this window: its outbox documents now
+    list them (no new notification: one change, one page)."""
+    o = alert_outbox.c
+    for row in folding.global_fingerprints(conn, model, features):
+        if row.fingerprint not in told:
+            conn.execute(update(alert_outbox).where(o.fingerprint == row.fingerprint)
+                         .values(alert=_document(conn, row, rules)))
+            _drop_untold_segments(conn, row, rules)
+
+
+def _drop_untold_segments(conn: Connection, parent: Row, rules: AlertRules) -> None:
+    """Segment states queued but never told on a route that hears the (now active) global alert: folded, cleared."""
+    routes = [r.name for r in rules.routes_for(labels_of(parent))]
+    segments = [s.fingerprint for s in folding.active_segments(conn, parent)]
+    if routes and segments:
+        o = alert_outbox.c
+        conn.execute(update(alert_outbox).where(and_(o.route.in_(routes), o.fingerprint.in_(segments),
+                                                     o.pending.is_(True), o.told_firing.is_(False)))
+                     .values(pending=False))
+
+
+def _put(conn: Connection, route: str, key: str, row: Row, document: str, now: datetime, folded: bool = False,
+         only_untold: bool = False) -> int:
+    """Upsert the (route, alert) outbox row with the newest state; a resolve never told as firing is not queued,
+    nor a folded state on a route never told the alert firing, nor (``only_untold``) what the route was told."""
     o = alert_outbox.c
     current = conn.execute(select(alert_outbox).where(and_(o.route == route, o.fingerprint == row.fingerprint))).first()
+    told = current is not None and current.told_firing
+    if (folded or only_untold) and (told if only_untold else not told):
+        return 0
     values = {"group_key": key, "model": row.model, "status": row.status, "severity": row.severity,
               "alert": document, "version": row.version, "pending": True, "changed_at": now}
     if current is None:

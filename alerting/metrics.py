@@ -36,6 +36,7 @@ _SEVERITY_VALUE = {"none": 0, "minor": 1, "moderate": 2, "major": 3}
 #: The most segment labels per model when the config is not known: SegmentConfig.top's maximum plus "(other)".
 SEGMENT_CAP = 101
 OTHER_SEGMENT = "_other"  # the label of the segments past a model's cap
+DELIVERY_OUTCOMES = ("sent", "failed", "dead", "disabled", "rescheduled")
 
 
 def segment_caps(config) -> dict[str, int]:
@@ -54,6 +55,12 @@ class DeliveryMetrics:
                                 ["route", "result"], **kwargs)
         self.latency = Histogram("driftwarden_alert_delivery_seconds", "Duration of one webhook POST attempt",
                                  ["route"], buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30), **kwargs)
+
+    def preset(self, routes: list[str]) -> None:
+        """Export every route's outcomes at 0 from the start, so that the first dead delivery is an increase."""
+        for route in routes:
+            for outcome in DELIVERY_OUTCOMES:
+                self.deliveries.labels(route, outcome)
 
     def outcome(self, route: str, outcome: str) -> None:
         """Count one delivery outcome (sent, failed, dead, disabled, rescheduled)."""

@@ -34,7 +34,8 @@ from driftwarden.alerting.lifecycle import enqueue_alerts, labels_of, mark_no_da
 from driftwarden.alerting.payloads import render
 from driftwarden.core.records import utc
 from driftwarden.core.totals import add_totals, delivery_totals
-from driftwarden.alerting.rules import AlertRules, Matcher, matches_all
+from driftwarden.alerting.forward import add_replaced
+from driftwarden.alerting.rules import AlertRules, Matcher, Route, matches_all
 from driftwarden.schemas.alert_tables import alert_deliveries, alert_events, alert_groups, alert_outbox, alert_silences, alerts
 
 __all__ = ["enqueue_alerts", "mark_no_data", "seal_due_groups", "active_silences", "is_silenced", "prune",
@@ -49,8 +50,9 @@ def seal_due_groups(conn: Connection, rules: AlertRules, now: datetime) -> list[
     now = utc(now)
     o, g = alert_outbox.c, alert_groups.c
     changed = select(o.route, o.group_key).where(o.pending.is_(True))
+    shortest = min([rules.timers_for(r).repeat_interval for r in rules.routes] or [rules.repeat_interval])
     repeat = select(o.route, o.group_key).join(alert_groups, and_(g.route == o.route, g.group_key == o.group_key)).where(
-        and_(o.told_firing.is_(True), o.status.in_(_ACTIVE), g.last_sealed_at <= now - rules.repeat_interval))
+        and_(o.told_firing.is_(True), o.status.in_(_ACTIVE), g.last_sealed_at <= now - shortest))
     candidates = sorted(set(conn.execute(changed.union(repeat)).all()))
     known = {r.name for r in rules.routes}
     unknown = sorted({route for route, _ in candidates if route not in known} - _WARNED_ROUTES)
@@ -84,7 +86,8 @@ def _seal_group(conn: Connection, rules: AlertRules, route: str, key: str, now: 
         return None  # a worker holds the group's last notification: a newer one must not overtake it
     rows = _group_rows(conn, route, key)
     order = [r.notify.id for r in rows]  # by model, feature, segment
-    silences = active_silences(conn, now)
+    config = rules.route(route)
+    silences = [] if config.forwards else active_silences(conn, now)  # an Alertmanager has its own silences
     visible = [r for r in rows if not is_silenced(silences, labels_of(r.alert))]
     stale = {w.id for w in waiting}
     pending = [r.notify for r in visible if r.notify.pending]
@@ -94,14 +97,16 @@ def _seal_group(conn: Connection, rules: AlertRules, route: str, key: str, now: 
     active = [r for r in visible if r.notify.status in _ACTIVE]
     if any(w.attempts == 0 and w.failures == 0 for w in waiting):
         return None  # sealed a moment ago and not tried yet: a worker is about to claim it, wait for it
-    if (waiting and not pending) or not _due(rules, group, pending, active, now):
+    if (waiting and not pending) or not _due(rules, config, group, pending, active, now):
         return None
     if not _supersede(conn, waiting, now):
         return None
     changed = sorted(pending + resend, key=lambda r: order.index(r.id))
-    chosen, truncated = _choose(changed, [r.notify for r in active], rules.max_alerts)
+    limit = len(rows) if config.forwards else rules.max_alerts  # each POST to an Alertmanager holds every alert
+    still = [r.notify for r in active if r.notify.told_firing]  # never told (folded): not "still firing" either
+    chosen, truncated = _choose(changed, still, limit)
     labels = labels_of(rows[0].alert)
-    delivery_id = _insert_delivery(conn, rules, route, key, {k: labels[k] for k in rules.group_by},
+    delivery_id = _insert_delivery(conn, rules, route, key, {k: labels[k] for k in rules.group_by_for(config)},
                                    chosen, truncated, waiting, now)
     for r in chosen:
         conn.execute(update(alert_outbox).where(and_(alert_outbox.c.id == r.id, alert_outbox.c.version == r.version))
@@ -154,16 +159,19 @@ def _drop_untold_resolves(conn: Connection, fresh: list[Any]) -> None:
                          .values(pending=False))
 
 
-def _due(rules: AlertRules, group: Any, pending: list[Any], active: list[_GroupRow], now: datetime) -> bool:
-    """Alertmanager's timers: group_wait for a new group, group_interval after that, repeat_interval if unchanged."""
+def _due(rules: AlertRules, route: Route, group: Any, pending: list[Any], active: list[_GroupRow],
+         now: datetime) -> bool:
+    """Alertmanager's timers: group_wait for a new group, group_interval after that, repeat_interval if unchanged
+    (a forwarding route sends again every resend_interval, acknowledged or not: Alertmanager expects it)."""
+    timers = rules.timers_for(route)
     last = utc(group.last_sealed_at) if group.last_sealed_at is not None else None
     told_active = [r for r in active if r.notify.told_firing]
     if pending:
         if last is None or not told_active:
-            return min(utc(r.changed_at) for r in pending) <= now - rules.group_wait
-        return now >= last + rules.group_interval
-    unacked = [r for r in told_active if r.alert.acked_at is None]
-    return bool(unacked) and last is not None and now >= last + rules.repeat_interval
+            return min(utc(r.changed_at) for r in pending) <= now - timers.group_wait
+        return now >= last + timers.group_interval
+    unacked = [r for r in told_active if r.alert.acked_at is None or route.forwards]
+    return bool(unacked) and last is not None and now >= last + timers.repeat_interval
 
 
 def _supersede(conn: Connection, waiting: list[Row], now: datetime) -> bool:
@@ -187,18 +195,31 @@ def _choose(fresh: list[Any], active: list[Any], limit: int) -> tuple[list[Any],
 
 def _insert_delivery(conn: Connection, rules: AlertRules, route: str, key: str, labels: dict[str, str],
                      chosen: list[Any], truncated: int, superseded: list[Row], now: datetime) -> int:
-    """Insert the sealed delivery; it inherits the retry schedule of the notifications it supersedes."""
+    """Insert the sealed delivery; it inherits the retry schedule (and first attempt) of those it supersedes."""
     models = {r.model for r in chosen}
     failures = max((w.failures for w in superseded), default=0)
     next_at = max([now] + [utc(w.next_attempt_at) for w in superseded])
-    fmt = rules.route(route).format
-    body = render(fmt, route, labels, [json.loads(r.alert) for r in chosen], truncated)
+    config = rules.route(route)
+    fmt = config.body_format
+    body = render(fmt, route, labels, [json.loads(r.alert) for r in chosen], truncated, rules)
+    if config.forwards:  # a severity upgrade: the labels told before are resolved in Alertmanager
+        body = add_replaced(body, _previous_bodies(conn, chosen))
+    tried = [utc(w.first_attempt_at) for w in superseded if w.first_attempt_at is not None]
     new_id = int(conn.execute(insert(alert_deliveries).values(
         webhook_id=f"msg_{uuid.uuid4().hex}", route=route, model=models.pop() if len(models) == 1 else "",
         group_key=key, format=fmt, body=body.decode(), alert_count=len(chosen), status="pending", attempts=0,
-        failures=failures, created_at=now, next_attempt_at=next_at)).inserted_primary_key[0])
+        failures=failures, created_at=now, next_attempt_at=next_at,
+        first_attempt_at=min(tried, default=None))).inserted_primary_key[0])
     add_totals(conn, delivery_totals([{"route": route, "status": "pending"}]))
     return new_id
+
+
+def _previous_bodies(conn: Connection, chosen: list[Any]) -> list[str]:
+    """The bodies of the deliveries that last held these alerts on this route."""
+    ids = sorted({r.delivery_id for r in chosen if r.delivery_id is not None})
+    if not ids:
+        return []
+    return list(conn.execute(select(alert_deliveries.c.body).where(alert_deliveries.c.id.in_(ids))).scalars())
 
 
 def set_delivery_status(conn: Connection, where: Any, old: str, new: str, **values: Any) -> int:

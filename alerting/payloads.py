@@ -3,10 +3,13 @@
 The outbox stores each alert's newest state in its native form (:func:`alert_document`); a
 delivery renders one notification of a (route, group) - every alert of the group with its own
 status - into the route's format with :func:`render`. Bodies are rendered once, when a group is
-sealed, so that every retry sends the same bytes. Native version 3: one alert per (model,
-feature, segment), and for a high-cardinality categorical feature its unseen-value share against
-the reference's baseline and the head values that moved (version 2 without those two keys;
-version 1 had one alert per drifted feature set). Value names are data: JSON strings in the
+sealed, so that every retry sends the same bytes. Native version 4: one alert per (model,
+feature, segment); a feature's global alert lists, in ``segments``, the segment alerts of the
+same feature folded under it while it fires (version 3 without that key); for a high-cardinality
+categorical feature its unseen-value share against the reference's baseline and the head values
+that moved (version 2 without those; version 1 had one alert per drifted feature set). The
+on-call tools' formats (Alertmanager's API, PagerDuty, Teams) live in :mod:`alerting.forward`,
+:mod:`alerting.pagerduty` and :mod:`alerting.teams`. Value names are data: JSON strings in the
 native body, quoted in the text of the other formats, and Slack-escaped in Slack's.
 """
 
@@ -22,7 +25,7 @@ from driftwarden.core.records import ALERT_STATUSES, Alert, FeatureOutcome, utc
 from driftwarden.alerting.fingerprint import segment_key
 from driftwarden.alerting.rules import AlertRules
 
-NATIVE_VERSION = "3"
+NATIVE_VERSION = "4"
 NATIVE_TYPE = "driftwarden.alerts"
 ALERTNAME = "DriftwardenFeatureDrift"
 _ZERO_TIME = "0001-01-01T00:00:00Z"
@@ -50,9 +53,10 @@ def dashboard_link(rules: AlertRules, model: str, start: datetime, end: datetime
         model=quote(model, safe=""), from_ms=_ms(start - 10 * width), to_ms=_ms(end + max(width, timedelta(0))))
 
 
-def alert_document(alert: Alert, rules: AlertRules) -> dict[str, Any]:
-    """Return the native JSON object of one alert (one model, feature and segment), links included."""
-    return {
+def alert_document(alert: Alert, rules: AlertRules, segments: Sequence[Alert] = ()) -> dict[str, Any]:
+    """Return the native JSON object of one alert (one model, feature and segment), links included;
+    ``segments``: the segment alerts folded under this (global) alert."""
+    document = {
         "fingerprint": alert.fingerprint,
         "status": alert.status,
         "model": alert.model,
@@ -68,6 +72,17 @@ def alert_document(alert: Alert, rules: AlertRules) -> dict[str, Any]:
             "dashboard": dashboard_link(rules, alert.model, alert.window_start, alert.window_end),
         },
     }
+    if segments:
+        document["segments"] = [segment_entry(s) for s in segments]
+    return document
+
+
+def segment_entry(alert: Alert) -> dict[str, Any]:
+    """One folded segment alert inside its feature's global alert: identity, state and its latest PSI."""
+    return {"fingerprint": alert.fingerprint, "segment": dict(alert.segment or {}), "status": alert.status,
+            "severity": alert.severity, "starts_at": rfc3339(alert.starts_at),
+            "window": {"start": rfc3339(alert.window_start), "end": rfc3339(alert.window_end)},
+            "psi": _num(alert.outcome.psi if alert.outcome.psi is not None else alert.outcome.gate_psi)}
 
 
 def feature_document(feature: FeatureOutcome) -> dict[str, Any]:
@@ -95,13 +110,25 @@ def group_status(alerts: Sequence[dict[str, Any]]) -> str:
     return "resolved" if all(a["status"] == "resolved" for a in alerts) else "firing"
 
 
-def render(fmt: str, route: str, group: dict[str, str], alerts: Sequence[dict[str, Any]], truncated: int = 0) -> bytes:
+def render(fmt: str, route: str, group: dict[str, str], alerts: Sequence[dict[str, Any]], truncated: int = 0,
+           rules: AlertRules | None = None) -> bytes:
     """Render one notification of a (route, group) in format ``fmt``; ``truncated`` alerts were left out."""
-    try:
-        renderer = _RENDERERS[fmt]
-    except KeyError:
-        raise ValueError(f"unknown payload format {fmt!r}; valid: {', '.join(_RENDERERS)}") from None
-    return json.dumps(renderer(route, group, list(alerts), truncated), separators=(",", ":"), allow_nan=False).encode()
+    if fmt in _RENDERERS:
+        document = _RENDERERS[fmt](route, group, list(alerts), truncated)
+    else:
+        renderers = _oncall_renderers()
+        if fmt not in renderers:
+            raise ValueError(f"unknown payload format {fmt!r}; valid: {', '.join([*_RENDERERS, *renderers])}")
+        document = renderers[fmt](route, group, list(alerts), truncated, rules or AlertRules())
+    return json.dumps(document, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _oncall_renderers() -> dict[str, Callable[..., Any]]:
+    """The on-call tools' formats (their modules import this one's helpers, hence imported here)."""
+    from driftwarden.alerting import forward, pagerduty, teams
+
+    return {"alertmanager_v2": forward.forward_document, "pagerduty": pagerduty.event_document,
+            "teams": teams.card_message}
 
 
 def group_key(group: dict[str, str]) -> str:
@@ -152,7 +179,7 @@ def slack_escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _labels(alert: dict[str, Any]) -> dict[str, str]:
+def alert_labels(alert: dict[str, Any]) -> dict[str, str]:
     """Alertmanager labels of one alert (identity plus severity)."""
     labels = {"alertname": ALERTNAME, "model": alert["model"], "feature": alert["feature"],
               "severity": alert["severity"]}
@@ -165,18 +192,31 @@ def _am_alert(alert: dict[str, Any]) -> dict[str, Any]:
     """Translate one native alert into an Alertmanager alert object (``nodata`` is firing, state in annotations)."""
     return {
         "status": "resolved" if alert["status"] == "resolved" else "firing",
-        "labels": _labels(alert),
-        "annotations": {"summary": _summary(alert), "description": _describe(alert), "state": alert["status"],
-                        "replay_command": alert["links"]["replay"], **_cardinality_annotations(alert)},
+        "labels": alert_labels(alert),
+        "annotations": {"summary": alert_summary(alert), "description": alert_description(alert),
+                        "state": alert["status"], "replay_command": alert["links"]["replay"],
+                        **_cardinality_annotations(alert)},
         "startsAt": alert["starts_at"], "endsAt": alert["ends_at"] or _ZERO_TIME,
         "generatorURL": alert["links"]["dashboard"] or "", "fingerprint": alert["fingerprint"],
     }
 
 
-def _summary(alert: dict[str, Any]) -> str:
-    segment = f" [{_labels(alert)['segment']}]" if alert.get("segment") else ""
+def alert_summary(alert: dict[str, Any]) -> str:
+    """One line: model, feature (and segment), what it does, its severity and the segments folded under it."""
+    segment = f" [{alert_labels(alert)['segment']}]" if alert.get("segment") else ""
     what = {"firing": "drifts", "resolved": "no longer drifts", "nodata": "has no data"}[alert["status"]]
-    return f"{alert['model']}: {alert['feature']}{segment} {what} ({alert['severity']})"
+    active = sum(s["status"] != "resolved" for s in alert.get("segments") or ())
+    inside = f", in {active} of its segments too" if active else ""
+    return f"{alert['model']}: {alert['feature']}{segment} {what} ({alert['severity']}){inside}"
+
+
+def segments_text(alert: dict[str, Any], limit: int = 20) -> str:
+    """The segment alerts folded under a global alert, one per line (empty when none)."""
+    folded = alert.get("segments") or []
+    lines = [f"{segment_key(s['segment'])}: {s['status']} {s['severity']} psi={_fmt(s['psi'])}" for s in folded[:limit]]
+    if len(folded) > limit:
+        lines.append(f"and {len(folded) - limit} more segments")
+    return "\n".join(lines)
 
 
 def _slack_text(alert: dict[str, Any]) -> str:
@@ -184,19 +224,37 @@ def _slack_text(alert: dict[str, Any]) -> str:
     icon = {"firing": ":red_circle:", "resolved": ":large_green_circle:", "nodata": ":white_circle:"}[alert["status"]]
     dashboard = alert["links"]["dashboard"]
     link = f" · <{slack_escape(dashboard)}|dashboard>" if dashboard else ""
-    text = (f"{icon} *{alert['status']}* `{slack_escape(alert['severity'])}` {slack_escape(_summary(alert))}"
-            f"\n{alert['window']['start']} → {alert['window']['end']}{link}\n{slack_escape(_describe(alert))}"
+    text = (f"{icon} *{alert['status']}* `{slack_escape(alert['severity'])}` {slack_escape(alert_summary(alert))}"
+            f"\n{alert['window']['start']} → {alert['window']['end']}{link}\n{slack_escape(alert_description(alert))}"
             f"\n`{slack_escape(alert['links']['replay'])}`")
     return text[:3000]
 
 
-def _describe(alert: dict[str, Any]) -> str:
+def alert_description(alert: dict[str, Any]) -> str:
     """The latest window's scores of the alert's feature (and, for a high-cardinality one, its evidence)."""
     f = alert["latest"]
     text = (f"{f['name']}: {f['severity']} psi={_fmt(f['gate']['psi'])} ks={_fmt(f['gate']['ks'])}"
             f" emd={_fmt(f['gate']['emd'])} n={f['count']}")
     notes = _cardinality_annotations(alert)
-    return "\n".join([text, *(f"{key.replace('_', ' ')}: {note}" for key, note in notes.items())])
+    folded = segments_text(alert)
+    return "\n".join([text, *(f"{key.replace('_', ' ')}: {note}" for key, note in notes.items()),
+                      *([f"segments:\n{folded}"] if folded else [])])
+
+
+def evidence_text(alert: dict[str, Any]) -> str:
+    """The deep test that decided the latest verdict, its p-values and effect, and what moved (empty without one)."""
+    evidence = alert["latest"].get("evidence")
+    if not evidence:
+        return ""
+    moved = "; ".join(json.dumps(m, separators=(",", ":"), ensure_ascii=False)[:120] for m in evidence["moved"][:3])
+    return (f"{evidence['test']}: statistic={_fmt(evidence['statistic'])} p={_fmt(evidence['p_value'])} "
+            f"p_adjusted={_fmt(evidence['p_adjusted'])} {evidence['effect']}={_fmt(evidence['effect_size'])}"
+            + (f"; moved most: {moved}" if moved else ""))
+
+
+def format_score(value: float | None) -> str:
+    """A score as text: four significant digits, ``n/a`` when unknown."""
+    return _fmt(value)
 
 
 def _cardinality_annotations(alert: dict[str, Any]) -> dict[str, str]:

@@ -7,11 +7,15 @@ is recorded (headers, body, arrival time) whatever the reply, so tests can count
 
 from __future__ import annotations
 
+import argparse
+import json
+import signal
 import ssl
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Callable
 
 
@@ -41,14 +45,15 @@ Behaviour = Callable[[Received], Reply]
 class WebhookReceiver:
     """Context manager running a recording HTTP(S) server; ``url`` is its base URL.
 
-    ``tls`` is (certfile, keyfile) to serve HTTPS.
+    ``tls`` is (certfile, keyfile) to serve HTTPS; ``port`` 0 takes a free port.
     """
 
-    def __init__(self, behaviour: Behaviour = lambda _r: Reply(), tls: tuple[str, str] | None = None) -> None:
+    def __init__(self, behaviour: Behaviour = lambda _r: Reply(), tls: tuple[str, str] | None = None,
+                 host: str = "127.0.0.1", port: int = 0) -> None:
         self.behaviour = behaviour
         self.received: list[Received] = []
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server = ThreadingHTTPServer((host, port), self._handler_class())
         self._server.daemon_threads = True
         self._scheme = "https" if tls else "http"
         if tls:
@@ -70,6 +75,10 @@ class WebhookReceiver:
     def __enter__(self) -> "WebhookReceiver":
         self._thread.start()
         return self
+
+    def serve_forever(self) -> None:
+        """Serve in the calling thread until another thread calls ``__exit__`` (a signal handler, say)."""
+        self._server.serve_forever()
 
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
@@ -114,3 +123,36 @@ class WebhookReceiver:
                 pass
 
         return Handler
+
+
+def record_to(path: Path) -> Behaviour:
+    """A behaviour that answers 200 and appends each request to ``path`` as one JSON line (path, time, body)."""
+    lock = threading.Lock()
+
+    def behaviour(item: Received) -> Reply:
+        try:
+            body: object = json.loads(item.body)
+        except ValueError:
+            body = item.body.decode("utf-8", "replace")
+        with lock, path.open("a", encoding="utf-8") as out:
+            out.write(json.dumps({"path": item.path, "at": time.time(), "body": body}) + "\n")
+        return Reply()
+
+    return behaviour
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m driftwarden.alerting.testing --port P --record FILE``: the receiver behind the local Alertmanager."""
+    parser = argparse.ArgumentParser(description="Record every POST (e.g. Alertmanager's notifications) as JSON lines.")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    parser.add_argument("--port", type=int, required=True, help="port to listen on")
+    parser.add_argument("--record", type=Path, required=True, help="JSON Lines file each request is appended to")
+    args = parser.parse_args(argv)
+    receiver = WebhookReceiver(record_to(args.record), host=args.host, port=args.port)
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=receiver.__exit__).start())
+    print(f"recording POSTs on {receiver.url} into {args.record}", flush=True)
+    receiver.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -34,10 +34,13 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from driftwarden.alerting.delivery import AlertSink, EndpointGoneError, RetryableDeliveryError, WebhookSink, backoff_s, utcnow
 from driftwarden.alerting.metrics import DeliveryMetrics
+from driftwarden.alerting.worker_metrics import WorkerMetrics
 from driftwarden.alerting.outbox import mark_no_data, seal_due_groups, set_delivery_status
 from driftwarden.core.records import Delivery, utc
-from driftwarden.alerting.rules import AlertRules
-from driftwarden.alerting.signing import secrets_from_env
+from driftwarden.alerting import forward, pagerduty
+from driftwarden.alerting.forward import alerts_url
+from driftwarden.alerting.route_secrets import resolve
+from driftwarden.alerting.rules import AlertRules, Route
 from driftwarden.alerting.ssrf import UnsafeURLError
 from driftwarden.core.errors import ConfigError, DeliveryError
 from driftwarden.schemas.alert_tables import alert_deliveries, alert_endpoints
@@ -49,12 +52,29 @@ _LEASE_MARGIN_S = 1.0
 
 
 def build_sinks(rules: AlertRules, client: httpx.Client) -> dict[str, AlertSink]:
-    """Return one WebhookSink per route, its signing secrets read from the environment."""
-    return {r.name: WebhookSink(r, client, secrets_from_env(r.secret_env)) for r in rules.routes}
+    """Return one sink per route, its URL, signing secrets and token read where the config references them."""
+    return {r.name: route_sink(r, client) for r in rules.routes}
+
+
+def route_sink(route: Route, client: httpx.Client) -> WebhookSink:
+    """The sink of one route: a signed webhook, an Alertmanager's API, PagerDuty's Events API or Teams."""
+    secrets = resolve(route)
+    if route.kind == "alertmanager":
+        headers = {"authorization": f"Bearer {secrets.token}"} if secrets.token else {}
+        return WebhookSink(route, client, [], url=alerts_url(secrets.url), headers=headers,
+                           prepare=forward.preparer(route))
+    if route.kind == "pagerduty":
+        return WebhookSink(route, client, [], url=secrets.url, prepare=pagerduty.preparer(secrets.token or ""))
+    return WebhookSink(route, client, secrets.keys, url=secrets.url)
 
 
 def make_client() -> httpx.Client:
-    """Return the HTTP client deliveries use: no redirects, no proxies from the environment."""
+    """Return the HTTP client deliveries use: no redirects, no proxies from the environment.
+
+    httpx logs every request's whole URL at INFO, and a route's URL may be its credential (Slack,
+    Teams, a token in the query): its request log is kept to warnings.
+    """
+    logging.getLogger("httpx").setLevel(max(logging.getLogger("httpx").level, logging.WARNING))
     return httpx.Client(follow_redirects=False, trust_env=False)
 
 
@@ -66,6 +86,7 @@ class Dispatcher:
     rules: AlertRules
     sinks: Mapping[str, AlertSink]
     metrics: DeliveryMetrics | None = None
+    health: WorkerMetrics | None = None
     lease: timedelta = timedelta(seconds=30)
     per_route: int = 1
     stop_grace_s: float = 2.0
@@ -76,6 +97,8 @@ class Dispatcher:
     _done: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        if self.metrics is not None:
+            self.metrics.preset(list(self.sinks))
         for name, sink in self.sinks.items():
             timeout = getattr(getattr(sink, "route", None), "timeout_s", 0.0)
             if self.lease.total_seconds() < timeout + _LEASE_MARGIN_S:
@@ -107,10 +130,12 @@ class Dispatcher:
         """Run rounds until ``stop`` is set; then give in-flight POSTs ``stop_grace_s`` and release the rest."""
         while not stop.is_set():
             try:
-                handled = len(self.start_round())
+                handled, store_ok = len(self.start_round()), True
             except SQLAlchemyError as exc:  # store down, deadlock victim...: leases make a retry safe
                 log.warning("delivery round failed (%s); retrying in %g s", type(exc).__name__, poll_s)
-                handled = 0
+                handled, store_ok = 0, False
+            if self.health is not None:
+                self.health.beat(store_ok)
             if handled == 0:
                 self._wait_any(stop, poll_s)
         self._shutdown()

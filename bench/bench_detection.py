@@ -1,6 +1,7 @@
 """Detection quality: delay per change kind and false alarms on drift-free streams, next to a naive baseline.
 
     .venv/bin/python bench/bench_detection.py [--seed 0] [--windows 30] [--quick]
+    .venv/bin/python bench/bench_detection.py --multivariate [--mv-events 3000] [--mv-windows 100]
     .venv/bin/python bench/bench_detection.py --segments 20 [--segment-windows 1000] [--segment-events 10000] [--segment-alpha A]
     .venv/bin/python bench/bench_detection.py --cycles [--cycle-seeds 3] [--cycle-days 4] [--cycle-lengths 24 96]
 
@@ -34,6 +35,10 @@ over-dispersion (``today``), by today's rules (``whole``) and with ``season: 1d`
 drifted cells per severity with their Clopper-Pearson 95% intervals against the 0.1% target; then a
 shift of 1/3 sd on two cyclic features and a stationary one, from four phases of the day: windows
 to the first drifted verdict.
+
+With ``--multivariate``, instead: groups and vector features (``bench/detection_multivariate.py``: a
+correlation flip with unchanged marginals, an embedding shifted off its subspace or whose spread shrinks,
+and drift-free streams of each) against naive per-feature tests, on the same data.
 
 Baseline, same data, same run: per window and feature, two-sample KS (scipy's asymptotic p-value,
 full window against the full reference data) for numeric features and chi-square of homogeneity for
@@ -438,7 +443,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--segment-alpha", type=float, default=None,
                         help="per-window level with --segments instead of the budget's (e.g. 0.05: false alarms "
                              "frequent enough to compare on and off in a few hundred windows)")
+    parser.add_argument("--multivariate", action="store_true",
+                        help="instead: the multivariate rows (groups, vector features) against naive per-feature tests")
+    parser.add_argument("--mv-events", type=int, default=3000, help="events per live window with --multivariate")
+    parser.add_argument("--mv-ref-size", type=int, default=3000, help="events per reference window with --multivariate")
+    parser.add_argument("--mv-windows", type=int, default=100, help="drift-free windows per law with --multivariate")
+    parser.add_argument("--orth-shift", type=float, nargs="+", default=[0.03, 0.05],
+                        help="lengths of the embedding's shift orthogonal to its subspace with --multivariate")
+    parser.add_argument("--mv-changed", type=int, default=8, help="changed windows per change with --multivariate")
     args = parser.parse_args(argv)
+    if args.multivariate:
+        policy = drift_policy(ThresholdConfig(), window_ms=int(args.window_minutes * 60_000))
+        print(f"policy: alpha (BH, per window) {policy.alpha:.3g} at a {args.window_minutes:g}-minute window")
+        from bench import detection_multivariate
+
+        detection_multivariate.run(argparse.Namespace(**{**vars(args), "ref_size": args.mv_ref_size}), policy)
+        return 0
     if args.segments > 0:
         print_segment_false_alarms(args)
         return 0

@@ -1,12 +1,15 @@
 """End-to-end throughput of the streaming drift job vs a plain Flink SQL window over the same topic.
 
     .venv/bin/python bench/bench_job.py [--events 1000000] [--first-rounds 3] [--steady-rounds 3]
-                                        [--compare-reporter | --malformed-share 0.01 | --segments 20]
+                                        [--compare-reporter | --malformed-share 0.01 | --segments 20 [--segment-bytes]]
 
 Pre-fills a real Kafka topic with events of 20 numeric + 5 categorical features, then runs, on
-the same topic, (1) the driftwarden job (bounded, embedded MiniCluster) and
+the same topic, (1) the driftwarden job (bounded, embedded MiniCluster),
 (2) a plain Flink SQL event-time TUMBLE computing COUNT and AVG of every numeric feature from the
-same JSON (Flink's own `json` format). The headline is each pipeline's first run over the topic
+same JSON (Flink's own `json` format), and (3) the floor: the job's own Kafka source reading every
+record and parsing its envelope and features, nothing after it (bench/fused_ceiling.py's ``parse``),
+and prints driftwarden / floor and plain Flink / floor in CPU per event (``--steady-rounds 0``: the
+first runs only). The headline is each pipeline's first run over the topic
 in a process of its own (its own JVM: the engine's code that both pipelines run is compiled by the
 JIT for each alone; in one JVM the second pipeline would find it compiled by the first), its
 start-up measured on an empty topic (after one warm-up job: the first job of the process also starts
@@ -561,6 +564,48 @@ def summary_bytes(summaries: list[bytes]) -> float:
     return float(np.mean([len(b) for b in summaries]))
 
 
+def segment_feature_bytes(summaries: list[bytes]) -> dict[str, float]:
+    """Bytes per (segment, feature) of segmented summaries (kind 18): each segment's kind 17 frame over its
+    features, split into the features' sketches and the rest (the segment's event sample, names, counts),
+    the mean over the windows' segments; and the whole summary per (segment, feature), the model's frame included."""
+    from driftwarden.pipeline.summary import WindowSummary
+
+    frames, sketches, whole = [], [], []
+    for data in summaries:
+        summary = WindowSummary.deserialize(data)
+        features = max(len(summary.sketches), 1)
+        whole.append(len(data) / (features * max(len(summary.segments), 1)))
+        for segment in summary.segments.values():
+            frames.append(len(segment.serialize()) / features)
+            sketches.append(sum(len(sketch.serialize()) for sketch in segment.sketches.values()) / features)
+    return {"frame": float(np.mean(frames)), "sketches": float(np.mean(sketches)), "whole": float(np.mean(whole)),
+            "segments": float(np.mean([len(WindowSummary.deserialize(d).segments) for d in summaries]))}
+
+
+def print_segment_bytes(sizes: dict[bool, float], per_cell: dict[str, float], features: int) -> None:
+    """Print the summary bytes per window, unsegmented and segmented, and per (segment, feature)."""
+    print(f"summary bytes per window (the bytes the window aggregate emits and the sink judges; with a file reference "
+          f"none is stored in window_summaries): unsegmented {sizes[False] / 1024:,.1f} KiB, segmented "
+          f"{sizes[True] / 1024:,.1f} KiB ({sizes[True] / sizes[False]:.1f}x; target <= 1 MiB at 20 segments x 25 "
+          f"features)")
+    print(f"bytes per (segment, feature), {per_cell['segments']:.0f} segments x {features} features a window: "
+          f"{per_cell['whole']:,.0f} B of the whole summary; a segment's own frame {per_cell['frame']:,.0f} B, of "
+          f"which its sketches {per_cell['sketches']:,.0f} B and its event sample and counts "
+          f"{per_cell['frame'] - per_cell['sketches']:,.0f} B")
+
+
+def segment_bytes_only(folder: Path, run: str, segments: int, train_windows: int, events: int) -> None:
+    """``--segment-bytes``: build the segmented reference and print the summary bytes (no Flink job runs)."""
+    reference = folder / f"{run}-segments.dwref"
+    build_segment_reference(reference, segments, train_windows)
+    configs = {flag: config_for("bytes", segments, flag, str(reference)) for flag in (False, True)}
+    summaries = {flag: bench_summaries(configs[flag], reference, events, segments) for flag in (False, True)}
+    print(f"{WINDOW_SECONDS} s windows ({1000 * WINDOW_SECONDS:,} events each), segment feature {SEGMENT_FEATURE!r}: "
+          f"{2 * segments} values, segmented by it (top {segments} + other)")
+    print_segment_bytes({flag: summary_bytes(summaries[flag]) for flag in (False, True)},
+                        segment_feature_bytes(summaries[True]), len(configs[True].model("bench").sketch_kinds))
+
+
 def sink_judging(config, reference: Path, summaries: list[bytes], repeats: int = 3) -> tuple[float, int]:
     """The sink's work on each summary but the store, in process: decode it and judge it against the reference
     file (``pipeline.judging.analyze_summary``, as ``jobs.udfs.AnalyzeWindow`` calls it). Returns the fastest of
@@ -644,9 +689,7 @@ def compare_segments(events: int, full: str, half: str, empty: str, folder: Path
           f"{100 * segment_shares(segments)[0]:.1f}%..{100 * segment_shares(segments)[-1]:.2f}%; segmented: top "
           f"{segments} + (other), min_count 200: {windows} windows stored, {rows:.0f} segment rows and {judged:.1f} "
           f"segments judged per window")
-    print(f"summary bytes per window (the bytes the window aggregate emits and the sink judges; with a file reference "
-          f"none is stored in window_summaries): unsegmented {sizes[False] / 1024:,.1f} KiB, segmented "
-          f"{sizes[True] / 1024:,.1f} KiB ({sizes[True] / sizes[False]:.1f}x)")
+    print_segment_bytes(sizes, segment_feature_bytes(summaries[True]), len(configs[True][1].model("bench").sketch_kinds))
     print(f"the sink's judging per window (decode and judge, the store left out; in process, the first 3 windows): "
           f"unsegmented {judging[False][0]:.1f} ms for {judging[False][1]} cells scored by the gate, segmented "
           f"{judging[True][0]:.1f} ms for {judging[True][1]} ({judging[True][0] / judging[False][0]:.1f}x; "
@@ -799,13 +842,47 @@ def first_run(pipeline: str, full: str, empty: str) -> dict:
 
 
 def first_run_rounds(full: str, empty: str, rounds: int) -> dict[str, list[dict]]:
-    """:func:`first_run_in_own_process` of each pipeline ``rounds`` times, the pipelines taking turns within
-    each round (as :func:`steady_rounds`): one run each is one draw of a shared machine's load."""
-    out: dict[str, list[dict]] = {pipeline: [] for pipeline in PIPELINES}
-    for _ in range(rounds):
-        for pipeline in PIPELINES:
-            out[pipeline].append(first_run_in_own_process(pipeline, full, empty))
+    """:func:`first_run_in_own_process` of each pipeline ``rounds`` times, then the floor (:class:`Floor`), the
+    pipelines taking turns within each round (as :func:`steady_rounds`): one run each is one draw of a shared
+    machine's load."""
+    out: dict[str, list[dict]] = {pipeline: [] for pipeline in (*PIPELINES, "floor")}
+    with Floor(full, empty) as floor:
+        for _ in range(rounds):
+            for pipeline in PIPELINES:
+                out[pipeline].append(first_run_in_own_process(pipeline, full, empty))
+            out["floor"].append(floor.first_run())
     return out
+
+
+class Floor:
+    """The floor of any pipeline over the topic: the job's own Kafka source (its classes and settings) reading
+    every record and parsing its envelope and features (``FeatureColumns``), nothing after it
+    (bench/java/.../FusedCeiling.java, ``parse``); each run a first run in a JVM of its own, start-up timed on
+    the empty topic and subtracted, as the other pipelines' (parallelism 1)."""
+
+    def __init__(self, full: str, empty: str) -> None:
+        self.full, self.empty = full, empty
+
+    def __enter__(self) -> "Floor":
+        import tempfile
+
+        import fused_ceiling
+
+        self._tmp = tempfile.TemporaryDirectory(prefix="bench-floor-")
+        folder = Path(self._tmp.name)
+        fused_ceiling.bench_job.WINDOW_SECONDS = WINDOW_SECONDS  # its own copy of this module: the same windows
+        self._run = fused_ceiling.run_pipeline
+        self._classes = fused_ceiling.compile_ceiling(folder / "classes")
+        self._settings = (fused_ceiling.write_settings(self.full, folder), fused_ceiling.write_settings(self.empty, folder))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._tmp.cleanup()
+
+    def first_run(self) -> dict:
+        """Wall and CPU seconds of one run over the full topic, and its start-up's (the JVM's CPU)."""
+        print(f"first run of the floor over {self.full}, in a JVM of its own ...", flush=True)
+        return self._run("parse", self._classes, *self._settings)
 
 
 def first_run_in_own_process(pipeline: str, full: str, empty: str) -> dict:
@@ -824,6 +901,20 @@ def first_run_in_own_process(pipeline: str, full: str, empty: str) -> dict:
 
 #: The line of ``--first-run``'s output that carries its figures (JSON after it).
 FIRST_RUN_MARK = "first run: "
+
+
+def print_floor(events: int, dw: list[dict], plain: list[dict], floor: list[dict]) -> None:
+    """Print the floor's rate and CPU per event, and job / floor and plain Flink / floor in CPU per event (each
+    round's ratio of the runs in that round; the median)."""
+    costs = {name: [(r["wall"] - r["startup"], r["cpu"] - r["startup_cpu"]) for r in runs]
+             for name, runs in (("dw", dw), ("plain", plain), ("floor", floor))}
+    rates, cpus, _, _ = round_ratios(events, costs["floor"], costs["floor"])
+    print(f"floor (the job's Kafka source parsing every record, nothing after it): {np.median(rates[0]):>10,.0f} "
+          f"events/s, {np.median(cpus[0]):.1f} us CPU per event (parallelism 1)")
+    for label, name in (("driftwarden job", "dw"), ("plain Flink SQL", "plain")):
+        _, _, walls, cpu_ratios = round_ratios(events, costs["floor"], costs[name])
+        print(f"{label} / floor, CPU per event: {np.median(cpu_ratios):.2f} (wall time per event {np.median(walls):.2f})"
+              + each_round(walls, cpu_ratios, "; each round (wall / CPU): "))
 
 
 def print_first_runs(events: int, dw: list[dict], plain: list[dict], after_dw: dict[str, float]) -> None:
@@ -875,6 +966,9 @@ def main() -> None:
                              "and each run's are printed)")
     parser.add_argument("--train-windows", type=int, default=12,
                         help="windows of the training snapshot the --segments reference file is built from")
+    parser.add_argument("--segment-bytes", action="store_true",
+                        help="with --segments: only print the summary bytes per window and per (segment, feature), "
+                             "unsegmented and segmented (no topic, no job: in process)")
     parser.add_argument("--compare-reporter", action="store_true",
                         help="instead of plain Flink: the drift job with Flink's Prometheus reporter on vs off")
     parser.add_argument("--scrape-interval", type=float, default=15.0,
@@ -902,6 +996,11 @@ def main() -> None:
     run = uuid.uuid4().hex[:6]
     folder = REPO / ".run" / "bench"
     folder.mkdir(parents=True, exist_ok=True)
+    if args.segment_bytes:
+        if args.segments <= 0:
+            parser.error("--segment-bytes needs --segments N")
+        segment_bytes_only(folder, run, args.segments, args.train_windows, args.events)
+        return
     empty, half, full, fast, slow = (f"bench-{kind}-{run}" for kind in ("empty", "half", "full", "fast", "slow"))
     fill_topic(empty, 1, 1000)
     print(f"filling {full} with {args.events:,} events ...", flush=True)
@@ -926,15 +1025,17 @@ def main() -> None:
     run_driftwarden(full, folder / f"{run}-full.db")  # warms the drift job's paths up for its steady state
     after_dw = {"startup": timed(run_plain_flink, empty)[0], "wall": timed(run_plain_flink, full)[0]}
     steady = steady_rounds({"driftwarden": (run_driftwarden, folder / f"{run}-steady"), "plain": (run_plain_flink, None)},
-                           half, full, args.steady_rounds)
+                           half, full, args.steady_rounds) if args.steady_rounds > 0 else None
     fast_window, fast_checkpoint = measure_state(fast, folder, f"{run}-fast")
     slow_window, slow_checkpoint = measure_state(slow, folder, f"{run}-slow")
 
     print(f"{args.events:,} events, {WINDOW_SECONDS} s windows ({1000 * WINDOW_SECONDS:,} events each), "
           f"parallelism {PARALLELISM}")
     print_first_runs(args.events, first["driftwarden"], first["plain"], after_dw)
+    print_floor(args.events, first["driftwarden"], first["plain"], first["floor"])
     features = len(NUMERIC) + len(CATEGORICAL)
-    print_steady_state(args.events - args.events // 2, steady["driftwarden"], steady["plain"])
+    if steady is not None:
+        print_steady_state(args.events - args.events // 2, steady["driftwarden"], steady["plain"])
     print(f"peak RSS of the client process (PyFlink runs the Python functions in it), the Flink JVM and any "
           f"Python workers, the drift job's first runs (the largest): "
           f"{max(r['peak_rss'] for r in first['driftwarden']) / 2**20:,.0f} MiB")

@@ -28,6 +28,7 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {
     "replay": (["bench_replay.py"], ["--events", "100000"]),
     "job": (["bench_job.py"], ["--events", "100000"]),
     "ceiling": (["fused_ceiling.py"], ["--events", "100000", "--rounds", "1"]),
+    "reference": (["bench_reference_build.py"], ["--events", "200000"]),
     "scrape": (["scrape_cost.py"], ["--scrapes", "30"]),
     "latency": (["bench_latency.py", "cpu"], ["--min-duration", "0.2"]),
 }

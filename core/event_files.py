@@ -99,16 +99,19 @@ def _batched(records: Iterator[tuple[tuple[str, int], bytes]], size: int) -> Ite
 
 
 def _parquet_records(path: Path) -> Iterator[tuple[tuple[str, int], bytes]]:
+    """The file's rows one record batch at a time (row groups are read as needed, never the whole table)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(path)
+        batches = pq.ParquetFile(path).iter_batches(batch_size=BATCH_RECORDS)
+        name, number = str(path), 1
+        for batch in batches:
+            for row in batch.to_pylist():
+                yield (name, number), orjson.dumps(row_to_event(row), default=str)
+                number += 1
     except (pa.ArrowInvalid, OSError) as exc:
         raise ReplayError(f"{path}: not a Parquet file: {exc}") from exc
-    name = str(path)
-    for number, row in enumerate(table.to_pylist(), start=1):
-        yield (name, number), orjson.dumps(row_to_event(row), default=str)
 
 
 def _avro_records(path: Path) -> Iterator[tuple[tuple[str, int], bytes]]:

@@ -153,7 +153,7 @@ def _scrub_environment(cfg, config_path: Path) -> None:
 
     # a bad alerting section fails here, before the job, naming the file, line and field
     for route in load_rules(config_path).routes:
-        for name in (route.secret_env or "").split():
+        for name in route.env_names():
             os.environ.pop(name, None)
 
 
@@ -328,25 +328,20 @@ def reference_build_command(
                                                "(numbers numeric, strings categorical) and the events' "
                                                "prediction is monitored as feature 'prediction'."),
 ) -> None:
-    """Turn a training snapshot into reference sketches, samples and calibrated gate thresholds."""
-    from driftwarden.core.event_files import load_events
-    from driftwarden.pipeline.judging import drift_policy
-    from driftwarden.pipeline.reference_build import build_reference_set, infer_feature_kinds
-    from driftwarden.schemas.config import MonitorConfig, feature_kinds_lookup, load_config
-    from driftwarden.schemas.events import EventRules
+    """Turn a training snapshot into reference sketches, samples and calibrated gate thresholds.
 
-    cfg = load_config(config) if config else None
-    events, rejected = (load_events(input, EventRules.of(cfg.source), feature_kinds_lookup(cfg)) if cfg
-                        else load_events(input))
-    if not events:
-        raise ConfigError(f"{input}: no valid events ({len(rejected)} rejected)")
-    if cfg is None:
-        kinds = infer_feature_kinds(events)
-        # a feature named "prediction" in the events is then monitored as a feature, not the events' prediction
-        cfg = MonitorConfig.model_validate({"models": [
-            {"name": m, "features": k, "monitor_prediction": "prediction" not in k} for m, k in kinds.items()]})
-    references = build_reference_set(events, cfg, drift_policy(cfg.thresholds),
+    The file is read twice in batches (a scan, then the build), never whole: memory stays bounded
+    whatever its size; a progress bar shows the records read.
+    """
+    from driftwarden.pipeline.judging import drift_policy
+    from driftwarden.pipeline.reference_build import build_reference_file
+    from driftwarden.schemas.config import load_config
+
+    with _BuildProgress(console) as progress:
+        built = build_reference_file(input, load_config(config) if config else None, _inferred_config,
+                                     lambda cfg: drift_policy(cfg.thresholds), progress.update,
                                      f"{input} (config {config})" if config else str(input))
+    references, events, rejected = built.references, built.read - built.rejected, built.rejected
     references.save(out)
     for model, ref in references.models.items():
         sources = {f.thresholds.source for f in ref.features.values()}
@@ -356,6 +351,39 @@ def reference_build_command(
                           f"{len(references.segment_keys(model))} top segments, "
                           f"{len(references.segments[model])} references (with the other segment)")
         if model in references.windows:
-            console.print(f"{escape(model)}: season {escape(str(cfg.reference.season))}: "
+            console.print(f"{escape(model)}: season {escape(str(built.config.reference.season))}: "
                           f"{len(references.windows[model])} reference windows kept for its phases")
-    console.print(f"wrote {escape(str(out))} from {len(events)} events ({len(rejected)} rejected)")
+    console.print(f"wrote {escape(str(out))} from {events} events ({rejected} rejected)")
+
+
+def _inferred_config(kinds: dict[str, dict[str, str]]):
+    """The config of a snapshot read without one: each model's inferred kinds, its events' prediction
+    monitored (a feature named "prediction" in the events is then monitored as a feature instead)."""
+    from driftwarden.schemas.config import MonitorConfig
+
+    return MonitorConfig.model_validate({"models": [
+        {"name": m, "features": k, "monitor_prediction": "prediction" not in k} for m, k in kinds.items()]})
+
+
+class _BuildProgress:
+    """A progress bar of ``reference build``'s two passes over the snapshot (records read)."""
+
+    def __init__(self, out: Console) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                  TimeElapsedColumn(), console=out)
+        self._tasks: dict[str, int] = {}
+
+    def __enter__(self) -> "_BuildProgress":
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._progress.stop()
+
+    def update(self, phase: str, read: int, total: int | None) -> None:
+        """Records read so far in ``phase`` ("scan" or "build") of ``total`` (None: unknown)."""
+        if phase not in self._tasks:
+            self._tasks[phase] = self._progress.add_task(f"reference {phase}", total=total)
+        self._progress.update(self._tasks[phase], completed=read, total=total)

@@ -198,15 +198,25 @@ def segments_json(segments: Mapping[str, tuple[tuple[str, ...], tuple[SegmentKey
                        for model, (by, keys) in segments.items()})
 
 
+def without_route_secrets(config: MonitorConfig) -> MonitorConfig:
+    """``config`` with its alert routes' literal secrets left out: the job never delivers, and what it is
+    given reaches Flink's job graph (alerting.rules.AlertRules.for_job)."""
+    if not config.alerting:
+        return config
+    from driftwarden.alerting.rules import parse_rules
+
+    return config.model_copy(update={"alerting": parse_rules(config.alerting).for_job()})
+
+
 def run_drift_job(config: MonitorConfig, store_url: str, reference_path: str | None = None,
                   bounded: bool = False, parallelism: int = 1, checkpoint_interval_ms: int = 10_000,
                   checkpoint_dir: str | None = None, resume_from: str | None = None,
                   wait: bool = True, bundle_size: int = 5000):
     """Build and start the job; wait for it when ``wait`` (a bounded job ends at the topic's end)."""
+    config = without_route_secrets(config)
     make_engine(store_url).dispose()  # create the tables once, before parallel sinks open the store
     _, t_env = make_table_env(parallelism=parallelism, checkpoint_interval_ms=checkpoint_interval_ms,
-                              idleness_ms=config.window.idleness_ms, checkpoint_dir=checkpoint_dir,
-                              resume_from=resume_from, bundle_size=bundle_size)
+                              checkpoint_dir=checkpoint_dir, resume_from=resume_from, bundle_size=bundle_size)
     segments = live_segments(config, reference_path)
     register(t_env, config, store_url, reference_path, bounded, segments, parallelism)
     result = StatementRunner(t_env).execute_sql(window_statement(config, segments))

@@ -50,6 +50,7 @@ class FeatureColumnSpec:
     # model -> the columns of its values in configured_values' order (numeric columns, then categorical)
     order_of: Mapping[str, tuple[int, ...]]
     envelope: Mapping | None = None  # the config's source.envelope as Java reads it (EnvelopeConfig.to_java)
+    python_only: tuple[str, ...] = ()  # models with vector features: Python validates (and projects) every event
 
     @classmethod
     def from_config(cls, config: MonitorConfig) -> "FeatureColumnSpec":
@@ -65,7 +66,8 @@ class FeatureColumnSpec:
                     + tuple(column_of[name, kind] for name, kind in m.monitored.items() if kind != NUMERIC)
                     for m in config.models}
         envelope = None if config.source.envelope.is_default else config.source.envelope.to_java()
-        return cls(tuple(kind for _, kind in column_of), columns_of, prediction_of, order_of, envelope)
+        python_only = tuple(m.name for m in config.models if m.vectors)
+        return cls(tuple(kind for _, kind in column_of), columns_of, prediction_of, order_of, envelope, python_only)
 
     @property
     def names(self) -> list[str]:
@@ -78,13 +80,15 @@ class FeatureColumnSpec:
                           if not (name == PREDICTION and model in self.prediction_of)}
                   for model, columns in self.columns_of.items()}
         return json.dumps({"columns": list(self.kinds), "models": models, "prediction": self.prediction_of,
-                           "envelope": self.envelope}, separators=(",", ":"))
+                           "envelope": self.envelope, "python_only": list(self.python_only)}, separators=(",", ":"))
 
     def aggregate_spec(self, config: MonitorConfig) -> str:
         """The spec of the Java window aggregate (``WindowSummaryAgg``): window, columns, per-model sketches."""
         models = {m.name: {"features": [[name, self.columns_of[m.name][name]] for name in m.monitored],
                            "sample_size": m.sample_size, "precision": HISTOGRAM_PRECISION,
-                           "max_buckets": m.sketch_buckets, "max_exact": MAX_EXACT} for m in config.models}
+                           "max_buckets": m.sketch_buckets, "max_exact": MAX_EXACT,
+                           "groups": [[name, [list(m.monitored).index(f) for f in members]]
+                                      for name, members in m.groups.items()]} for m in config.models}
         return json.dumps({"window_ms": config.window.size_ms, "columns": list(self.kinds), "models": models},
                           separators=(",", ":"))
 

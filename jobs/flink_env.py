@@ -98,7 +98,7 @@ def job_jars() -> list[str]:
     return [j.as_uri() for j in jars]
 
 
-def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, idleness_ms: int = 0,
+def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000,
                    checkpoint_dir: str | None = None, resume_from: str | None = None, streaming: bool = True,
                    bundle_size: int = 5000, restart_attempts: int = 5,
                    memory: Mapping[str, str] = EMBEDDED_MEMORY, tuning: Mapping[str, str] = JOB_TUNING):
@@ -137,8 +137,6 @@ def make_table_env(parallelism: int = 1, checkpoint_interval_ms: int = 10_000, i
     config.set_string("restart-strategy.type", "fixed-delay")
     config.set_string("restart-strategy.fixed-delay.attempts", str(restart_attempts))
     config.set_string("restart-strategy.fixed-delay.delay", "10 s")
-    if idleness_ms:
-        config.set_string("table.exec.source.idle-timeout", f"{idleness_ms} ms")
     if checkpoint_dir:
         config.set_string("execution.checkpointing.dir", Path(checkpoint_dir).resolve().as_uri())
         config.set_string("execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION")

@@ -5,15 +5,22 @@ through the UDF's metric group and leave through Flink's Prometheus reporter wit
 metric of the job (``flink_taskmanager_job_task_operator_model_...``, see the README). Per model:
 
 * ``windows_judged``: windows judged and stored (a counter; ``rate() * 60`` is windows per minute);
-* ``last_window_end_seconds``: end of the newest window stored (epoch seconds, a gauge);
+* ``last_window_end_timestamp_seconds``: end of the newest window stored (Unix time, a gauge);
 * ``window_size_seconds``: the monitor's window size, whole seconds rounded up (a gauge, so alert rules count in windows);
 * ``judging_errors``: features (and segment cells) of judged windows whose judging raised and that
   were stored "not judged" (a counter; the store's rows give ``driftwarden_judging_errors_total``);
 * ``windows_kept_final``: summaries of an already stored window with other event counts, not kept
   (a counter; after a restart with ``window.idleness`` on, see jobs/udfs.py ``AnalyzeWindow``);
-* ``window_freshness_seconds``: from a window's end to its verdict being stored, as a Prometheus
-  histogram: one ``_bucket`` counter per upper bound ``le`` (PyFlink has no histogram metric),
-  ``_count`` and ``_sum`` (the sum in milliseconds: Flink counters are integers).
+* ``last_window_freshness_seconds``: from the newest stored window's end to its verdict being
+  stored, whole seconds (a gauge; ``max_over_time`` gives the worst of a period).
+
+Names follow Prometheus's conventions as far as Flink's reporter lets them: base units, times as
+``_timestamp_seconds``. Flink's reporter exports every metric as a gauge (its counters too, since a
+Flink counter may go down), and PyFlink's metrics hold integers, so a counter cannot carry
+``_total`` (promtool refuses it on a gauge) and a histogram cannot be made of them: a histogram's
+``_bucket`` / ``_sum`` / ``_count`` series and its ``le`` label are refused on gauges, and a key/value
+group puts its key into the metric's name (the former freshness histogram was exported as
+``..._model_le_window_freshness_seconds_bucket{le="_Inf"}`` with its sum in milliseconds).
 
 Label cardinality is bounded: a model that is not in the config (a name taken from event data)
 is counted under ``OTHER_MODEL``.
@@ -24,8 +31,6 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-#: Upper bounds (seconds) of the freshness histogram's buckets; +Inf is added.
-FRESHNESS_BUCKETS_S = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600)
 OTHER_MODEL = "_other"
 
 
@@ -39,32 +44,34 @@ def window_size_seconds(size_ms: int) -> int:
     return -(-size_ms // 1000)
 
 
+def freshness_seconds(window_end_ms: int, now_ms: int) -> int:
+    """Whole seconds from a window's end to now, rounded to the nearest (PyFlink's gauges hold integers).
+
+    >>> freshness_seconds(10_000, 12_499), freshness_seconds(10_000, 12_500), freshness_seconds(10_000, 9_000)
+    (2, 3, 0)
+    """
+    return max(now_ms - window_end_ms + 500, 0) // 1000
+
+
 class _ModelMetrics:
     """The metrics of one model label."""
 
     def __init__(self, group, window_s: int) -> None:
         self.last_end_s = 0
+        self.freshness_s = 0
         self.judged = group.counter("windows_judged")
         self.kept_final = group.counter("windows_kept_final")
         self.judging_errors = group.counter("judging_errors")
-        group.gauge("last_window_end_seconds", lambda: self.last_end_s)
+        group.gauge("last_window_end_timestamp_seconds", lambda: self.last_end_s)
         group.gauge("window_size_seconds", lambda: window_s)
-        self.count = group.counter("window_freshness_seconds_count")
-        self.sum_ms = group.counter("window_freshness_seconds_sum")
-        bounds = [str(b) for b in FRESHNESS_BUCKETS_S] + ["+Inf"]
-        self.buckets = [(float(b), group.add_group("le", b).counter("window_freshness_seconds_bucket"))
-                        for b in bounds]
+        group.gauge("last_window_freshness_seconds", lambda: self.freshness_s)
 
     def observe(self, window_end_ms: int, now_ms: int) -> None:
-        """Count one judged window and its freshness."""
+        """Count one judged window; the newest window's end and freshness."""
         self.judged.inc()
-        self.last_end_s = max(self.last_end_s, window_end_ms // 1000)
-        fresh_ms = max(now_ms - window_end_ms, 0)
-        self.count.inc()
-        self.sum_ms.inc(fresh_ms)
-        for bound, counter in self.buckets:
-            if fresh_ms <= bound * 1000:
-                counter.inc()
+        if window_end_ms // 1000 >= self.last_end_s:
+            self.last_end_s = window_end_ms // 1000
+            self.freshness_s = freshness_seconds(window_end_ms, now_ms)
 
 
 class WindowMetrics:

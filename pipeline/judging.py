@@ -90,7 +90,7 @@ def analyze_summary(summary: WindowSummary, reference: Reference, policy: DriftP
     windows = {key: judged_features(seg, reference)[1] for key, seg in summary.segments.items()}
     try:
         verdicts, by_segment = analyze_segments(features, windows, reference, segment_references or {}, policy,
-                                                segment_min_count, state)
+                                                segment_min_count, state, summary.groups)
     except Exception as exc:  # noqa: BLE001 - a step across features failed: every feature not judged, none lost
         verdicts, by_segment = _none_judged(features, reference, exc), {
             key: _none_judged(seg, (segment_references or {}).get(key) or Reference(), exc)
@@ -160,7 +160,8 @@ def judged_features(summary: WindowSummary, reference: Reference) -> tuple[Refer
     prediction is ignored), or carried by neither the window's events nor the reference."""
     sketch = summary.sketches.get(PREDICTION)
     if sketch is None and PREDICTION in reference.features:
-        return Reference({n: f for n, f in reference.features.items() if n != PREDICTION}), summary.features
+        return Reference({n: f for n, f in reference.features.items() if n != PREDICTION}, reference.groups), \
+            summary.features
     if sketch is None or PREDICTION in reference.features or sketch.missing < sketch.count:
         return reference, summary.features
     return reference, {name: pair for name, pair in summary.features.items() if name != PREDICTION}

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Sequence
 
+from driftwarden.core.projection import is_projection_group
 from driftwarden.pipeline.reference_set import ReferenceSet
 from driftwarden.pipeline.seasons import FileReferenceSource, Season, phase_reference
 from driftwarden.pipeline.segments import SegmentKey
@@ -33,6 +34,7 @@ from driftwarden.pipeline.window_store import WindowStore
 from driftwarden.schemas.config import MonitorConfig, ReferenceConfig
 from driftwarden.schemas.events import PREDICTION
 from driftwarden.sketches import DriftPolicy, Reference
+from driftwarden.sketches.multivariate import build_group_reference
 from driftwarden.sketches.reference import reference_from_window_sketches
 
 __all__ = ["References", "reference_from_summaries", "reference_window_starts"]
@@ -64,7 +66,10 @@ def reference_from_summaries(summaries: Sequence[WindowSummary], kinds: Mapping[
             samples = [summaries[i].feature_sample(name) for i in present]
             features[name] = reference_from_window_sketches(name, kind, sketches, merged.feature_sample(name), policy,
                                                             counts, samples, _present_groups(groups, present))
-    return Reference(features)
+    multivariate = {name: build_group_reference(name, [s.groups[name] for s in summaries if name in s.groups],
+                                                policy.min_windows, not is_projection_group(name, moments.names))
+                    for name, moments in merged.groups.items()}
+    return Reference(features, multivariate)
 
 
 def _present_groups(groups: Sequence[int] | None, present: list[int]) -> list[int] | None:
@@ -93,7 +98,8 @@ def _only(reference: Reference, features: frozenset[str] | None) -> Reference:
     """The reference restricted to ``features`` (all of them when None)."""
     if features is None:
         return reference
-    return Reference({n: f for n, f in reference.features.items() if n in features})
+    return Reference({n: f for n, f in reference.features.items() if n in features},
+                     {g: r for g, r in reference.groups.items() if g in features or set(r.features) <= features})
 
 
 class References:

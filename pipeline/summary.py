@@ -26,6 +26,7 @@ from driftwarden.schemas.config import ModelConfig
 from driftwarden.schemas.events import BOOLEAN, CATEGORICAL, NUMERIC, InvalidValue, check_feature_kinds
 from driftwarden.sketches import ReservoirSample, new_sketch
 from driftwarden.sketches.feature import FeatureSketch, copy_sketch, deserialize_sketch, is_numeric
+from driftwarden.sketches.moments import GroupMoments
 from driftwarden.sketches.hashing import event_keys, split_coordinates, window_seed
 from driftwarden.sketches.sample import EventSample, sampled_kinds
 from driftwarden.sketches.serialization import Reader, Writer
@@ -65,6 +66,8 @@ class WindowSummary:
     booleans: frozenset[str] = frozenset()
     #: per feature, its wrong-typed values (absent: none); kept out of its sketch
     invalid: dict[str, InvalidValues] = field(default_factory=dict)
+    #: per multivariate group of the model (``ModelConfig.groups``), its moments (``sketches/moments.py``)
+    groups: dict[str, GroupMoments] = field(default_factory=dict)
 
     def kind_of(self, name: str) -> str:
         """A feature's configured kind: numeric, categorical or boolean."""
@@ -107,8 +110,12 @@ class WindowSummary:
         for name, sketch in self.sketches.items():
             w.text(name).blob(sketch.serialize())
         w.blob(self.sample.serialize())
-        if self.booleans or any(t.count for t in self.invalid.values()):
+        if self.booleans or self.groups or any(t.count for t in self.invalid.values()):
             self._write_trailer(w)
+        if self.groups:
+            w.pack("I", len(self.groups))
+            for name, moments in self.groups.items():
+                w.text(name).blob(moments.serialize())
         return w.getvalue()
 
     def _write_trailer(self, w: Writer) -> None:
@@ -155,6 +162,11 @@ class WindowSummary:
         summary = cls(model, start, end, events, unknown, sketches, sample)
         if not r.at_end():
             summary._read_trailer(r)
+        if not r.at_end():
+            (count,) = r.unpack("I")
+            for _ in range(count):
+                name = r.text()
+                summary.groups[name] = GroupMoments.deserialize(r.blob())
         r.done()
         return summary
 
@@ -199,7 +211,10 @@ def merge_summaries(summaries: Sequence[WindowSummary]) -> WindowSummary:
     merged.events, merged.unknown_features = first.events, first.unknown_features
     merged.booleans = frozenset().union(*(s.booleans for s in summaries))
     merged.invalid = {name: tally.copy() for name, tally in first.invalid.items()}
+    merged.groups = {name: moments.copy() for name, moments in first.groups.items()}
     for other in summaries[1:]:
+        for name, moments in other.groups.items():
+            merged.groups[name] = merged.groups[name].merge(moments) if name in merged.groups else moments.copy()
         merged.events += other.events
         merged.unknown_features += other.unknown_features
         for name, tally in other.invalid.items():
@@ -367,6 +382,7 @@ class WindowRows:
             sketches[name] = new_feature_sketch(kind, self.config, name).update(column)
         return WindowSummary(model, start_ms, start_ms + window_ms, events=events, unknown_features=unknown,
                              sketches=sketches, booleans=self.kinds.boolean, invalid=invalid,
+                             groups=group_moments(self.config, columns),
                              sample=EventSample(self.config.sample_size, sampled_kinds(self._sketch_kinds)).update(keys, columns))
 
     def _seal(self) -> None:
@@ -375,6 +391,16 @@ class WindowRows:
             self._chunks.append(feature_columns(self.numbers, self.labels, self.kinds))
             self.numbers, self.labels = [], []
             self._in_chunks = len(self.coordinates)
+
+
+def group_moments(config: ModelConfig, columns: Mapping[str, pa.Array]) -> dict[str, GroupMoments]:
+    """Each multivariate group's moments over a window's columns (a null, which an invalid value is, leaves
+    its row out: ``sketches/moments.py``)."""
+    groups = {}
+    for name, members in config.groups.items():
+        rows = np.column_stack([columns[f].to_numpy(zero_copy_only=False).astype(np.float64) for f in members])
+        groups[name] = GroupMoments(members).update(rows)
+    return groups
 
 
 def new_feature_sketch(kind: str, config: ModelConfig, name: str) -> FeatureSketch:

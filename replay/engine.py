@@ -58,6 +58,7 @@ class DriftDetail:
     window_sketch: object
     reference_sketch: object
     reference: object = None  # the FeatureReference (its profile, thresholds and null scores)
+    evidence: object = None  # the verdict's evidence (a group's: pairs, variance lost, correlation difference)
 
 
 @dataclass
@@ -265,7 +266,7 @@ class Replayer:
             ref = reference.features.get(outcome.name)
             self.outcome.first_drift[key] = DriftDetail(report.model, outcome.name, outcome.kind,
                                                         summary.window_start_ms, sketch, ref.sketch if ref else None,
-                                                        ref)
+                                                        ref, outcome.evidence)
 
 
 def _add_batch_rows(window: OpenWindow, chosen: list[int], records: Sequence[RawRecord],

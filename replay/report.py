@@ -13,6 +13,9 @@ DESIGN.md's contract says. (Versions 3 and 4 listed the segment entries apart, i
 boolean's shares.) ``alerts`` name a feature drifted in a segment too
 (its ``segments`` say where), ``first_drift`` is per (model, feature, segment). A reader that wants
 the global view only takes the entries without ``segment``: :func:`global_entries`.
+
+Version 6 adds multivariate entries to version 5: ``kind`` ``group``, named after the group or
+vector feature, with the pairs whose correlation moved most and the share of variance lost as evidence.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from driftwarden.replay.engine import ReplayOutcome, WindowResult
 from driftwarden.replay.setup import ReplaySetup
 from driftwarden.schemas.events import rfc3339
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 SCHEMA_PATH = resources.files("driftwarden.schemas") / "replay_report.schema.json"  # package data, in a checkout or a wheel
 #: At most this many rejected (and late) records are listed; the counts always hold them all.
 MAX_LISTED = 10_000

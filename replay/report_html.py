@@ -27,8 +27,8 @@ from driftwarden.core.records import severity_rank
 from driftwarden.replay.engine import DriftDetail, ReplayOutcome
 from driftwarden.replay.html_cells import ALARM, DRIFTED, NOT_JUDGED, QUIET, Cell, drifted_runs, heat_map, report_cells
 from driftwarden.replay.html_data import effect_ranking, moved_values, profile_of, unseen_summary
-from driftwarden.replay.report_plots import (contribution_png, distribution_png, literal_text, moved_png,
-                                             segment_timeline_png, timeline_png, unseen_png)
+from driftwarden.replay.report_plots import (contribution_png, correlation_png, distribution_png, literal_text,
+                                             moved_png, segment_timeline_png, timeline_png, unseen_png)
 from driftwarden.schemas.events import rfc3339
 
 #: At most this many drifted features get plots (the ranking lists them all).
@@ -267,12 +267,27 @@ def _feature_section(doc: dict, detail: DriftDetail) -> str:
     title = (f"<div class='feature'><h2>{_e(detail.model)} / {_e(detail.feature)} ({detail.kind})</h2>"
              f"<p>first drifted in the window starting {rfc3339(detail.window_start_ms)}</p>")
     bins = doc["settings"].get("bins", 10)
-    if profile_of(detail) is not None:  # high cardinality: unseen share and the head, not one bar per value
+    if detail.kind == "group":  # a multivariate group: what moved together, and how much variance was lost
+        images = [correlation_png(detail), timeline_png(doc, detail)]
+        title += _group_text(detail)
+    elif profile_of(detail) is not None:  # high cardinality: unseen share and the head, not one bar per value
         images = [moved_png(detail), contribution_png(detail, bins), unseen_png(doc, detail)]
         title += _unseen_text(doc, detail) + _moved_table(detail)
     else:
         images = [distribution_png(detail), contribution_png(detail, bins), timeline_png(doc, detail)]
     return title + "".join(f"<img src='data:image/png;base64,{img}'>" for img in images if img) + "</div>"
+
+
+def _group_text(detail: DriftDetail) -> str:
+    """A drifted group's evidence in words: the share of variance lost and the pairs whose correlation moved most."""
+    evidence = detail.evidence or {}
+    rows = "".join(f"<tr><td>{_e(' / '.join(map(str, p['features'])))}</td><td>{_f(p['reference'])}</td>"
+                   f"<td>{_f(p['window'])}</td><td>{p['delta']:+.3f}</td></tr>" for p in evidence.get("pairs") or ())
+    lost = evidence.get("variance_lost")
+    return (f"<p>share of variance the reference's principal components no longer explain: {_pct(lost)}; "
+            f"decided by the {_e(evidence.get('test', '-'))} test</p>"
+            + ("<table><tr><th>pair</th><th>reference correlation</th><th>window correlation</th><th>change</th></tr>"
+               f"{rows}</table>" if rows else ""))
 
 
 def _unseen_text(doc: dict, detail: DriftDetail) -> str:

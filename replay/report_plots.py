@@ -32,6 +32,30 @@ def moved_png(detail: DriftDetail) -> str | None:
     return _png(fig)
 
 
+def correlation_png(detail: DriftDetail) -> str | None:
+    """A group's correlation difference (window - reference) as a heat map, of the features that moved most."""
+    matrix = (detail.evidence or {}).get("correlation_delta") or {}
+    names, delta = matrix.get("features") or [], np.array(matrix.get("delta") or [], dtype=np.float64)
+    if len(names) < 2 or delta.shape != (len(names), len(names)):
+        return None
+    import matplotlib.pyplot as plt
+
+    size = min(8.0, 2.5 + 0.35 * len(names))
+    fig, ax = plt.subplots(figsize=(size + 1.2, size), dpi=90)
+    image = ax.imshow(delta, cmap="RdBu_r", vmin=-1.0, vmax=1.0)
+    labels = [str(n)[:18] for n in names]
+    ax.set_xticks(range(len(names)), labels, rotation=45, ha="right")
+    ax.set_yticks(range(len(names)), labels)
+    if len(names) <= 10:
+        for (i, j), value in np.ndenumerate(delta):
+            if i != j:
+                ax.text(j, i, f"{value:+.2f}", ha="center", va="center", fontsize=8,
+                        color="white" if abs(value) > 0.6 else "black")
+    fig.colorbar(image, ax=ax, label="correlation change")
+    ax.set_title("correlation, first drifted window minus reference")
+    return _png(fig)
+
+
 def unseen_png(doc: dict, detail: DriftDetail) -> str | None:
     unseen = unseen_summary(detail, doc)
     points = [p for p in unseen["timeline"] if p["share"] is not None]

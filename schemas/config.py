@@ -28,10 +28,23 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from driftwarden.core.errors import ConfigError
+from driftwarden.core.projection import projected_names
 from driftwarden.schemas.envelope import EnvelopeConfig
 from driftwarden.schemas.events import PREDICTION, FeatureKinds, sketch_kind
 
-FeatureKind = Literal["numeric", "categorical", "boolean"]
+ScalarKind = Literal["numeric", "categorical", "boolean"]
+
+
+class VectorFeature(BaseModel):
+    """A vector feature, ``{vector: 384}``: an array of ``vector`` floats per event, projected to
+    ``projections`` numeric coordinates (``core/projection.py``, ``docs/multivariate.md``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    vector: int = Field(ge=2, le=4096)
+    projections: int = Field(default=16, ge=2, le=64)
+
+
+FeatureKind = ScalarKind | VectorFeature
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 7 * 86_400_000, None: 1000}
@@ -257,6 +270,8 @@ class WindowConfig(_Strict):
 
     size: str | int | float = "60s"
     out_of_orderness: str | int | float = "5s"
+    # a partition caught up (nothing left to read) this long stops holding the watermark back; one that
+    # is behind holds it however long it is silent (docs/faults.md); 0: a partition never stops holding it
     idleness: str | int | float = "30s"
     # an event time more than this ahead of its Kafka record's timestamp is a bad clock: dead letters
     # with reason "future", never windowed, never moves the watermark (pipeline.event_time.is_future)
@@ -309,7 +324,7 @@ class WindowConfig(_Strict):
 
     @property
     def idleness_ms(self) -> int:
-        """A partition silent this long no longer holds the watermark back."""
+        """A partition caught up this long (nothing left to read) no longer holds the watermark back."""
         return parse_duration_ms(self.idleness)
 
 
@@ -453,6 +468,39 @@ class SegmentConfig(_Strict):
         return by
 
 
+#: The name of a model's default multivariate group (all its numeric features, when it has 2 to 64 of them).
+DEFAULT_GROUP = "(numeric)"
+#: Most features of one multivariate group (its state grows with the square).
+MAX_GROUP_FEATURES = 64
+
+
+class GroupConfig(_Strict):
+    """A multivariate group of a model's numeric features (``docs/multivariate.md``): its moments are kept
+    per window and its correlation structure, subspace and mean are tested together.
+
+    >>> GroupConfig(name="risk-core", features=["a", "b"])
+    GroupConfig(name='risk-core', features=('a', 'b'))
+    """
+
+    name: str = Field(min_length=1, max_length=200)
+    features: tuple[str, ...] = Field(min_length=2, max_length=MAX_GROUP_FEATURES)
+
+    @field_validator("name")
+    @classmethod
+    def _storable(cls, name: str) -> str:
+        if "\x00" in name:
+            raise ValueError("a group name cannot contain a NUL character")
+        return name
+
+    @field_validator("features")
+    @classmethod
+    def _distinct(cls, features: tuple[str, ...]) -> tuple[str, ...]:
+        repeated = sorted({n for n in features if features.count(n) > 1})
+        if repeated:
+            raise ValueError(f"a feature may appear once in a group; repeated: {', '.join(map(repr, repeated))}")
+        return features
+
+
 class ModelConfig(_Strict):
     """One monitored model and the kind of each feature.
 
@@ -473,6 +521,8 @@ class ModelConfig(_Strict):
     sample_size: int = Field(default=2000, ge=10)
     sketch_buckets: int = Field(default=1024, ge=16, le=65536)
     segments: SegmentConfig | None = None
+    #: multivariate groups; None: the default group of all numeric features (2 to 64 of them); []: none
+    multivariate: list[GroupConfig] | None = None
 
     @field_validator("segments")
     @classmethod
@@ -496,10 +546,54 @@ class ModelConfig(_Strict):
                              "monitor_prediction: false for this model")
         return self
 
+    @model_validator(mode="after")
+    def _groups_of_numeric_features(self) -> "ModelConfig":
+        seen: set[str] = set()
+        for group in self.multivariate or ():
+            if group.name in self.features or group.name == PREDICTION or group.name in seen:
+                raise ValueError(f"model {self.name!r}: group name {group.name!r} is already a feature's, the "
+                                 "prediction's or another group's; give the group a name of its own")
+            seen.add(group.name)
+            bad = [n for n in group.features if self.features.get(n) != "numeric"]
+            if bad:
+                numeric = [n for n, kind in self.features.items() if kind == "numeric"]
+                raise ValueError(f"model {self.name!r}: group {group.name!r} has {', '.join(map(repr, bad))}, not "
+                                 f"numeric features of the model ({', '.join(map(repr, numeric)) or 'it has none'})")
+        return self
+
+    @property
+    def groups(self) -> dict[str, tuple[str, ...]]:
+        """Each multivariate group's features: the configured ones, or by default one group
+        (:data:`DEFAULT_GROUP`) of all numeric features when the model has 2 to 64 of them; then
+        each vector feature's projected coordinates, a group named after it."""
+        if self.multivariate is not None:
+            groups = {group.name: group.features for group in self.multivariate}
+        else:
+            numeric = tuple(name for name, kind in self.features.items() if kind == "numeric")
+            groups = {DEFAULT_GROUP: numeric} if 2 <= len(numeric) <= MAX_GROUP_FEATURES else {}
+        return {**groups, **{name: projected_names(name, v.projections) for name, v in self.vectors.items()}}
+
+    @property
+    def vectors(self) -> dict[str, VectorFeature]:
+        """The model's vector features."""
+        return {name: kind for name, kind in self.features.items() if isinstance(kind, VectorFeature)}
+
+    @property
+    def scalar_kinds(self) -> dict[str, str]:
+        """Each feature's kind, a vector feature replaced by its projected coordinates (numeric), in place."""
+        out: dict[str, str] = {}
+        for name, kind in self.features.items():
+            if isinstance(kind, VectorFeature):
+                out.update(dict.fromkeys(projected_names(name, kind.projections), "numeric"))
+            else:
+                out[name] = kind
+        return out
+
     @property
     def kinds(self) -> FeatureKinds:
         """The model's feature kinds for validation, with the prediction as a column when monitored."""
-        return FeatureKinds(self.features, prediction=self.monitor_prediction)
+        vectors = {name: (v.vector, v.projections) for name, v in self.vectors.items()}
+        return FeatureKinds(self.scalar_kinds, prediction=self.monitor_prediction, vectors=vectors)
 
     @property
     def monitored(self) -> dict[str, str]:
@@ -521,9 +615,9 @@ class ModelConfig(_Strict):
     @field_validator("features")
     @classmethod
     def _storable_features(cls, features: dict[str, FeatureKind]) -> dict[str, FeatureKind]:
-        bad = [repr(n)[:60] for n in features if not n or len(n) > 200 or "\x00" in n]
+        bad = [repr(n)[:60] for n in features if not n or len(n) > 190 or "\x00" in n]
         if bad:
-            raise ValueError(f"feature names must be 1 to 200 characters without NUL; not {', '.join(bad)}")
+            raise ValueError(f"feature names must be 1 to 190 characters without NUL; not {', '.join(bad)}")
         return features
 
 

@@ -30,6 +30,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 
 import orjson
 
+from driftwarden.core.projection import project, projected_names
 from driftwarden.core.errors import InvalidEventError
 from driftwarden.schemas.envelope import EnvelopeReader
 
@@ -155,7 +156,12 @@ def validate_document(doc: Mapping[str, Any], kinds_of: Callable[[str], Mapping[
     if type(features) is not dict:
         raise InvalidEventError("bad_features", "features must be an object of name -> value")
     kinds = kinds_of(model)
+    vector_invalid = None
+    if getattr(kinds, "vectors", None):
+        features, vector_invalid = project_vectors(features, kinds.vectors, rules.reject_invalid)
     by_kind, invalid = check_feature_kinds(features, kinds, rules.reject_invalid)
+    if vector_invalid:
+        invalid = {**(invalid or {}), **vector_invalid}
     prediction = reader.prediction(doc)
     if prediction is not None and type(prediction) not in _NUMBER_TYPES:
         if getattr(kinds, "prediction", False):  # monitored: the value's problem (or the event's, when strict)
@@ -248,9 +254,12 @@ class FeatureKinds(dict):
     {'x': 'numeric', 'c': 'categorical', 'prediction': 'numeric'}
     """
 
-    def __init__(self, kinds: Mapping[str, str], prediction: bool = False) -> None:
+    def __init__(self, kinds: Mapping[str, str], prediction: bool = False,
+                 vectors: Mapping[str, tuple[int, int]] | None = None) -> None:
         super().__init__(kinds)
         self.prediction = prediction
+        #: vector features: name -> (length, projections); their projected coordinates are numeric kinds here
+        self.vectors = dict(vectors or {})
         self.numeric = tuple(name for name, kind in kinds.items() if kind == NUMERIC)
         self.categorical = tuple(name for name, kind in kinds.items() if kind != NUMERIC)
         self.boolean = frozenset(name for name, kind in kinds.items() if kind == BOOLEAN)
@@ -263,7 +272,7 @@ class FeatureKinds(dict):
         self._categorical_of = _values_getter(self.categorical)
 
     def __reduce__(self) -> tuple:  # pickled with the job's functions: rebuild the getters on load
-        return FeatureKinds, (dict(self), self.prediction)
+        return FeatureKinds, (dict(self), self.prediction, self.vectors)
 
     def split(self, features: Mapping[str, Any]) -> tuple[tuple, tuple] | None:
         """``(numeric values, categorical values)`` in this object's order, when ``features`` holds
@@ -310,6 +319,29 @@ def _values_getter(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], tupl
 
 #: The value types each feature kind accepts (null always): exact types, as JSON and Avro give them.
 ACCEPTED_TYPES = {NUMERIC: _NUMERIC_VALUE_TYPES, CATEGORICAL: _CATEGORICAL_VALUE_TYPES, BOOLEAN: _BOOLEAN_VALUE_TYPES}
+
+
+def project_vectors(features: Mapping[str, Any], vectors: Mapping[str, tuple[int, int]], reject_invalid: bool = False,
+                    ) -> tuple[dict[str, Any], dict[str, InvalidValue] | None]:
+    """The event's features with each vector feature replaced by its projected coordinates
+    (``core/projection.py``; all null when it is null or absent), and each vector whose array is invalid
+    (wrong length, not numbers, out of range): an invalid value of the vector feature, counted on its first
+    coordinate's column (the feature's own counts in reports are under that name); with ``reject_invalid`` the
+    event is rejected instead."""
+    out = dict(features)
+    invalid = None
+    for name, (length, k) in vectors.items():
+        value = out.pop(name, None)
+        names = projected_names(name, k)
+        projected = project(value, length, k) if value is not None else (None,) * k
+        if isinstance(projected, str):
+            if reject_invalid:
+                raise InvalidEventError(f"type_mismatch:{name}", f"vector: {projected}")
+            invalid = invalid or {}
+            invalid[names[0]] = InvalidValue(f"bad_vector:{projected}", "")
+            projected = (None,) * k
+        out.update(zip(names, projected))
+    return out, invalid
 
 
 def check_feature_kinds(features: Mapping[str, Any], feature_kinds: Mapping[str, str] | None,

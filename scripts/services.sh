@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start, stop and check driftwarden's real services as plain local processes on 127.0.0.1.
 #
-#   scripts/services.sh start  [kafka|postgres|prometheus|flink ...]   (default: all)
+#   scripts/services.sh start  [kafka|postgres|prometheus|flink|alertmanager ...]   (default: all)
 #   scripts/services.sh stop   [...]
 #   scripts/services.sh status [...]
 #
@@ -22,7 +22,9 @@ OFFSET="${DRIFTWARDEN_PORT_OFFSET:-0}"
 KAFKA_PORT=$((59092 + OFFSET))             # PLAINTEXT
 KAFKA_SASL_SSL_PORT=$((59093 + OFFSET))     # SASL_SSL, SCRAM-SHA-512 (user driftwarden)
 KAFKA_MTLS_PORT=$((59094 + OFFSET))         # SSL, a client certificate required
-KAFKA_CONTROLLER_PORT=$((59095 + OFFSET))   # the KRaft controller (59096, 59097: kept for other services)
+KAFKA_CONTROLLER_PORT=$((59095 + OFFSET))   # the KRaft controller
+ALERTMANAGER_PORT=$((59096 + OFFSET))       # Alertmanager's API and UI (its cluster listener is off)
+AM_RECEIVER_PORT=$((59097 + OFFSET))        # the webhook receiver behind it (records what Alertmanager notifies)
 PG_PORT="${DRIFTWARDEN_PG_PORT:-$((55432 + OFFSET))}"  # another port: a private instance (with its own DRIFTWARDEN_RUN_DIR)
 PROM_PORT=$((59090 + OFFSET))
 FLINK_REST_PORT=$((58081 + OFFSET))
@@ -297,7 +299,7 @@ start_prometheus() {
   fi
   local dir="$RUN/prometheus"
   mkdir -p "$dir/data" "$dir/targets"
-  sed -e "s#@TARGETS@#$dir/targets#" -e "s#@RULES@#$REPO/deploy/prometheus/driftwarden-health.rules.yml#" \
+  sed -e "s#@TARGETS@#$dir/targets#" -e "s#@RULES@#$REPO/deploy/prometheus/*.rules.yml#" \
     "$REPO/scripts/prometheus.yml" >"$dir/prometheus.yml"
   nohup prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/data" \
     --web.listen-address=127.0.0.1:$PROM_PORT --web.enable-lifecycle >>"$LOGS/prometheus.log" 2>&1 &
@@ -360,8 +362,41 @@ stop_flink() {
 }
 status_flink() { port_open $FLINK_REST_PORT && echo "flink: up 127.0.0.1:$FLINK_REST_PORT" || echo "flink: down"; }
 
+# ---------------------------------------------------------------- alertmanager
+# Debian's prometheus-alertmanager with deploy/alertmanager/alertmanager.yml (@RECEIVER@: the recording webhook
+# receiver below, driftwarden.alerting.testing, which appends every notification to $RUN/alertmanager/received.jsonl).
+# Silences and the notification log persist in $RUN/alertmanager/data; alerts are re-sent by their clients.
+start_alertmanager() {
+  local dir="$RUN/alertmanager"
+  mkdir -p "$dir/data"
+  if ! pid_alive alertmanager-receiver; then
+    [[ -x "$VENV/bin/python" ]] || die "no virtualenv at $VENV for Alertmanager's receiver: run scripts/bootstrap.sh"
+    nohup "$VENV/bin/python" -m driftwarden.alerting.testing --port "$AM_RECEIVER_PORT" --record "$dir/received.jsonl" \
+      >>"$LOGS/alertmanager-receiver.log" 2>&1 &
+    echo $! >"$PIDS/alertmanager-receiver.pid"
+    wait_port "receiver for Alertmanager (am-receiver)" "$AM_RECEIVER_PORT" "$LOGS/alertmanager-receiver.log"
+  fi
+  if already_listening $ALERTMANAGER_PORT; then log "alertmanager already running"; return; fi
+  if ! command -v prometheus-alertmanager >/dev/null; then
+    log "installing Alertmanager from Debian's packages"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus-alertmanager >/dev/null
+  fi
+  sed -e "s#@RECEIVER@#http://127.0.0.1:$AM_RECEIVER_PORT/alertmanager#" "$REPO/deploy/alertmanager/alertmanager.yml" \
+    >"$dir/alertmanager.yml"
+  nohup prometheus-alertmanager --config.file="$dir/alertmanager.yml" --storage.path="$dir/data" \
+    --web.listen-address=127.0.0.1:$ALERTMANAGER_PORT --cluster.listen-address= \
+    >>"$LOGS/alertmanager.log" 2>&1 &
+  echo $! >"$PIDS/alertmanager.pid"
+  wait_port alertmanager $ALERTMANAGER_PORT "$LOGS/alertmanager.log"
+}
+stop_alertmanager() { stop_pidfile alertmanager; stop_pidfile alertmanager-receiver; }
+status_alertmanager() {
+  port_open $ALERTMANAGER_PORT && echo "alertmanager: up 127.0.0.1:$ALERTMANAGER_PORT (receiver $AM_RECEIVER_PORT)" \
+    || echo "alertmanager: down"
+}
+
 # ---------------------------------------------------------------- main
-ALL=(kafka postgres prometheus flink)
+ALL=(kafka postgres prometheus flink alertmanager)
 cmd=${1:-}; shift || true
 services=("$@"); [[ ${#services[@]} -eq 0 ]] && services=("${ALL[@]}")
 for s in "${services[@]}"; do

@@ -45,6 +45,8 @@ from driftwarden.sketches.deep import DeepResult, deep_test, missing_rate_pvalue
 from driftwarden.sketches.fdr import hierarchical_adjusted
 from driftwarden.sketches.feature import FeatureSketch, is_numeric
 from driftwarden.sketches.histogram import HistogramSketch
+from driftwarden.sketches.moments import GroupMoments
+from driftwarden.sketches.multivariate import GROUP_TESTS, GroupReference, group_pvalues, group_scores, group_severity
 from driftwarden.sketches.gate import GateCell, GateScores, gate_alarm, gate_scores_many
 from driftwarden.sketches.policy import DriftPolicy, verdict
 from driftwarden.sketches.reference import FeatureReference, Reference, baseline_unseen_share, unseen_null
@@ -73,6 +75,8 @@ class FeatureVerdict:
     #: ``not judged: <exception type>`` when judging this feature raised (:attr:`exception` holds it), else None
     error: str | None = None
     exception: BaseException | None = dataclasses.field(default=None, compare=False, repr=False)
+    #: a multivariate group's evidence beside its tests (``GroupScores.evidence``), else None
+    details: Mapping | None = dataclasses.field(default=None, compare=False)
 
 
 def analyze_window(window: dict[str, tuple[FeatureSketch, ReservoirSample]], reference: Reference,
@@ -101,6 +105,7 @@ def analyze_segments(window: dict[str, tuple[FeatureSketch, ReservoirSample]],
                      segment_windows: Mapping[tuple[str, ...], dict[str, tuple[FeatureSketch, ReservoirSample]]],
                      reference: Reference, segment_references: Mapping[tuple[str, ...], Reference],
                      policy: DriftPolicy, min_count: int, state: Mapping[str, CusumState] | None = None,
+                     groups: Mapping[str, GroupMoments] | None = None,
                      ) -> tuple[list[FeatureVerdict], dict[tuple[str, ...], list[FeatureVerdict]]]:
     """Judge one window's global view and its segments under one false-alarm budget.
 
@@ -117,6 +122,10 @@ def analyze_segments(window: dict[str, tuple[FeatureSketch, ReservoirSample]],
 
     Returns the global verdicts (as :func:`analyze_window` orders them) and, per segment key of
     ``segment_windows``, that segment's verdicts.
+
+    ``groups``: the window's multivariate group moments; each group of the reference is judged on
+    them (:func:`judge_groups`), its p-value one more family of the FDR step, its verdict after the
+    features' (kind ``group``).
     """
     names = list(reference.features) + [n for n in window if n not in reference.features]
     cells = {None: [(name, window.get(name), reference.features.get(name)) for name in names]}
@@ -131,10 +140,14 @@ def analyze_segments(window: dict[str, tuple[FeatureSketch, ReservoirSample]],
             seg_names = list(ref.features) + [n for n in seg if n not in ref.features]
             cells[key] = [(name, seg.get(name), ref.features.get(name)) for name in seg_names]
     staged = _stage_all(cells, policy)
+    group_rows = judge_groups(groups or {}, reference.groups, policy)
+    staged[None] = staged[None] + [(fv, deep) for fv, deep, _ in group_rows]
     families: dict[str, list[tuple[tuple[str, ...] | None, int]]] = {}
     for key, rows in staged.items():
         for i, (fv, _) in enumerate(rows):
             if refs[key] is not None and fv.name in refs[key].features and fv.name in windows[key] and fv.error is None:
+                families.setdefault(fv.name, []).append((key, i))
+            elif key is None and fv.kind == GROUP and fv.error is None and fv.count:
                 families.setdefault(fv.name, []).append((key, i))
     adjusted = hierarchical_adjusted([[_pvalue(staged[k][i][1]) for k, i in family] for family in families.values()],
                                      policy.alpha)
@@ -142,7 +155,53 @@ def analyze_segments(window: dict[str, tuple[FeatureSketch, ReservoirSample]],
              if staged[k][i][1] is not None}
     judged = {key: [_guarded(fv, _finish, fv, deep, p_adj.get((key, i)), policy) for i, (fv, deep) in enumerate(rows)]
               for key, rows in staged.items()}
+    first = len(judged[None]) - len(group_rows)
+    judged[None][first:] = [_group_severity(fv, scores) for fv, (_, _, scores) in zip(judged[None][first:], group_rows)]
     return _with_cusum(judged.pop(None), window, reference, policy, state), judged
+
+
+#: The kind of a multivariate group's verdict.
+GROUP = "group"
+
+
+def judge_groups(groups: Mapping[str, GroupMoments], references: Mapping[str, GroupReference], policy: DriftPolicy,
+                 ) -> list[tuple[FeatureVerdict, DeepResult | None, object]]:
+    """Each reference group's verdict before the FDR step, its tests (None: not tested) and its scores.
+
+    A group is tested when the window has at least ``policy.min_count`` complete rows of it and
+    its reference was calibrated (``policy.min_windows`` windows); its p-value is the Bonferroni
+    combination of :data:`sketches.multivariate.GROUP_TESTS`. Judging one group never stops the rest.
+    """
+    rows = []
+    for name, ref in references.items():
+        moments = groups.get(name)
+        count, missing = (moments.n + moments.incomplete, moments.incomplete) if moments is not None else (0, 0)
+        plain = FeatureVerdict(name, GROUP, count, missing, GateScores(), False, None, None, False, "none")
+        if moments is None or moments.names != ref.features or moments.n < max(policy.min_count, moments.d + 1):
+            rows.append((plain, None, None))
+            continue
+        try:
+            scores = group_scores(moments, ref.moments, ref.structure_only)
+            pvalues = group_pvalues(scores, ref)
+        except Exception as exc:  # noqa: BLE001 - "not judged", the window goes on
+            rows.append((dataclasses.replace(plain, error=f"not judged: {type(exc).__name__}", exception=exc), None, None))
+            continue
+        if pvalues is None:  # a reference too short to calibrate on: counts only, as for a feature
+            rows.append((plain, None, scores))
+            continue
+        effects = {"mean_shift": ("mahalanobis", scores.mahalanobis),
+                   "correlation": ("max_delta_r", max((abs(p["delta"]) for p in scores.pairs), default=0.0)),
+                   "reconstruction": ("variance_lost", scores.variance_lost)}
+        statistics = dict(zip(GROUP_TESTS, scores.scores))
+        tests = tuple(TestResult(test, statistics[test], p, *effects[test]) for test, p in zip(ref.tests, pvalues))
+        deep = DeepResult(None, None, None, None, None, None, pvalue=min(1.0, len(tests) * min(pvalues)), tests=tests)
+        rows.append((dataclasses.replace(plain, alarm=True, details=scores.evidence()), deep, scores))
+    return rows
+
+
+def _group_severity(fv: FeatureVerdict, scores) -> FeatureVerdict:
+    """A drifted group's severity from its effects (``sketches.multivariate.group_severity``)."""
+    return dataclasses.replace(fv, severity=group_severity(scores)) if fv.drifted and scores is not None else fv
 
 
 def segment_events(segment_window: Mapping[str, tuple[FeatureSketch, ReservoirSample]]) -> int:
@@ -341,10 +400,18 @@ def verdict_evidence(fv: FeatureVerdict) -> dict | None:
     >>> verdict_evidence(FeatureVerdict("x", "numeric", 0, 0, GateScores(), False, None, None, False, "none"))
     """
     deep = fv.deep
+    if fv.details is not None and deep is not None:
+        return {**_tests_evidence(fv), **fv.details}
     if fv.by_cusum and fv.cusum is not None:
         return {"test": "cusum", "statistic": _finite(max(fv.cusum.up, fv.cusum.down)), "p_value": None,
                 "p_adjusted": _finite(fv.p_adjusted), "family": ["cusum_up", "cusum_down"], "effect": "z",
                 "effect_size": _finite(fv.z), "moved": []}
+    return _tests_evidence(fv)
+
+
+def _tests_evidence(fv: FeatureVerdict) -> dict | None:
+    """The deep tests' part of :func:`verdict_evidence` (None: none ran)."""
+    deep = fv.deep
     if deep is None or deep.decided_by is None:
         return None
     top = deep.decided_by

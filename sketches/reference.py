@@ -25,8 +25,9 @@ from driftwarden.sketches._values import count_strings
 from driftwarden.sketches.policy import DriftPolicy
 from driftwarden.sketches.reservoir import ReservoirSample
 from driftwarden.sketches.profile import CategoricalProfile, merged_profile, window_profiles
-from driftwarden.sketches.serialization import (KIND_REFERENCE, KIND_REFERENCE_PROFILED, KIND_REFERENCE_WINDOWED, Reader,
-                                                Writer)
+from driftwarden.sketches.multivariate import GroupReference
+from driftwarden.sketches.serialization import (KIND_REFERENCE, KIND_REFERENCE_GROUPS, KIND_REFERENCE_PROFILED,
+                                                KIND_REFERENCE_WINDOWED, Reader, Writer)
 
 #: Extra ``null_scores`` columns of a high-cardinality categorical reference, after ``SCORE_NAMES``:
 #: each window's :class:`sketches.deep.UnseenEstimate` against the other windows, and its share against
@@ -78,25 +79,33 @@ class Reference:
         True
     """
 
-    def __init__(self, features: dict[str, FeatureReference] | None = None) -> None:
+    def __init__(self, features: dict[str, FeatureReference] | None = None,
+                 groups: dict[str, GroupReference] | None = None) -> None:
         self.features: dict[str, FeatureReference] = dict(features or {})
+        #: each multivariate group's reference (``sketches/multivariate.py``)
+        self.groups: dict[str, GroupReference] = dict(groups or {})
 
     def serialize(self) -> bytes:
-        """Encode every feature reference as versioned bytes (kind 11: kind 10 and each feature's window stats)."""
-        w = Writer(KIND_REFERENCE_WINDOWED).pack("I", len(self.features))
+        """Encode every feature reference as versioned bytes (kind 11: kind 10 and each feature's window stats;
+        kind 12: kind 11, then every multivariate group's reference)."""
+        w = Writer(KIND_REFERENCE_GROUPS if self.groups else KIND_REFERENCE_WINDOWED).pack("I", len(self.features))
         for ref in self.features.values():
             w.text(ref.name).text(ref.kind).blob(ref.sketch.serialize()).blob(ref.sample.serialize())
             w.pack(f"{len(SCORE_NAMES)}d", *ref.thresholds.as_array()).text(ref.thresholds.source)
             w.array(ref.null_scores)
             w.blob(ref.profile.serialize() if ref.profile is not None else b"")
             w.array(ref.window_stats)
+        if self.groups:
+            w.pack("I", len(self.groups))
+            for group in self.groups.values():
+                w.blob(group.serialize())
         return w.getvalue()
 
     @classmethod
     def deserialize(cls, data: bytes) -> Reference:
         """Decode bytes written by :meth:`serialize` (or by builds before window stats: kind 10, none; before
-        profiles: kind 5, neither)."""
-        r = Reader(data, (KIND_REFERENCE, KIND_REFERENCE_PROFILED, KIND_REFERENCE_WINDOWED))
+        profiles: kind 5, neither; kind 12 adds the groups)."""
+        r = Reader(data, (KIND_REFERENCE, KIND_REFERENCE_PROFILED, KIND_REFERENCE_WINDOWED, KIND_REFERENCE_GROUPS))
         (count,) = r.unpack("I")
         features = {}
         for _ in range(count):
@@ -108,15 +117,21 @@ class Reference:
             thresholds = GateThresholds(**values, source=r.text())
             null_scores = r.array()
             profile = r.blob() if r.kind != KIND_REFERENCE else b""
-            stats = r.array() if r.kind == KIND_REFERENCE_WINDOWED else np.empty((0, len(WINDOW_STAT_NAMES)))
+            stats = r.array() if r.kind in (KIND_REFERENCE_WINDOWED, KIND_REFERENCE_GROUPS) else np.empty((0, len(WINDOW_STAT_NAMES)))
             if stats.size and (stats.ndim != 2 or stats.shape != (len(null_scores), len(WINDOW_STAT_NAMES))):
                 raise SerializationError(f"reference feature {name!r}: window stats of shape {stats.shape} for "
                                          f"{len(null_scores)} windows")
             features[name] = FeatureReference(name, kind, sketch, sample, thresholds, null_scores,
                                               CategoricalProfile.deserialize(profile) if profile else None,
                                               stats.reshape(-1, len(WINDOW_STAT_NAMES)))
+        groups = {}
+        if r.kind == KIND_REFERENCE_GROUPS:
+            (count,) = r.unpack("I")
+            for _ in range(count):
+                group = GroupReference.deserialize(r.blob())
+                groups[group.name] = group
         r.done()
-        return cls(features)
+        return cls(features, groups)
 
     def save(self, path: str | PathLike) -> None:
         """Write the serialized reference to ``path``."""

@@ -35,6 +35,8 @@ KIND_CATEGORICAL_PROFILE = 9
 KIND_REFERENCE_PROFILED = 10
 #: A kind 10 reference whose features also carry their windows' statistics (``sketches/dispersion.py``).
 KIND_REFERENCE_WINDOWED = 11
+#: A kind 11 reference followed by its multivariate groups' references (``sketches/multivariate.py``).
+KIND_REFERENCE_GROUPS = 12
 #: The numeric histogram with its keys and counts packed (kind 6 is still read).
 KIND_NUMERIC_HIST_PACKED = 20
 #: Byte widths a packed integer blob may use (``Writer.packed``).

@@ -135,7 +135,7 @@ def check_bodies(bodies: dict[str, dict], report) -> None:
     native = bodies["native"]
     jsonschema.validate(native, SCHEMA, format_checker=jsonschema.FormatChecker())
     latest = native["alerts"][0]["latest"]
-    assert native["version"] == "3" and latest["name"] == "merchant"
+    assert native["version"] == "4" and latest["name"] == "merchant"
     assert latest["unseen_share"] == {"window": merchant.gate_new_share, "baseline": merchant.unseen_baseline}
     assert latest["moved_values"] == [{"value": v, "reference": r, "window": w} for v, r, w in merchant.moved_values]
 

@@ -117,7 +117,7 @@ def test_slack_escapes_names_so_they_cannot_mention_or_link() -> None:
 
 def test_unknown_format_names_the_valid_ones() -> None:
     with pytest.raises(ValueError, match="native, alertmanager, slack"):
-        render("teams", "r", GROUP, sample_alerts())
+        render("carrier-pigeon", "r", GROUP, sample_alerts())
 
 
 def test_a_segment_label_is_the_stored_segment_text() -> None:

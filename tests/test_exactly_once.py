@@ -78,7 +78,7 @@ def _windows_stored(url: str) -> int:
         return 0
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture()
 def two_stores(request, tmp_path):
     """URLs of two empty stores, the crashed run's and the clean run's: SQLite files, or schemas of the real PostgreSQL."""
     if request.param == "sqlite":
@@ -113,7 +113,10 @@ def _two_partitions(events: list[dict]) -> tuple[list[tuple[list, list]], int]:
     return parts, late
 
 
-@pytest.mark.parametrize("resumed_parallelism", [1, 2])
+# Each store once (a run takes 2-5 min): SQLite resumed as it was, the production store (PostgreSQL) rescaled,
+# the harder case (its source marks and open partials redistributed over two subtasks).
+@pytest.mark.parametrize(("two_stores", "resumed_parallelism"), [("sqlite", 1), ("postgres", 2)],
+                         indirect=["two_stores"])
 def test_kill_minus_nine_and_resume_equals_uninterrupted_run(kafka_bootstrap, topic_name, tmp_path, two_stores,
                                                              reference_file, resumed_parallelism: int):  # noqa: F811
     """Two partitions with out-of-order and late events, killed mid-stream and resumed (at parallelism 1, or

@@ -26,9 +26,10 @@ from driftwarden.alerting.dashboards.model import PromQuery
 from driftwarden.cli import app
 from driftwarden.core.errors import EXIT_BEHIND
 from driftwarden.jobs.flink_metrics import EXCLUDED_VARIABLES
-from driftwarden.jobs.window_metrics import FRESHNESS_BUCKETS_S, OTHER_MODEL, WindowMetrics
+from driftwarden.jobs.window_metrics import OTHER_MODEL, WindowMetrics
 from driftwarden.schemas.config import MonitorConfig
-from tests.health_helpers import MODEL, LiveJob, LiveProducer, free_port, write_live_config
+from tests.health_helpers import (MODEL, LiveJob, LiveProducer, free_port, not_flinks_or_kafkas,
+                                  promtool_problems, write_live_config)
 from tests.kafka_helpers import create_topic
 
 REPO = Path(__file__).resolve().parent.parent
@@ -69,17 +70,16 @@ class _Summary:
         self.model, self.window_end_ms = model, window_end_ms
 
 
-def test_window_metrics_count_windows_and_bucket_freshness_cumulatively() -> None:
+def test_window_metrics_count_windows_and_keep_the_newest_windows_end_and_freshness() -> None:
     group = RecordingGroup()
     metrics = WindowMetrics(group, {"fraud"}, 60, clock=lambda: 1_000.0)
     for end_ms, model in ((997_000, "fraud"), (940_000, "fraud"), (999_500, "someone-else's")):
         metrics.judged(_Summary(model, end_ms))
     fraud = group.groups[("model", "fraud")]
     assert fraud.counters["windows_judged"].n == 2
-    assert fraud.gauges["last_window_end_seconds"]() == 997 and fraud.gauges["window_size_seconds"]() == 60
-    assert fraud.counters["window_freshness_seconds_sum"].n == 3_000 + 60_000
-    buckets = {le: g.counters["window_freshness_seconds_bucket"].n for (_, le), g in fraud.groups.items()}
-    assert buckets == {str(b): (b >= 3) + (b >= 60) for b in FRESHNESS_BUCKETS_S} | {"+Inf": 2}
+    assert fraud.gauges["last_window_end_timestamp_seconds"]() == 997 and fraud.gauges["window_size_seconds"]() == 60
+    assert fraud.gauges["last_window_freshness_seconds"]() == 3  # the newest window's (an older one came later)
+    assert not fraud.groups  # no key/value group under a model: nothing (such as "le") enters a metric's name
     assert set(group.groups) == {("model", "fraud"), ("model", OTHER_MODEL)}  # model names from events: bounded
     WindowMetrics(None, {"fraud"}, 60).judged(_Summary("fraud", 0))  # metrics off in Flink: a no-op
 
@@ -160,20 +160,58 @@ def live(kafka_bootstrap, prometheus_targets_dir, tmp_path_factory):
 
 @pytest.mark.services
 def test_reporter_serves_flink_and_window_metrics_with_bounded_labels(live, prometheus_targets_dir) -> None:
-    text = live.wait_for('le="_Inf"')
+    text = live.wait_for("flink_taskmanager_job_task_operator_model_last_window_freshness_seconds{")
     for name in ("flink_taskmanager_job_task_operator_KafkaSourceReader_topic_partition_currentOffset",
                  "flink_taskmanager_job_task_operator_split_watermark_currentWatermark",
                  "flink_taskmanager_job_task_operator_watermarkLag",
                  "flink_jobmanager_job_lastCheckpointCompletedTimestamp", "flink_jobmanager_job_numRestarts",
                  "flink_taskmanager_job_task_backPressuredTimeMsPerSecond",
-                 "flink_taskmanager_job_task_operator_model_window_freshness_seconds_count",
-                 "flink_taskmanager_job_task_operator_model_last_window_end_seconds"):
+                 "flink_taskmanager_job_task_operator_model_last_window_freshness_seconds",
+                 "flink_taskmanager_job_task_operator_model_last_window_end_timestamp_seconds"):
         assert re.search(rf"^{name}\{{", text, re.M), name
     labels = set(re.findall(r'[{,](\w+)="', text))
     assert not labels & set(EXCLUDED_VARIABLES), labels & set(EXCLUDED_VARIABLES)
-    assert {"job_name", "model", "le", "topic", "partition"} <= labels
+    assert {"job_name", "model", "topic", "partition"} <= labels and "le" not in labels
     targets = [json.loads(p.read_text()) for p in prometheus_targets_dir.glob(f"flink-embedded-*-{live.reporter_port}.json")]
     assert targets and targets[0][0]["targets"] == [f"127.0.0.1:{live.reporter_port}"]
+
+
+@pytest.mark.services
+def test_metric_names_follow_the_conventions_on_real_scrapes_of_the_job_and_its_flink_reporter(live) -> None:
+    """promtool check metrics on the job's /metrics (all of it) and on its Flink reporter, where every metric
+    the job defines (``..._operator_model_*``) passes and only names Flink (camelCase) or the Kafka client
+    (its consumer metrics, forwarded by Flink as gauges) chose remain."""
+    live.wait_for("flink_taskmanager_job_task_operator_model_last_window_freshness_seconds{")
+    job = job_metrics(live, ("driftwarden_windows_closed_total{", "driftwarden_consumer_lag_seconds{"))
+    assert promtool_problems(job) == []
+    reporter = httpx.get(f"http://127.0.0.1:{live.reporter_port}/metrics", timeout=30).text
+    problems = promtool_problems(reporter)
+    assert problems and not_flinks_or_kafkas(problems) == []  # what remains is Flink's and Kafka's naming
+
+
+def job_metrics(live: LiveJob, needles: tuple[str, ...], timeout_s: float = 60) -> str:
+    """The job's /metrics once it holds every needle (its store metrics are read at most every 5 s)."""
+    deadline, text = time.monotonic() + timeout_s, ""
+    while time.monotonic() < deadline:
+        text = httpx.get(f"http://127.0.0.1:{live.metrics_port}/metrics", timeout=30).text
+        if all(needle in text for needle in needles):
+            return text
+        time.sleep(1)
+    raise AssertionError(f"{needles} not all on the job's /metrics within {timeout_s} s:\n{text[:2000]}")
+
+
+@pytest.mark.services
+def test_metric_names_follow_the_conventions_on_real_scrapes_of_the_flink_clusters_reporters(
+        flink_rest, prometheus_targets_dir) -> None:
+    """promtool check metrics on every reporter endpoint of the standalone cluster (its JobManager and
+    TaskManagers, as scripts/services.sh lists them for Prometheus): only names Flink chose remain."""
+    listed = json.loads((prometheus_targets_dir / "flink-cluster.json").read_text())[0]["targets"]
+    assert len(listed) >= 2, listed
+    for target in listed:
+        text = httpx.get(f"http://{target}/metrics", timeout=30).text
+        assert "flink_" in text and "# TYPE" in text, (target, text[:500])
+        problems = promtool_problems(text)
+        assert not_flinks_or_kafkas(problems) == [], target
 
 
 @pytest.mark.services
@@ -217,7 +255,8 @@ def test_freshness_rule_fires_when_the_job_stops(live, tmp_path) -> None:
          f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
         stdout=subprocess.DEVNULL, stderr=(tmp_path / "prometheus.log").open("wb"))
     try:
-        assert wait_until(lambda: query(url, "flink_taskmanager_job_task_operator_model_last_window_end_seconds"), 60)
+        assert wait_until(lambda: query(url, "flink_taskmanager_job_task_operator_model_last_window_end_timestamp_seconds"),
+                          60)
         time.sleep(3)  # a few evaluations with the series present
         assert wait_until(lambda: not query(url, 'ALERTS{alertname="DriftwardenNoWindowJudged"}'), 240), \
             "pending or firing while the job was judging windows"

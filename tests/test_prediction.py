@@ -112,7 +112,7 @@ def test_replay_attributes_an_output_shift_to_prediction_in_its_first_window(sce
     missing = _missing_per_window(scenario["events"])
     for i, window in enumerate(windows):
         entries = {f["name"]: f for f in window["features"]}
-        assert set(entries) == {*FEATURES, "prediction"}
+        assert set(entries) == {*FEATURES, "prediction", "(numeric)"}  # the default multivariate group too
         prediction = entries["prediction"]
         assert (prediction["kind"], prediction["count"], prediction["missing"]) == ("numeric", PER_WINDOW, missing[i])
         assert prediction["drifted"] == (i >= SHIFT_FROM), (i, prediction)
@@ -207,7 +207,7 @@ def test_the_live_job_attributes_the_shift_to_prediction_as_replay_does(scenario
     shifted = BASE_MS + SHIFT_FROM * WINDOW_MS
     drifted = {(start, feature) for (_, start, feature), row in verdicts.items() if row["drifted"]}
     assert drifted == {(BASE_MS + w * WINDOW_MS, "prediction") for w in range(SHIFT_FROM, N_WINDOWS)}
-    assert len(verdicts) == N_WINDOWS * (len(FEATURES) + 1)
+    assert len(verdicts) == N_WINDOWS * (len(FEATURES) + 2)  # the features, prediction, the default group
     engine = make_engine(live)
     with engine.connect() as conn:
         fired = conn.execute(select(alerts.c.model, alerts.c.feature, alerts.c.segment, alerts.c.starts_at)).all()
@@ -242,5 +242,6 @@ def test_the_dashboards_per_feature_panels_show_prediction(scenario, pg_engine):
                                                {"model": "m"}, now - timedelta(hours=6), now))).all()
         latest = conn.execute(text(expand_sql(panels["Latest window per feature"].sql, {"model": "m"},
                                               now - timedelta(hours=6), now))).mappings().all()
-    assert {row.metric for row in heatmap} == {*FEATURES, "prediction"}
-    assert {row["feature"]: row["drifted"] for row in latest} == {**dict.fromkeys(FEATURES, False), "prediction": True}
+    assert {row.metric for row in heatmap} == {*FEATURES, "prediction", "(numeric)"}
+    assert {row["feature"]: row["drifted"] for row in latest} == {**dict.fromkeys(FEATURES, False), "prediction": True,
+                                                                  "(numeric)": False}

@@ -150,7 +150,8 @@ def test_without_config_kinds_come_from_the_reference_and_defaults_apply(files):
     doc = report_of(files, files["jsonl"])
     assert doc["settings"]["window_ms"] == 60_000 and doc["settings"]["out_of_orderness_ms"] == 5_000
     kinds = {f["name"]: f["kind"] for f in doc["windows"][0]["features"]}
-    assert kinds == {"x0": "numeric", "x1": "numeric", "c0": "categorical"}  # no prediction in the events: none reported
+    # no prediction in the events: none reported; x0 and x1 make the default multivariate group
+    assert kinds == {"x0": "numeric", "x1": "numeric", "c0": "categorical", "(numeric)": "group"}
 
 
 def test_raw_reference_events_give_the_same_drift_as_the_built_reference_file(files, tmp_path):
@@ -228,7 +229,7 @@ def test_store_twice_leaves_no_duplicate_rows(files, tmp_path):
 
     engine = make_engine(url)
     with engine.connect() as conn:
-        assert conn.execute(select(func.count()).select_from(window_results)).scalar_one() == 10 * 3
+        assert conn.execute(select(func.count()).select_from(window_results)).scalar_one() == 10 * 4  # 3 and the group
         assert conn.execute(select(func.count()).select_from(window_counts)).scalar_one() == 10
         assert conn.execute(select(func.count()).select_from(dead_letters)).scalar_one() == 3
         drifted = conn.execute(select(func.count()).select_from(window_results)

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from driftwarden.cli import app
 from driftwarden.replay.synthetic import incident_events
-from driftwarden.schemas.config import SourceConfig
+from driftwarden.schemas.config import DEFAULT_GROUP, SourceConfig
 from tests.job_helpers import assert_same_results, stored_counts, stored_verdicts
 from driftwarden.schemas.events import rfc3339
 from tests.kafka_helpers import create_topic
@@ -108,9 +108,11 @@ def test_replay_stores_exactly_what_the_live_job_stores(incident, kafka_bootstra
     assert stored_counts(replay_url) == stored_counts(live_url)
     live = _live_rows(live_url)
     replayed = {(w["model"], w["window_start"], f["name"]): f for w in doc["windows"] for f in w["features"]}
-    assert len(live) == 12 * 3 and set(replayed) == set(live)
+    assert len(live) == 12 * 4 and set(replayed) == set(live)  # x0, x1, c0 and the default group of x0 and x1
     drifted = {(key[1], key[2]) for key, f in replayed.items() if f["drifted"] and key[2] != "x1"}
+    # the default group (x0, x1) is tested on its correlation structure only, which x0's shift leaves alone
     assert drifted == {(rfc3339(T0 + i * WINDOW), f) for i in range(6, 12) for f in ("x0", "c0")}
+    assert {key[2] for key in live} == {"x0", "x1", "c0", DEFAULT_GROUP}
     assert doc["counts"]["rejected"] == 1 and doc["rejected"][0]["reason"] == "bad_event_time"
     assert doc["counts"]["read"] == N + 1 and doc["counts"]["late"] == 0
     assert _live_counts(live_url) == {(w["model"], w["window_start"]): w["events"] for w in doc["windows"]}

@@ -49,7 +49,7 @@ def doc() -> dict:
 def test_segment_verdicts_are_feature_entries_of_their_window(doc: dict) -> None:
     validate_report(doc)
     plain, segmented = doc["windows"]
-    assert doc["schema_version"] == SCHEMA_VERSION == 5
+    assert doc["schema_version"] == SCHEMA_VERSION == 6
     assert "segments" not in plain and "segments" not in segmented  # version 3's separate list is gone
     assert [(f["name"], f.get("segment")) for f in segmented["features"]] == [
         ("amount", None), (QUOTED, None), ("amount", {"country": "FR"}), ("amount", {"country": HOSTILE}),

@@ -116,6 +116,7 @@ def test_java_and_python_summaries_are_the_same_bytes(seed: int, n: int, partial
     capped = [WindowSummary.deserialize(b) for m, _, b in python if m == "m"]
     assert any(s.sketches["x"].shift > 0 for s in capped)  # the bucket cap was exercised
     assert all(s.sketches["prediction"].n > 0 for s in capped)  # the prediction was summarized, in both
+    assert all(s.groups["(numeric)"].n > 0 and s.groups["(numeric)"].incomplete > 0 for s in capped)  # x, y moments
     assert all("prediction" not in WindowSummary.deserialize(b).sketches for m, _, b in python if m == "p")
 
 

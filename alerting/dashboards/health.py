@@ -13,9 +13,6 @@ from driftwarden.alerting.dashboards.model import Dashboard, Panel, PromQuery, S
 
 OP = "flink_taskmanager_job_task_operator_"
 JOB = "flink_jobmanager_job_"
-#: Flink's reporter turns "+" in label values into "_": the +Inf bucket comes back as le="_Inf".
-_BUCKETS = (f'label_replace(rate({OP}model_le_window_freshness_seconds_bucket[$__rate_interval]),'
-            ' "le", "+Inf", "le", "_Inf")')
 
 SIGNALS: dict[str, str] = {
     "records_in_per_s": f"sum by (topic, partition) (rate({OP}KafkaSourceReader_topic_partition_currentOffset"
@@ -24,10 +21,10 @@ SIGNALS: dict[str, str] = {
     "consumer_lag_seconds": "max by (topic, partition) (driftwarden_consumer_lag_seconds)",
     "watermark_lag_seconds": f"max by (job_name) ({OP}watermarkLag) / 1000",
     "partition_watermark_lag_seconds": f"time() - max by (split) ({OP}split_watermark_currentWatermark) / 1000",
-    "last_window_age_seconds": f"time() - max by (model) ({OP}model_last_window_end_seconds)",
+    "last_window_age_seconds": f"time() - max by (model) ({OP}model_last_window_end_timestamp_seconds)",
     "windows_judged_per_min": f"sum by (model) (rate({OP}model_windows_judged[$__rate_interval])) * 60",
-    "freshness_p50_seconds": f"histogram_quantile(0.5, sum by (model, le) ({_BUCKETS}))",
-    "freshness_p95_seconds": f"histogram_quantile(0.95, sum by (model, le) ({_BUCKETS}))",
+    "freshness_seconds": f"max by (model) ({OP}model_last_window_freshness_seconds)",
+    "freshness_max_1h_seconds": f"max by (model) (max_over_time({OP}model_last_window_freshness_seconds[1h]))",
     "checkpoint_age_seconds": f"time() - max by (job_name) ({JOB}lastCheckpointCompletedTimestamp) / 1000",
     "checkpoint_duration_seconds": f"max by (job_name) ({JOB}lastCheckpointDuration) / 1000",
     "checkpoint_size_bytes": f"max by (job_name) ({JOB}lastCheckpointSize)",
@@ -58,8 +55,8 @@ def health_dashboard() -> Dashboard:
             PromQuery(SIGNALS["partition_watermark_lag_seconds"], "{{split}}")), unit="s"),
         _panel("Windows judged per minute per model", "windows_judged_per_min", "{{model}}"),
         Panel("Freshness: window end to verdict stored", "timeseries", (
-            PromQuery(SIGNALS["freshness_p50_seconds"], "{{model}} p50"),
-            PromQuery(SIGNALS["freshness_p95_seconds"], "{{model}} p95")), unit="s"),
+            PromQuery(SIGNALS["freshness_seconds"], "{{model}} latest window"),
+            PromQuery(SIGNALS["freshness_max_1h_seconds"], "{{model}} worst of the last hour")), unit="s"),
         _panel("Last window judged, age", "last_window_age_seconds", "{{model}}", "s"),
         _panel("Last completed checkpoint, age", "checkpoint_age_seconds", "{{job_name}}", "s"),
         Panel("Checkpoint duration and size", "timeseries", (

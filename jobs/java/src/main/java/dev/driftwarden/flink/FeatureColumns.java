@@ -79,6 +79,8 @@ public class FeatureColumns extends ScalarFunction {
         final Envelope.Mapping mapping;
         final Map<String, Map<String, Integer>> models = new HashMap<>();
         final Map<String, Integer> predictionColumn = new HashMap<>();
+        /** Models with vector features: Python projects their arrays (core/projection.py), Java never vouches. */
+        final java.util.Set<String> pythonOnly = new java.util.HashSet<>();
         // featureColumns' last answer: the model's map, the event's names (as the parser gave them), their columns
         private Map<String, Integer> lastColumnOf;
         private String[] lastNames = new String[0];
@@ -107,6 +109,10 @@ public class FeatureColumns extends ScalarFunction {
                     Map<String, Integer> columnOf = new HashMap<>();
                     model.getValue().fields().forEachRemaining(f -> columnOf.put(f.getKey(), f.getValue().asInt()));
                     spec.models.put(model.getKey(), columnOf);
+                }
+                JsonNode pythonOnly = root.get("python_only");
+                if (pythonOnly != null) {
+                    pythonOnly.forEach(m -> spec.pythonOnly.add(m.asText()));
                 }
                 JsonNode prediction = root.get("prediction");
                 if (prediction != null) {
@@ -138,7 +144,7 @@ public class FeatureColumns extends ScalarFunction {
         Object[] values(Envelope envelope) {
             Map<String, Integer> columnOf = envelope.plain ? models.get(envelope.model) : null;
             EventFeatures features = envelope.features;
-            if (columnOf == null || envelope.eventMillis() == null) {
+            if (columnOf == null || envelope.eventMillis() == null || pythonOnly.contains(envelope.model)) {
                 return null;
             }
             int[] columnOfField = featureColumns(columnOf, features);

@@ -67,5 +67,27 @@ public final class Summaries {
                 }
             }
         }
+        for (int g = 0; g < acc.groups.length; g++) {
+            addRow(acc.groups[g], config.groupFeatures[g], columns, values, invalid, acc.groupRow);
+        }
+    }
+
+    /** The event's row of one group into its moments, or counted incomplete (a null, invalid or out-of-range value). */
+    private static void addRow(GroupMoments moments, int[] members, int[] columns, Object[] values, String[][] invalid,
+                               double[] row) {
+        for (int k = 0; k < members.length; k++) {
+            int column = columns[members[k]];
+            Object v = values[column];
+            if (v == null || invalid != null && invalid[column] != null) {
+                moments.addIncomplete();
+                return;
+            }
+            row[k] = ((Number) v).doubleValue();
+            if (!GroupMoments.inRange(row[k])) {
+                moments.addIncomplete();
+                return;
+            }
+        }
+        moments.add(row);
     }
 }

@@ -1,6 +1,6 @@
 package dev.driftwarden.flink;
 
-import java.time.Duration;
+import java.util.Properties;
 import java.util.regex.Pattern;
 
 import org.apache.flink.api.common.eventtime.Watermark;
@@ -9,6 +9,7 @@ import org.apache.flink.api.common.eventtime.WatermarkOutput;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.connector.kafka.source.KafkaSource;
 import org.apache.flink.connector.kafka.source.KafkaSourceBuilder;
+import org.apache.flink.connector.kafka.source.KafkaSourceOptions;
 import org.apache.flink.connector.kafka.source.enumerator.initializer.OffsetsInitializer;
 import org.apache.flink.kafka.shaded.org.apache.kafka.clients.consumer.OffsetResetStrategy;
 import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
@@ -36,7 +37,7 @@ public final class SummarySource {
     public static void register(StreamExecutionEnvironment env, StreamTableEnvironment tables, String settingsJson) {
         SourceSettings settings = SourceSettings.parse(settingsJson);
         SingleOutputStreamOperator<Row> partials = env
-                .fromSource(kafkaSource(settings), watermarks(settings), SOURCE_NAME)
+                .fromSource(caughtUpSource(settings), watermarks(settings), SOURCE_NAME)
                 .transform(OPERATOR_NAME, SourceSummaries.PARTIAL_TYPE, new SourceSummaries(settingsJson))
                 .uid("source-summaries");
         tables.createTemporaryView("source_partials", tables.fromDataStream(partials, timed()));
@@ -50,14 +51,29 @@ public final class SummarySource {
                 .watermark("et", "SOURCE_WATERMARK()").build();
     }
 
-    static KafkaSource<KafkaRecord> kafkaSource(SourceSettings settings) {
+    /** The Kafka source with the job's idleness rule: a partition is idle only when caught up ({@link CaughtUpSource}). */
+    static CaughtUpSource caughtUpSource(SourceSettings settings) {
+        Properties connection = connection(settings);
+        return new CaughtUpSource(kafkaSource(settings, connection), connection, settings);
+    }
+
+    /** What every Kafka client of the source task connects with (the source's consumers, the partition-end checks). */
+    static Properties connection(SourceSettings settings) {
+        Properties connection = new Properties();
+        connection.setProperty("bootstrap.servers", settings.bootstrapServers);
+        settings.kafkaProperties.forEach(connection::setProperty);  // source.security, translated once in Python
+        return connection;
+    }
+
+    static KafkaSource<KafkaRecord> kafkaSource(SourceSettings settings, Properties connection) {
         KafkaSourceBuilder<KafkaRecord> builder = KafkaSource.<KafkaRecord>builder()
-                .setBootstrapServers(settings.bootstrapServers)
+                .setProperties(connection)
                 .setGroupId(settings.groupId)
+                .setProperty(KafkaSourceOptions.PARTITION_DISCOVERY_INTERVAL_MS.key(),
+                        String.valueOf(CaughtUpSource.PARTITION_DISCOVERY_MS))
                 .setProperty("auto.offset.reset", "earliest")
                 .setStartingOffsets(startingOffsets(settings.start))
                 .setDeserializer(new KafkaRecord.Deserializer(settings.envelope));
-        settings.kafkaProperties.forEach(builder::setProperty);  // source.security, translated once in Python
         if (settings.topicPattern != null) {
             builder.setTopicPattern(Pattern.compile(settings.topicPattern));
         } else {
@@ -81,25 +97,30 @@ public final class SummarySource {
 
     /**
      * Per-partition watermarks as the SQL source's {@code WATERMARK FOR et AS et - out_of_orderness}:
-     * the largest event time so far less the out-of-orderness, after every event or periodically,
-     * a partition idle for {@code idleness} left out of the minimum.
+     * the largest event time so far less the out-of-orderness, after every event or periodically.
+     * No idleness here (Flink's {@code withIdleness} marks a partition idle when it is merely
+     * silent): the source's readers mark a partition idle when it is caught up ({@link CaughtUpReader}).
      */
     static WatermarkStrategy<KafkaRecord> watermarks(SourceSettings settings) {
         long outOfOrdernessMs = settings.outOfOrdernessMs;
         boolean perEvent = settings.watermarkPerEvent;
         long skewMs = settings.maxFutureSkewMs;
-        WatermarkStrategy<KafkaRecord> strategy = WatermarkStrategy
+        return WatermarkStrategy
                 .<KafkaRecord>forGenerator(context -> new LargestLessLateness(outOfOrdernessMs, perEvent))
                 .withTimestampAssigner((record, kafkaTime) ->
                         EventTimeRules.eventTime(record.envelope(), record.timestamp, skewMs));
-        return settings.idlenessMs > 0 ? strategy.withIdleness(Duration.ofMillis(settings.idlenessMs)) : strategy;
     }
 
-    /** The watermark {@code largest event time - out-of-orderness}, emitted per event or periodically. */
+    /**
+     * The watermark {@code largest event time - out-of-orderness}, emitted per event or periodically,
+     * each value once: an emission makes Flink count the partition active again, so a partition
+     * marked idle stays so until a record arrives.
+     */
     static final class LargestLessLateness implements WatermarkGenerator<KafkaRecord> {
         private final long outOfOrdernessMs;
         private final boolean perEvent;
         private long largest = Long.MIN_VALUE;
+        private long emitted = Long.MIN_VALUE;
 
         LargestLessLateness(long outOfOrdernessMs, boolean perEvent) {
             this.outOfOrdernessMs = outOfOrdernessMs;
@@ -119,7 +140,8 @@ public final class SummarySource {
 
         @Override
         public void onPeriodicEmit(WatermarkOutput output) {
-            if (!perEvent && largest != Long.MIN_VALUE) {
+            if (!perEvent && largest > emitted) {
+                emitted = largest;
                 output.emitWatermark(new Watermark(largest));
             }
         }

@@ -34,6 +34,9 @@ public final class SummarySpec {
         /** The sampled features (the categorical ones, in configured order) and each feature's column in the sample (-1: not sampled). */
         public final String[] sampled;
         public final int[] sampleColumn;
+        /** The multivariate groups (sketches/moments.py): each one's name and its features' indices in {@link #features}. */
+        public String[] groupNames = new String[0];
+        public int[][] groupFeatures = new int[0][];
 
         Model(String name, String[] features, int[] columns, boolean[] numeric, boolean[] bool, int sampleSize,
               int precision, int maxBuckets, int maxExact) {
@@ -148,7 +151,40 @@ public final class SummarySpec {
             throw new IllegalArgumentException(where + ": need sample_size >= 0, precision in 0..52, max_buckets >= 16,"
                     + " max_exact >= 1; got " + sampleSize + ", " + precision + ", " + maxBuckets + ", " + maxExact);
         }
-        return new Model(name, names, columns, numeric, bool, sampleSize, precision, maxBuckets, maxExact);
+        Model model = new Model(name, names, columns, numeric, bool, sampleSize, precision, maxBuckets, maxExact);
+        groups(model, node.get("groups"), where);
+        return model;
+    }
+
+    /** Reads {@code "groups": [[name, [feature index, ...]], ...]} (absent: none): each index a numeric feature. */
+    private static void groups(Model model, JsonNode groups, String where) {
+        if (groups == null) {
+            return;
+        }
+        if (!groups.isArray()) {
+            throw new IllegalArgumentException(where + ": groups must be a list of [name, [feature index, ...]]");
+        }
+        model.groupNames = new String[groups.size()];
+        model.groupFeatures = new int[groups.size()][];
+        for (int g = 0; g < groups.size(); g++) {
+            JsonNode pair = groups.get(g);
+            if (!pair.isArray() || pair.size() != 2 || !pair.get(0).isTextual() || !pair.get(1).isArray()) {
+                throw new IllegalArgumentException(where + ": groups[" + g + "] must be [name, [feature index, ...]], got "
+                        + pair);
+            }
+            model.groupNames[g] = pair.get(0).asText();
+            int[] members = new int[pair.get(1).size()];
+            for (int k = 0; k < members.length; k++) {
+                JsonNode index = pair.get(1).get(k);
+                int f = index.canConvertToInt() ? index.asInt() : -1;
+                if (f < 0 || f >= model.features.length || !model.numeric[f]) {
+                    throw new IllegalArgumentException(where + ": group " + model.groupNames[g] + " member " + index
+                            + " is not the index of a numeric feature");
+                }
+                members[k] = f;
+            }
+            model.groupFeatures[g] = members;
+        }
     }
 
     private static long integer(JsonNode node, String field, String where, long fallback) {

@@ -23,6 +23,9 @@ public final class WindowSummary {
     EventSample sample;
     boolean[] booleans = new boolean[0];  // per feature: a boolean feature (summarized as categorical "true" / "false")
     InvalidValues[] invalid = new InvalidValues[0];  // per feature: its values of the wrong type, null when none
+    GroupMoments[] groups = new GroupMoments[0];  // per multivariate group of the model, in the spec's order
+    String[] groupNames = NONE;  // the groups' names
+    transient double[] groupRow = new double[0];  // scratch: one event's values of a group
     /** The spec's model bound to this state (null: not yet bound, or the model is not configured). */
     transient SummarySpec.Model bound;
     transient boolean boundChecked;
@@ -69,6 +72,30 @@ public final class WindowSummary {
             }
         }
         sample = new EventSample(config.sampleSize, config.sampled);
+        groups = new GroupMoments[config.groupNames.length];
+        groupNames = config.groupNames.clone();
+        for (int g = 0; g < groups.length; g++) {
+            groups[g] = new GroupMoments(groupMembers(config, g));
+        }
+        groupRow = new double[maxGroupSize()];
+    }
+
+    /** The feature names of the spec's group {@code g}, in its order. */
+    private static String[] groupMembers(SummarySpec.Model config, int g) {
+        int[] members = config.groupFeatures[g];
+        String[] names = new String[members.length];
+        for (int k = 0; k < members.length; k++) {
+            names[k] = config.features[members[k]];
+        }
+        return names;
+    }
+
+    private int maxGroupSize() {
+        int most = 0;
+        for (GroupMoments g : groups) {
+            most = Math.max(most, g.names.length);
+        }
+        return most;
     }
 
     /** Binds state read back from bytes to the spec's model, checking that it has the same shape. */
@@ -76,13 +103,25 @@ public final class WindowSummary {
         SummarySpec.Model config = spec.models.get(model);
         boolean same = config == null ? names.length == 0 && sample.k == 0
                 : Arrays.equals(config.features, names) && Arrays.equals(config.sampled, sample.names)
-                        && config.sampleSize == sample.k;
+                        && config.sampleSize == sample.k && sameGroups(config);
         if (!same) {
             throw new IllegalStateException("window state of model " + model + " does not match the spec's model "
                     + "(features " + Arrays.toString(names) + "); was the spec changed under a running job?");
         }
         bound = config;
         boundChecked = true;
+    }
+
+    private boolean sameGroups(SummarySpec.Model config) {
+        if (!Arrays.equals(config.groupNames, groupNames)) {
+            return false;
+        }
+        for (int g = 0; g < groups.length; g++) {
+            if (!Arrays.equals(groups[g].names, groupMembers(config, g))) {
+                return false;
+            }
+        }
+        return true;
     }
 
     /** Adds {@code other} (same model and window) into this one; an empty other changes nothing. */
@@ -116,6 +155,13 @@ public final class WindowSummary {
             }
         }
         sample.merge(other.sample);
+        if (!Arrays.equals(groupNames, other.groupNames)) {
+            throw new IllegalStateException("cannot merge window summaries of " + model + "@" + start
+                    + " with different multivariate groups");
+        }
+        for (int g = 0; g < groups.length; g++) {
+            groups[g].merge(other.groups[g]);
+        }
     }
 
     /**
@@ -143,6 +189,9 @@ public final class WindowSummary {
         sample = s.sample;
         booleans = s.booleans;
         invalid = s.invalid;
+        groups = s.groups;
+        groupNames = s.groupNames;
+        groupRow = new double[maxGroupSize()];
         bound = null;
         boundChecked = false;
     }
@@ -170,8 +219,14 @@ public final class WindowSummary {
             out.text(names[i]).blob(sketches[i]);
         }
         out.blob(sampleBytes);
-        if (hasTrailer()) {
+        if (hasTrailer() || groups.length > 0) {
             writeTrailer(out);
+        }
+        if (groups.length > 0) {
+            out.u32(groups.length);
+            for (int g = 0; g < groups.length; g++) {
+                out.text(groupNames[g]).blob(groups[g].toBytes());
+            }
         }
         return out.toBytes();
     }
@@ -261,6 +316,19 @@ public final class WindowSummary {
         if (!in.atEnd()) {
             s.readTrailer(in);
         }
+        if (!in.atEnd()) {
+            long count = in.u32();
+            if (count > 10_000) {
+                throw new IllegalArgumentException("corrupt window summary: " + count + " groups");
+            }
+            s.groups = new GroupMoments[(int) count];
+            s.groupNames = new String[(int) count];
+            for (int g = 0; g < count; g++) {
+                s.groupNames[g] = in.text();
+                s.groups[g] = GroupMoments.fromBytes(in.blob());
+            }
+        }
+        s.groupRow = new double[s.maxGroupSize()];
         in.done();
         String[] sampled = EventSample.sampledNames(s.names, numericOf(s.histograms));
         if (!Arrays.equals(s.sample.names, sampled)) {
