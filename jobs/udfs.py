@@ -164,7 +164,11 @@ class ValidateRecord(TableFunction):
     def _envelope_reason(self, value: bytes) -> str:
         """Python's reason for a record whose event time or model Java could not read."""
         reason = _reject_reason(value, self.kinds_of, self.rules)
-        return reason or f"bad_event_time{REASON_SEPARATOR}not accepted by the job's RFC 3339 parser"
+        if reason:
+            return reason
+        if self.rules.decode is not None:  # an Avro record Java's reader refused (tests/test_avro_registry.py)
+            return f"avro_undecodable{REASON_SEPARATOR}refused by the job's Java Avro reader"
+        return f"bad_event_time{REASON_SEPARATOR}not accepted by the job's RFC 3339 parser"
 
     def is_deterministic(self) -> bool:
         return False  # it writes dead letters: the planner must call it once per record
