@@ -5,23 +5,22 @@ found schema is cached for good, and so is an id the registry answers it does no
 The registry briefly unreachable (a refused connection, a timeout, a 5xx or 429 answer) delays
 the caller: the request is retried after each of :data:`RETRY_DELAYS_S` (logged), and only then
 fails with a :class:`ServiceError`; the records waiting on it are never dropped. The password is
-read from the environment or a file (``password_env`` / ``password_file``), never kept in config,
-logs or errors.
+read from the environment or a file (``password_env`` / ``password_file``, by
+:func:`core.kafka_security.read_secret`, as Kafka's), never kept in config, logs or errors.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
-from pathlib import Path
 from typing import Any, Callable
 
 import httpx
 import orjson
 
-from driftwarden.core.errors import ConfigError, ServiceError
+from driftwarden.core.errors import ServiceError
+from driftwarden.core.kafka_security import read_secret
 
 log = logging.getLogger(__name__)
 
@@ -29,22 +28,6 @@ log = logging.getLogger(__name__)
 RETRY_DELAYS_S = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 #: Seconds one request may take.
 TIMEOUT_S = 10.0
-
-
-def read_secret(password_env: str | None, password_file: str | None, what: str) -> str | None:
-    """The password named by ``password_env`` (an environment variable) or ``password_file`` (its first
-    line); None when neither is given. ConfigError, naming the variable or file but never a value, when missing."""
-    if password_env:
-        value = os.environ.get(password_env)
-        if value is None:
-            raise ConfigError(f"{what}: the environment variable {password_env} (password_env) is not set")
-        return value
-    if password_file:
-        try:
-            return Path(password_file).read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise ConfigError(f"{what}: cannot read password_file {password_file}: {exc.strerror}") from exc
-    return None
 
 
 class RegistryClient:
@@ -64,7 +47,9 @@ class RegistryClient:
     @classmethod
     def of(cls, config: Any) -> "RegistryClient":
         """The client of a config's ``source.schema_registry`` (:class:`schemas.config.SchemaRegistryConfig`)."""
-        password = read_secret(config.password_env, config.password_file, f"schema registry {config.url}")
+        password = None
+        if config.password_env or config.password_file:
+            password = read_secret(config.password_env, config.password_file, "password", "source.schema_registry")
         return cls(config.url, config.username, password)
 
     def schema_text(self, schema_id: int) -> str | None:

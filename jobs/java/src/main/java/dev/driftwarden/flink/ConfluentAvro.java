@@ -300,7 +300,7 @@ final class ConfluentAvro implements Serializable {
         return builder.build();
     }
 
-    /** The password from the environment variable or the file the config names (empty when neither). */
+    /** The password from the environment variable or the file the config names (empty when neither), as Python reads it. */
     private String password() {
         if (passwordEnv != null) {
             String value = System.getenv(passwordEnv);
@@ -308,16 +308,25 @@ final class ConfluentAvro implements Serializable {
                 throw new IllegalStateException("schema registry " + url + ": the environment variable " + passwordEnv
                         + " (password_env) is not set on this machine");
             }
-            return value;
+            return withoutLineBreaks(value);
         }
         if (passwordFile != null) {
             try {
-                return Files.readString(Path.of(passwordFile), StandardCharsets.UTF_8).strip();
+                return withoutLineBreaks(Files.readString(Path.of(passwordFile), StandardCharsets.UTF_8));
             } catch (IOException e) {
                 throw new IllegalStateException("schema registry " + url + ": cannot read password_file " + passwordFile, e);
             }
         }
         return "";
+    }
+
+    /** The secret without its final line breaks (as {@code core.kafka_security.read_secret} reads it). */
+    private static String withoutLineBreaks(String secret) {
+        int end = secret.length();
+        while (end > 0 && (secret.charAt(end - 1) == '\n' || secret.charAt(end - 1) == '\r')) {
+            end--;
+        }
+        return secret.substring(0, end);
     }
 
     private HttpClient client() {
