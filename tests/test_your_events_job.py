@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -183,26 +184,35 @@ def test_avro_and_flat_json_store_the_contract_forms_verdicts(live):
         assert _dead_letters(live[form]) == []
 
 
-def test_replay_of_the_avro_topic_stores_what_the_live_job_stored(setup, live, tmp_path):
-    url = f"sqlite:///{tmp_path}/replay-avro.db"
-    doc = _replay(setup, "avro", url)
-    assert_same_results(stored_verdicts(url), stored_verdicts(live["avro"]))
+def test_replay_of_the_avro_topic_stores_what_the_live_job_stored(setup, live, store_url):
+    """Replay into SQLite and into the real PostgreSQL stores what the live job stored (in SQLite), bit for bit."""
+    doc = _replay(setup, "avro", store_url)
+    assert_same_results(_verdicts(store_url), _verdicts(live["avro"]))
     assert doc["counts"]["read"] == doc["counts"]["valid"] == N_WINDOWS * PER_WINDOW
 
 
-def test_wrong_typed_values_are_counted_per_feature_exactly(setup, live, tmp_path):
+def test_wrong_typed_values_are_counted_per_feature_exactly(setup, live, store_url):
     expected = setup["expected_invalid"]
     stored = {(start, feature): row["invalid"] for (_, start, feature), row in stored_verdicts(live["wrong"]).items()}
     assert {key: n for key, n in stored.items() if n} == dict(expected)
     assert stored_counts(live["wrong"]) == stored_counts(live["json"])  # every event kept
-    url = f"sqlite:///{tmp_path}/replay-wrong.db"
+    url = store_url  # replay into SQLite and into the real PostgreSQL
     doc = _replay(setup, "wrong", url)
-    assert_same_results(stored_verdicts(url), stored_verdicts(live["wrong"]))
+    assert_same_results(_verdicts(url), _verdicts(live["wrong"]))
     totals = Counter()
     for (_, feature), n in expected.items():
         totals[feature] += n
     assert doc["counts"]["invalid_values"] == {"m": dict(totals)}
     assert doc["counts"]["rejected"] == 0
+
+
+def _verdicts(url: str) -> dict:
+    """:func:`stored_verdicts` with the window bounds as epoch ms: PostgreSQL's are time-zone aware, SQLite's naive UTC."""
+    def ms(moment: datetime) -> int:
+        return int(moment.replace(tzinfo=moment.tzinfo or timezone.utc).timestamp() * 1000)
+
+    return {key: {**row, "window_start": ms(row["window_start"]), "window_end": ms(row["window_end"])}
+            for key, row in stored_verdicts(url).items()}
 
 
 def _unknown(url: str) -> dict[int, int]:
