@@ -164,7 +164,7 @@ def _replay(setup, form: str, store_url: str) -> dict:
     result = CliRunner().invoke(app, ["replay", "--no-progress", "--topic", setup["topics"][form],
                                       "--from", rfc3339(NOW - 86_400_000), "--to", rfc3339(int(time.time() * 1000)),
                                       "--config", str(setup["configs"][form]), "--reference", str(setup["reference"]),
-                                      "--report-json", str(out), "--store", store_url])
+                                      "--report-json", str(out), "--store-url", store_url])
     assert result.exit_code == 0, result.output
     return orjson.loads(out.read_bytes())
 
