@@ -25,7 +25,7 @@ import orjson
 
 REPO = Path(__file__).resolve().parent.parent
 REGISTRY_URL = os.environ.get("DRIFTWARDEN_REGISTRY_URL",
-                              f"http://127.0.0.1:{59097 + int(os.environ.get('DRIFTWARDEN_PORT_OFFSET', '0'))}")
+                              f"http://127.0.0.1:{59098 + int(os.environ.get('DRIFTWARDEN_PORT_OFFSET', '0'))}")
 REGISTRY_PASSWORD_FILE = os.environ.get("DRIFTWARDEN_REGISTRY_PASSWORD_FILE",
                                         str(Path(os.environ.get("DRIFTWARDEN_RUN_DIR", REPO / ".run")) / "registry" / "password"))
 REGISTRY = {"url": REGISTRY_URL, "username": "driftwarden", "password_file": REGISTRY_PASSWORD_FILE}

@@ -1,6 +1,6 @@
 """A small schema registry serving the Confluent-compatible REST API, for development and tests.
 
-Started by ``scripts/services.sh start registry`` on 127.0.0.1 (port 59097 + DRIFTWARDEN_PORT_OFFSET).
+Started by ``scripts/services.sh start registry`` on 127.0.0.1 (port 59098 + DRIFTWARDEN_PORT_OFFSET).
 No real registry can be installed on these machines from the package registries they reach (see
 docs/your-events.md, "The registry here"), so this one serves the part of the Confluent API that
 producers and consumers use, with the Confluent wire format's ids:
@@ -16,7 +16,7 @@ Every request needs HTTP basic auth as user ``driftwarden`` with the password in
 (written at the first start, mode 600), so clients are tested with credentials on. Schemas are kept
 in ``<dir>/schemas.jsonl`` (appended, read back at start): ids survive a restart.
 
-    python scripts/schema_registry.py --port 59097 --dir .run/registry
+    python scripts/schema_registry.py --port 59098 --dir .run/registry
 """
 
 from __future__ import annotations
@@ -183,7 +183,7 @@ def password(folder: Path) -> str:
 def main() -> None:
     """Serve until killed."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--port", type=int, default=59097)
+    parser.add_argument("--port", type=int, default=59098)
     parser.add_argument("--dir", type=Path, required=True, help="where the password and the schemas are kept")
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)

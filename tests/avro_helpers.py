@@ -19,7 +19,7 @@ import pytest
 from driftwarden.core.confluent_avro import frame
 from tests.conftest import PORT_OFFSET, RUN_DIR
 
-REGISTRY_URL = os.environ.get("DRIFTWARDEN_REGISTRY_URL", f"http://127.0.0.1:{59097 + PORT_OFFSET}")
+REGISTRY_URL = os.environ.get("DRIFTWARDEN_REGISTRY_URL", f"http://127.0.0.1:{59098 + PORT_OFFSET}")
 #: The registry's password file (scripts/schema_registry.py writes it at its first start).
 REGISTRY_PASSWORD_FILE = Path(os.environ.get("DRIFTWARDEN_REGISTRY_PASSWORD_FILE", RUN_DIR / "registry" / "password"))
 REGISTRY_USER = "driftwarden"
