@@ -150,10 +150,11 @@ def _malformed_by_position(events: int, step: float, share: float) -> dict[int, 
     return by_position
 
 
-def config_for(topic: str, segments: int = 0, segmented: bool = False, reference: str | None = None):
+def config_for(topic: str, segments: int = 0, segmented: bool = False, reference: str | None = None,
+               source: dict | None = None):
     """Monitor config of the bench topic: warm-up reference of 3 windows; with ``segments`` > 0 the
     segment feature too and the reference file ``reference``, and when ``segmented``, segments by it
-    (top ``segments``, min_count 200)."""
+    (top ``segments``, min_count 200); ``source``: more keys of the source section (format, envelope)."""
     from driftwarden.schemas.config import MonitorConfig
 
     features = {n: "numeric" for n in NUMERIC} | {c: "categorical" for c in CATEGORICAL}
@@ -165,7 +166,7 @@ def config_for(topic: str, segments: int = 0, segmented: bool = False, reference
         if segmented:
             model["segments"] = {"by": [SEGMENT_FEATURE], "top": segments, "min_count": 200}
     return MonitorConfig.model_validate({
-        "source": {"topics": [topic], "bootstrap_servers": BOOTSTRAP, "group_id": f"bench-{topic}"},
+        "source": {"topics": [topic], "bootstrap_servers": BOOTSTRAP, "group_id": f"bench-{topic}", **(source or {})},
         "window": {"size": f"{WINDOW_SECONDS}s"}, "reference": reference_section, "models": [model],
     })
 
@@ -522,6 +523,63 @@ def compare_malformed(events: int, full: str, empty: str, folder: Path, run: str
           f"clean / dirty: {cpu_ratio:.3f} (target: a drop of at most 10%, >= 0.90)")
     print(f"malformed records only: {n_junk / max(junk_wall - startup, 1e-9):,.0f} records/s "
           f"({n_junk:,} records, {1e6 * max(junk_cpu - startup_cpu, 1e-9) / n_junk:.0f} us CPU each)")
+
+
+def fill_shaped(topic: str, events: int, shape: str, share: float) -> None:
+    """A topic of 2 partitions holding the bench events (:func:`bench_features`, 1,000 per second of event time)
+    in ``shape`` (bench/envelope_topics.py: json, avro, flat or wrong, ``share`` of them wrong-typed)."""
+    from bench.envelope_topics import values
+
+    admin = AdminClient({"bootstrap.servers": BOOTSTRAP})
+    for future in admin.create_topics([NewTopic(topic, 2, 1)]).values():
+        future.result(30)
+    producer = Producer({"bootstrap.servers": BOOTSTRAP, "linger.ms": 50, "batch.size": 1_000_000,
+                         "compression.type": "lz4", "queue.buffering.max.messages": 1_000_000,
+                         "enable.idempotence": True})
+    timed_events = ((i, T0 + i, features) for i, features in enumerate(bench_features(events)))
+    for i, value in enumerate(values(shape, topic, timed_events, NUMERIC, CATEGORICAL, share)):
+        producer.produce(topic, value)
+        if i % 20_000 == 0:
+            producer.poll(0)
+    producer.flush(60)
+
+
+def compare_envelopes(events: int, folder: Path, run: str, share: float, rounds: int) -> None:
+    """The job over the same events as the contract's JSON, as Confluent-framed Avro through the registry, as
+    flat JSON under a mapped envelope, and as JSON with ``share`` wrong-typed values, in turns (``rounds``
+    rounds, each in the same order): events/s and CPU per event (start-up, the median of three empty-topic
+    runs, subtracted), and each shape's ratios to the JSON runs of its round."""
+    from bench.envelope_topics import SHAPES, source_section
+
+    topics = {shape: f"bench-{shape}-{run}" for shape in SHAPES}
+    configs = {shape: config_for(topics[shape], source=source_section(shape)) for shape in SHAPES}
+    empty = f"bench-empty-{run}"
+    fill_shaped(empty, 1, "json", share)
+    for shape in SHAPES:
+        print(f"filling {topics[shape]} with {events:,} events ({shape}) ...", flush=True)
+        fill_shaped(topics[shape], events, shape, share)
+    run_driftwarden(empty, folder / f"{run}-warm.db")
+    startup, startup_cpu = median_startup([timed(run_driftwarden, empty, folder / f"{run}-empty-{i}.db")
+                                           for i in range(STARTUP_RUNS)])
+    figures: dict[str, list[tuple[float, float]]] = {shape: [] for shape in SHAPES}
+    for r in range(rounds):
+        for shape in SHAPES:
+            wall, cpu = timed(run_driftwarden, topics[shape], folder / f"{run}-{shape}-{r}.db", None, configs[shape])
+            figures[shape].append((events / max(wall - startup, 1e-9), 1e6 * max(cpu - startup_cpu, 1e-9) / events))
+    print(f"{events:,} events, {WINDOW_SECONDS} s windows, parallelism {PARALLELISM}, {rounds} rounds "
+          f"(start-up {startup:.1f} s wall, {startup_cpu:.1f} s CPU, subtracted)")
+    for shape in SHAPES:
+        rates = [rate for rate, _ in figures[shape]]
+        cpus = [cpu for _, cpu in figures[shape]]
+        line = f"{shape:>6}: {np.median(rates):>9,.0f} events/s, {np.median(cpus):5.1f} us CPU per event"
+        if shape != "json":
+            rate_ratios = [r / j for (r, _), (j, _) in zip(figures[shape], figures["json"])]
+            cpu_ratios = [j / c for (_, c), (_, j) in zip(figures[shape], figures["json"])]
+            line += (f"; / json: events/s {np.median(rate_ratios):.3f} ({', '.join(f'{x:.3f}' for x in rate_ratios)}), "
+                     f"CPU per event json / {shape} {np.median(cpu_ratios):.3f} "
+                     f"({', '.join(f'{x:.3f}' for x in cpu_ratios)})")
+        print(line)
+    print("target: avro and flat within 10% of json (ratios >= 0.90); wrong: what the wrong-typed share costs")
 
 
 def build_segment_reference(path: Path, segments: int, windows: int) -> None:
@@ -969,6 +1027,13 @@ def main() -> None:
     parser.add_argument("--segment-bytes", action="store_true",
                         help="with --segments: only print the summary bytes per window and per (segment, feature), "
                              "unsegmented and segmented (no topic, no job: in process)")
+    parser.add_argument("--envelopes", action="store_true",
+                        help="instead of plain Flink: the drift job over the same events as the contract's JSON, as "
+                             "Confluent-framed Avro (the registry of scripts/services.sh), as flat JSON under a mapped "
+                             "envelope and as JSON with --wrong-share wrong-typed values, in --envelope-rounds rounds")
+    parser.add_argument("--wrong-share", type=float, default=0.05,
+                        help="with --envelopes: the share of events whose first numeric feature is a text")
+    parser.add_argument("--envelope-rounds", type=int, default=2, help="with --envelopes: rounds of the four runs")
     parser.add_argument("--compare-reporter", action="store_true",
                         help="instead of plain Flink: the drift job with Flink's Prometheus reporter on vs off")
     parser.add_argument("--scrape-interval", type=float, default=15.0,
@@ -1002,6 +1067,9 @@ def main() -> None:
         segment_bytes_only(folder, run, args.segments, args.train_windows, args.events)
         return
     empty, half, full, fast, slow = (f"bench-{kind}-{run}" for kind in ("empty", "half", "full", "fast", "slow"))
+    if args.envelopes:
+        compare_envelopes(args.events, folder, run, args.wrong_share, args.envelope_rounds)
+        return
     fill_topic(empty, 1, 1000)
     print(f"filling {full} with {args.events:,} events ...", flush=True)
     fill_topic(full, args.events, 1000, segments=args.segments)

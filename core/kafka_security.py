@@ -117,23 +117,24 @@ def secret_reference(env: str | None, file: str | None, jaas: bool = False) -> s
     return f"${{{SECRET_PROVIDER}:{kind}{'-jaas' if jaas else ''}:{env or file}}}"
 
 
-def read_secret(env: str | None, file: str | None, field: str) -> str:
+def read_secret(env: str | None, file: str | None, field: str, section: str = "source.security") -> str:
     """The secret in environment variable ``env``, or in ``file`` (UTF-8); without its final line breaks.
 
-    ``field``: the config's name for it (``password``, ``key_password``), for the ConfigError that says
-    which variable is not set or which file cannot be read; the error never holds the secret.
+    ``field``: the config's name for it (``password``, ``key_password``), and ``section`` the config section
+    it is in (``source.schema_registry`` reads its password here too), for the ConfigError that says which
+    variable is not set or which file cannot be read; the error never holds the secret.
     """
     if env:
         value = os.environ.get(env)
         if value is None:
-            raise ConfigError(f"source.security.{field}_env: environment variable {env} is not set; "
+            raise ConfigError(f"{section}.{field}_env: environment variable {env} is not set; "
                               f"set it to the {field.replace('_', ' ')} (or use {field}_file)")
         return value.rstrip("\r\n")
     try:
         return Path(file).read_bytes().decode("utf-8").rstrip("\r\n")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
-        raise ConfigError(f"source.security.{field}_file: cannot read {file}: {reason}") from None
+        raise ConfigError(f"{section}.{field}_file: cannot read {file}: {reason}") from None
 
 
 def jaas_quoted(text: str) -> str:

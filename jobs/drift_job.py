@@ -90,7 +90,9 @@ def source_settings(config: MonitorConfig, spec: FeatureColumnSpec, bounded: boo
     return json.dumps({
         "bootstrap_servers": source.bootstrap_servers, "group_id": source.group_id, "topics": source.topics,
         "kafka_properties": java_properties(source.security),
-        "topic_pattern": source.topic_pattern, "start": start, "bounded": bounded,
+        "topic_pattern": source.topic_pattern, "start": start, "bounded": bounded, "format": source.format,
+        # the registry's address and where its password is (never the password: Java reads it on the task's machine)
+        "schema_registry": source.schema_registry.model_dump() if source.schema_registry else None,
         "out_of_orderness_ms": window.out_of_orderness_ms, "idleness_ms": window.idleness_ms,
         "watermark_emit": window.watermark_emit, "max_future_skew_ms": window.max_future_skew_ms,
         "columns": spec.to_json(), "aggregate": spec.aggregate_spec(config),

@@ -128,9 +128,8 @@ class ValidateRecord(TableFunction):
             self.keep(Rejected(topic, partition, offset, reason_text(exc), value), model,
                       None if turned_away == ENVELOPE else event_ms)
             return
-        if turned_away == ENVELOPE:  # valid for Python, not for Java's stricter RFC 3339 parser
-            reason = f"bad_event_time{REASON_SEPARATOR}not accepted by the job's RFC 3339 parser"
-            self.keep(Rejected(topic, partition, offset, reason, value), model, None)
+        if turned_away == ENVELOPE:  # valid for Python, not for Java's reader
+            self.keep(Rejected(topic, partition, offset, self._envelope_reason(), value), model, None)
             return
         if turned_away is not None:
             self.keep(Rejected(topic, partition, offset, turned_away, value), model, event_ms)
@@ -141,6 +140,13 @@ class ValidateRecord(TableFunction):
             return
         yield Row(record.unknown, self.spec.invalid_json(event.model, event.invalid),
                   *self.spec.row_values(event.model, record.values))
+
+    def _envelope_reason(self) -> str:
+        """The reason of a record Python reads but Java could not: its Avro reader refused it, or its
+        stricter RFC 3339 parser refused the event time."""
+        if self.rules.decode is not None:  # an Avro record Java's reader refused (tests/test_avro_registry.py)
+            return f"avro_undecodable{REASON_SEPARATOR}refused by the job's Java Avro reader"
+        return f"bad_event_time{REASON_SEPARATOR}not accepted by the job's RFC 3339 parser"
 
     def is_deterministic(self) -> bool:
         return False  # it writes dead letters: the planner must call it once per record

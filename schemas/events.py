@@ -51,6 +51,9 @@ REJECT_REASONS = (
     "bad_feature_type",
     "type_mismatch",
     "bad_prediction",
+    "not_avro_frame",  # format avro: not magic byte 0 and a schema id (core/confluent_avro.py)
+    "avro_unknown_schema",  # format avro: a schema id the registry does not know
+    "avro_undecodable",  # format avro: bytes that do not decode under their writer schema
 )
 
 NUMERIC = "numeric"
@@ -104,21 +107,30 @@ class EventRules:
 
     ``reject_invalid``: ``source.on_invalid_value: reject_event`` (the whole event is rejected,
     reason ``type_mismatch:<name>``); by default the value alone is counted invalid for its feature.
+    ``decode``: how a raw value becomes a record (None: JSON; ``source.format: avro``: the Confluent
+    wire format, :class:`core.confluent_avro.ConfluentAvroDecoder`, raising InvalidEventError).
     """
 
-    __slots__ = ("reader", "reject_invalid")
+    __slots__ = ("reader", "reject_invalid", "decode")
 
-    def __init__(self, reader: EnvelopeReader | None = None, reject_invalid: bool = False) -> None:
+    def __init__(self, reader: EnvelopeReader | None = None, reject_invalid: bool = False,
+                 decode: Callable[[bytes], Any] | None = None) -> None:
         self.reader = reader or EnvelopeReader()
         self.reject_invalid = reject_invalid
+        self.decode = decode
 
     def __reduce__(self) -> tuple:  # pickled with the job's functions
-        return EventRules, (self.reader, self.reject_invalid)
+        return EventRules, (self.reader, self.reject_invalid, self.decode)
 
     @classmethod
     def of(cls, source: Any) -> "EventRules":
         """The rules of a config's ``source`` section (:class:`schemas.config.SourceConfig`)."""
-        return cls(EnvelopeReader(source.envelope), source.on_invalid_value == "reject_event")
+        decode = None
+        if source.format == "avro":
+            from driftwarden.core.confluent_avro import ConfluentAvroDecoder
+
+            decode = ConfluentAvroDecoder(source.schema_registry)
+        return cls(EnvelopeReader(source.envelope), source.on_invalid_value == "reject_event", decode)
 
 
 DEFAULT_RULES = EventRules()
@@ -133,10 +145,13 @@ def parse_event(raw: bytes | str, feature_kinds: Mapping[str, str] | None = None
 def validate_event(raw: bytes | str, kinds_of: Callable[[str], Mapping[str, str] | None],
                    rules: EventRules = DEFAULT_RULES) -> Event:
     """Like :func:`parse_event`, with the feature kinds looked up by the event's model."""
-    try:
-        doc = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidEventError("not_json", str(exc)) from exc
+    if rules.decode is not None:
+        doc = rules.decode(raw)
+    else:
+        try:
+            doc = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise InvalidEventError("not_json", str(exc)) from exc
     if type(doc) is not dict:
         raise InvalidEventError("not_object", type(doc).__name__)
     return validate_document(doc, kinds_of, rules)

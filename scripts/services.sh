@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start, stop and check driftwarden's real services as plain local processes on 127.0.0.1.
 #
-#   scripts/services.sh start  [kafka|postgres|prometheus|flink|alertmanager ...]   (default: all)
+#   scripts/services.sh start  [kafka|postgres|prometheus|flink|alertmanager|registry ...]   (default: all)
 #   scripts/services.sh stop   [...]
 #   scripts/services.sh status [...]
 #
@@ -31,6 +31,7 @@ FLINK_REST_PORT=$((58081 + OFFSET))
 FLINK_RPC_PORT=$((56123 + OFFSET))
 FLINK_TASKMANAGERS=2  # one slot each: a job at parallelism 2 runs on both
 FLINK_METRICS_PORTS=$((59250 + OFFSET))-$((59250 + FLINK_TASKMANAGERS + OFFSET))  # Flink's Prometheus reporter: the JobManager takes the first, each TaskManager one of the next
+REGISTRY_PORT=$((59098 + OFFSET))  # the schema registry (Confluent-compatible API, Avro topics)
 READY_TIMEOUT="${DRIFTWARDEN_READY_TIMEOUT:-90}"
 
 mkdir -p "$PIDS" "$LOGS"
@@ -395,8 +396,22 @@ status_alertmanager() {
     || echo "alertmanager: down"
 }
 
+# ---------------------------------------------------------------- registry (schema registry, Confluent API)
+# scripts/schema_registry.py: basic auth as user driftwarden, the password in $RUN/registry/password
+start_registry() {
+  if already_listening $REGISTRY_PORT; then log "registry already running"; return; fi
+  [[ -x "$VENV/bin/python" ]] || die "no virtualenv at $VENV: run scripts/bootstrap.sh"
+  mkdir -p "$RUN/registry"
+  nohup "$VENV/bin/python" "$REPO/scripts/schema_registry.py" --port $REGISTRY_PORT --dir "$RUN/registry" \
+    >>"$LOGS/registry.log" 2>&1 &
+  echo $! >"$PIDS/registry.pid"
+  wait_port registry $REGISTRY_PORT "$LOGS/registry.log"
+}
+stop_registry() { stop_pidfile registry; }
+status_registry() { port_open $REGISTRY_PORT && echo "registry: up 127.0.0.1:$REGISTRY_PORT" || echo "registry: down"; }
+
 # ---------------------------------------------------------------- main
-ALL=(kafka postgres prometheus flink alertmanager)
+ALL=(kafka postgres prometheus flink alertmanager registry)
 cmd=${1:-}; shift || true
 services=("$@"); [[ ${#services[@]} -eq 0 ]] && services=("${ALL[@]}")
 for s in "${services[@]}"; do

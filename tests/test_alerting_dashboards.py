@@ -66,7 +66,8 @@ def test_model_dashboard_covers_what_on_call_needs() -> None:
     doc = model_dashboard().to_json()
     titles = " | ".join(p["title"].lower() for p in doc["panels"])
     for topic in ("event rate", "rejected", "late", "drift score per feature", "gate alarms", "deep", "deliveries",
-                  "segment drift score", "drifted segments"):
+                  "segment drift score", "drifted segments", "invalid values per feature",
+                  "boolean features: share of true"):
         assert topic in titles, topic
     assert any(p["type"] == "heatmap" for p in doc["panels"])
     model, segment = doc["templating"]["list"]

@@ -15,6 +15,7 @@ import re
 import socket
 import time
 import uuid
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import httpx
@@ -62,6 +63,10 @@ def write_window(engine: Engine, rules: AlertRules, model: str, start: datetime,
     """
     end = start + timedelta(minutes=1)
     outcomes = [outcome(rng, name, 6000, drift if name == "amount" else 0.0) for name in FEATURES]
+    outcomes[1] = replace(outcomes[1], invalid=rng.randint(1, 30),  # age: a few texts among its numbers
+                          invalid_examples=({"reason": "wrong_type:string", "value": "n/a", "where": "features:0:1"},))
+    weekend = outcome(rng, "is_weekend", 6000, 0.0)
+    outcomes.append(replace(weekend, kind="boolean", true_count=rng.randint(1500, 2000)))
     outcomes += [outcome(rng, "amount", 600, segment_drift if key == "country=FR" else 0.0,
                          dict([key.split("=")])) for key in SEGMENTS]
     with engine.begin() as conn:

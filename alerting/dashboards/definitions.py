@@ -70,6 +70,30 @@ def _drift_panels() -> tuple[Panel, ...]:
     )
 
 
+def _value_panels() -> tuple[Panel, ...]:
+    """Per-feature invalid values (wrong-typed, their events kept) and boolean features' shares."""
+    return (
+        Panel("Invalid values per feature (per window)", "timeseries", (SqlQuery(
+            'SELECT window_start AS "time", feature AS metric, invalid AS value FROM window_results'
+            f" WHERE {MODEL} AND invalid > 0 AND $__timeFilter(window_start) ORDER BY 1"),
+            PromQuery('sum by (feature) (driftwarden_invalid_values_total{model="$model"})', "{{feature}} (total)")),
+            unit="short", description="Monitored values of the wrong type, per feature: each counted invalid, the "
+                                      "rest of its event kept (source.on_invalid_value: skip_value)."),
+        Panel("Invalid value examples", "table", (SqlQuery(
+            'SELECT window_start AS "window", feature, invalid, invalid_examples AS "examples (reason, value, where)"'
+            f" FROM window_results WHERE {MODEL} AND invalid > 0 AND $__timeFilter(window_start)"
+            " ORDER BY window_start DESC, feature LIMIT 50", "table"),),
+            description="Up to five examples per feature and window, with the record that carried each."),
+        Panel("Boolean features: share of true (per window)", "timeseries", (SqlQuery(
+            'SELECT window_start AS "time", feature AS metric,'
+            " CAST(true_count AS DOUBLE PRECISION) / NULLIF(count, 0) AS value FROM window_results"
+            f" WHERE {MODEL} AND true_count IS NOT NULL AND $__timeFilter(window_start) ORDER BY 1"),),
+            unit="percentunit", description="Shares among the window's values, nulls included."),
+        Panel("Boolean shares, latest window (Prometheus)", "timeseries", (PromQuery(
+            'driftwarden_boolean_share{model="$model"}', "{{feature}} {{value}}"),), unit="percentunit"),
+    )
+
+
 def _segment_panels() -> tuple[Panel, ...]:
     return (
         Panel("Segment drift score (PSI; deep where run)", "timeseries", (SqlQuery(
@@ -123,9 +147,10 @@ def _alert_panels() -> tuple[Panel, ...]:
 
 
 def model_dashboard() -> Dashboard:
-    """Return the per-model dashboard: events, rejects, late, drift heatmap, verdicts, segments, alerts."""
+    """Return the per-model dashboard: events, rejects, late, drift heatmap, verdicts, invalid values and boolean
+    shares, segments, alerts."""
     return Dashboard("driftwarden-model", "driftwarden: model drift",
-                     _event_panels() + _drift_panels() + _segment_panels() + _alert_panels(),
+                     _event_panels() + _drift_panels() + _value_panels() + _segment_panels() + _alert_panels(),
                      (MODEL_VARIABLE, SEGMENT_VARIABLE))
 
 

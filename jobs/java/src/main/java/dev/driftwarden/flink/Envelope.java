@@ -45,7 +45,7 @@ final class Envelope {
     // thread locals, and that lookup was 8% of the source task's time (JFR, bench/fused_ceiling.py's source task)
     private static final JsonFactory JSON = JsonFactory.builder().enable(StreamReadFeature.USE_FAST_DOUBLE_PARSER)
             .recyclerPool(JsonRecyclerPools.newBoundedPool(64)).build();
-    private static final Pattern STRICT_RFC3339 =
+    static final Pattern STRICT_RFC3339 =
             Pattern.compile("\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(\\.\\d{1,9})?(Z|[+-]\\d{2}:\\d{2})");
     /** Deepest nesting of a plain record (orjson refuses far deeper documents; Python decides those). */
     static final int MAX_DEPTH = 64;
@@ -209,6 +209,17 @@ final class Envelope {
 
     private static Envelope broken(byte[] value, Mapping mapping) {
         return new Envelope(value, mapping, null, null, null, null, null, false);
+    }
+
+    /** The envelope of a record that cannot be read (fields null, not plain). */
+    static Envelope broken(Mapping mapping) {
+        return broken(new byte[0], mapping);
+    }
+
+    /** An envelope read from elsewhere than JSON bytes (an Avro record: {@link AvroEnvelope}). */
+    static Envelope of(Mapping mapping, String eventTime, JsonToken eventTimeToken, String model, EventFeatures features,
+                       Double prediction, boolean plain) {
+        return new Envelope(new byte[0], mapping, eventTime, eventTimeToken, model, features, prediction, plain);
     }
 
     /** Only printable ASCII and whitespace, no backslash: strings need no decoding to compare. */

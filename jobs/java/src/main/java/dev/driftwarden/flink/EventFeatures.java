@@ -52,6 +52,22 @@ final class EventFeatures {
         count++;
     }
 
+    /** Adds one feature read from an Avro record ({@link AvroEnvelope}): its kind and value. */
+    void addScalar(String name, byte kind, double number, String text, boolean bool) {
+        if (count == names.length) {
+            grow();
+        }
+        for (int i = 0; i < count && !duplicates; i++) {
+            duplicates = names[i] == name || names[i].equals(name);
+        }
+        names[count] = name;
+        kinds[count] = kind;
+        numbers[count] = number;
+        texts[count] = text;
+        booleans[count] = bool;
+        count++;
+    }
+
     /** Adds a feature whose value is an object read elsewhere (a top-level field on the way to a part of the envelope). */
     void addObject(String name) {
         if (count == names.length) {

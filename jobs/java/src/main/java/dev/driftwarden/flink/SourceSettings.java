@@ -36,6 +36,8 @@ final class SourceSettings implements Serializable {
     final String columns;
     /** How a record maps onto an event (the config's {@code source.envelope}). */
     final Envelope.Mapping envelope;
+    /** The Confluent wire format's reader ({@code source.format: avro}), null for JSON values. */
+    final ConfluentAvro avro;
     /** {@link SummarySpec} (JSON text). */
     final String aggregate;
     /** {@link EventSegment} spec (JSON text), null when no model is segmented. */
@@ -69,6 +71,7 @@ final class SourceSettings implements Serializable {
         } catch (java.io.IOException e) {
             throw new IllegalArgumentException("source settings: columns is not JSON: " + e.getMessage(), e);
         }
+        avro = ConfluentAvro.of(root.get("format"), root.get("schema_registry"));
         aggregate = required(root, "aggregate").asText();
         segments = root.hasNonNull("segments") ? root.get("segments").asText() : null;
         JsonNode segmentArgs = root.get("segment_columns");

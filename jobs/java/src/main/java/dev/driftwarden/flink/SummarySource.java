@@ -73,7 +73,7 @@ public final class SummarySource {
                         String.valueOf(CaughtUpSource.PARTITION_DISCOVERY_MS))
                 .setProperty("auto.offset.reset", "earliest")
                 .setStartingOffsets(startingOffsets(settings.start))
-                .setDeserializer(new KafkaRecord.Deserializer(settings.envelope));
+                .setDeserializer(new KafkaRecord.Deserializer(settings.envelope, settings.avro));
         if (settings.topicPattern != null) {
             builder.setTopicPattern(Pattern.compile(settings.topicPattern));
         } else {
