@@ -171,3 +171,42 @@ def test_file_mode_without_a_reference_set_says_so():
                                                                                        "path": "r.dwref"})})
     with pytest.raises(ValueError, match="needs the reference set"):
         References(config, drift_policy(config.thresholds))
+
+
+GROUPED = MonitorConfig.model_validate({
+    "window": {"size": "10s"},
+    "reference": {"mode": "warmup", "warmup_windows": 3},
+    "thresholds": {"min_count": 30},
+    "models": [{"name": "m", "features": {"x": "numeric", "y": "numeric", "c": "categorical"}}],
+})
+
+
+def _grouped_window(w: int):
+    rng = np.random.default_rng(w)
+    maps = [{"x": float(x), "y": float(x + rng.normal()), "c": str(rng.choice(["a", "b"]))}
+            for x in rng.normal(size=300)]
+    return summarize_window("m", w * WINDOW, WINDOW, maps, GROUPED.models[0])
+
+
+@pytest.mark.parametrize("mode", ["file", "warmup", "rolling"])
+def test_every_mode_carries_the_models_multivariate_group_as_its_features(mode, window_store):
+    """x and y make the model's default group, "(numeric)": its reference comes with the features' in every
+    mode; replay's ``--features`` keeps it only when all its features are kept (or it is named)."""
+    policy = drift_policy(GROUPED.thresholds)
+    config = GROUPED if mode != "rolling" else GROUPED.model_copy(update={"reference": GROUPED.reference.model_copy(
+        update={"mode": "rolling", "rolling_windows": 3, "lag_windows": 0})})
+    model = GROUPED.models[0]
+    built = reference_from_summaries([_grouped_window(w) for w in range(3)], model.sketch_kinds, policy,
+                                     prediction=model.monitor_prediction)  # as References builds one
+    assert set(built.groups) == {"(numeric)"}
+    reference_set = ReferenceSet({"m": built}) if mode == "file" else None
+    with window_store() as windows:
+        references = References(config, policy, reference_set)
+        for w in range(3):
+            references.remember(_grouped_window(w), windows)
+        reference = references.reference_for("m", 3 * WINDOW, windows)
+        assert set(reference.features) == {"x", "y", "c"} and set(reference.groups) == {"(numeric)"}
+        assert reference.serialize() == built.serialize()  # the same windows, the same bytes, group included
+    for features, groups in ((["x"], set()), (["x", "y"], {"(numeric)"}), (["(numeric)"], {"(numeric)"})):
+        only = References(config, policy, ReferenceSet({"m": built}), features=features)
+        assert set(only.reference_for("m", 3 * WINDOW, MemoryWindows()).groups) == groups, features
