@@ -22,10 +22,11 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping
+from typing import Annotated, Any, Callable, Literal, Mapping
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, ValidationInfo,
+                      field_validator, model_validator)
 
 from driftwarden.core.errors import ConfigError
 from driftwarden.core.projection import projected_names
@@ -44,7 +45,16 @@ class VectorFeature(BaseModel):
     projections: int = Field(default=16, ge=2, le=64)
 
 
-FeatureKind = ScalarKind | VectorFeature
+def _feature_kind_form(value: Any) -> str:
+    """Which form a feature's kind is written in: a mapping is a vector, anything else names a scalar kind
+    (so a misspelt kind gets one error, not one per form)."""
+    return "form-vector" if isinstance(value, (Mapping, VectorFeature)) else "form-scalar"
+
+
+#: A feature's kind: a scalar kind's name or a vector's mapping. The union's tags ("form-...") are left out of the
+#: field an error names, as pydantic's "function-..." steps are (:func:`describe_validation_error`).
+FeatureKind = Annotated[Annotated[ScalarKind, Tag("form-scalar")] | Annotated[VectorFeature, Tag("form-vector")],
+                        Discriminator(_feature_kind_form)]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 7 * 86_400_000, None: 1000}
@@ -846,7 +856,7 @@ def describe_validation_error(path: Path, root: yaml.Node | None, exc: Validatio
     """
     lines = []
     for error in exc.errors(include_url=False, include_input=False):
-        loc = [*under, *(p for p in error["loc"] if not isinstance(p, str) or not p.startswith("function-"))]
+        loc = [*under, *(p for p in error["loc"] if not isinstance(p, str) or not p.startswith(("function-", "form-")))]
         field = ".".join(str(p) for p in loc) or "(top level)"
         message = error["msg"].removeprefix("Value error, ")
         lines.append(f"{path}:{_line_of(root, loc)}: {field}: {message}")
