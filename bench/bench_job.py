@@ -924,7 +924,7 @@ class Floor:
     def __enter__(self) -> "Floor":
         import tempfile
 
-        import fused_ceiling
+        from bench import fused_ceiling
 
         self._tmp = tempfile.TemporaryDirectory(prefix="bench-floor-")
         folder = Path(self._tmp.name)

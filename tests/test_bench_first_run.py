@@ -3,6 +3,7 @@ own, so that neither finds the engine's code compiled by the JIT for the other (
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -50,9 +51,15 @@ def test_first_runs_take_turns_and_the_headline_is_the_median_round(monkeypatch,
         wall = next(walls[pipeline])
         return {"startup": 0.0, "startup_cpu": 0.0, "wall": wall, "cpu": 2 * wall, "peak_rss": 2**30}
 
+    class FakeFloor(contextlib.nullcontext):  # a stand-in floor (its real runs: bench/fused_ceiling.py)
+        def first_run(self) -> dict:
+            order.append("floor")
+            return {"startup": 0.0, "startup_cpu": 0.0, "wall": 5.0, "cpu": 5.0, "peak_rss": 2**29}
+
     monkeypatch.setattr(bench, "first_run_in_own_process", fake_run)
+    monkeypatch.setattr(bench, "Floor", lambda full, empty: FakeFloor(FakeFloor()))
     first = bench.first_run_rounds("full", "empty", 3)
-    assert order == ["driftwarden", "plain"] * 3
+    assert order == ["driftwarden", "plain", "floor"] * 3
     bench.print_first_runs(1_000_000, first["driftwarden"], first["plain"], {"startup": 0.0, "wall": 10.0})
     out = capsys.readouterr().out
     # round ratios 0.50, 1.00, 0.25: the median is the first round's, not the mean (0.58) nor a pooled rate

@@ -97,7 +97,7 @@ public final class FusedCeiling {
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
         env.setParallelism(1);
         SourceSettings settings = SourceSettings.parse(settingsJson);
-        DataStream<KafkaRecord> records = env.fromSource(SummarySource.kafkaSource(settings),
+        DataStream<KafkaRecord> records = env.fromSource(SummarySource.caughtUpSource(settings),
                 SummarySource.watermarks(settings), SummarySource.SOURCE_NAME);
         last = new Counts();
         DataStream<Row> out = pipeline.equals("parse")
