@@ -214,8 +214,8 @@ def test_reference_written_before_profiles_still_reads() -> None:
     assert before_stats.window_stats.size == 0 and before_stats.dispersion().chi2 == 0.0
     assert np.array_equal(before_stats.null_scores, reference.features["merchant"].null_scores, equal_nan=True)
     data = reference.serialize()
-    with pytest.raises(SerializationError, match="unexpected sketch kind byte 12"):
-        Reference.deserialize(data[:5] + bytes([12]) + data[6:])
+    with pytest.raises(SerializationError, match="unexpected sketch kind byte 99"):
+        Reference.deserialize(data[:5] + bytes([99]) + data[6:])
 
 
 def _unseen_pvalues(reference: Reference, new_share: float, seed: int, windows: int) -> np.ndarray:
