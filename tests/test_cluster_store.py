@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from driftwarden.jobs.flink_env import latest_checkpoint
+from driftwarden.schemas.config import DEFAULT_GROUP
 from driftwarden.schemas.events import parse_event_time
 from tests.conftest import RUN_DIR, pg_password
 from tests.job_helpers import T0, WINDOW_MS, stored_verdicts, stream
@@ -148,8 +149,10 @@ def test_job_at_parallelism_2_on_two_taskmanagers_stores_with_a_password_file_sh
         watch.stop()
         if client.poll() is None:
             client.kill()
-    # the TaskManagers logged in: every window is judged and stored, each feature of each window
-    assert _monitored_counts(pg_engine) == expected and len(stored_verdicts(url)) == N_WINDOWS * 4
+    # the TaskManagers logged in: every window is judged and stored, each feature (and the default group) of each
+    verdicts = stored_verdicts(url)
+    assert _monitored_counts(pg_engine) == expected
+    assert len(verdicts) == N_WINDOWS * 5 and {f for _, _, f in verdicts} == {"f0", "f1", "f2", "c0", DEFAULT_GROUP}
     assert spread and all(len(tms) == 2 for tms in spread.values()), spread  # parallelism 2 ran on both
     # the searches looked where the password could have gone, and found it nowhere
     assert watch.found["passfile="] > 0 and len(watch.seen) >= 5, (watch.found, len(watch.seen))
