@@ -139,7 +139,7 @@ PYEOF
 }
 
 start_kafka() {
-  if already_listening $KAFKA_PORT; then log "kafka already running"; return; fi
+  if already_listening $KAFKA_PORT; then log "kafka already running on 127.0.0.1:$KAFKA_PORT"; return; fi
   [[ -d "$CACHE/jars/kafka" ]] || die "Kafka jars missing in $CACHE/jars/kafka: run scripts/bootstrap.sh"
   local dir="$RUN/kafka" cp="$CACHE/jars/kafka/*"
   mkdir -p "$dir/data"
@@ -223,7 +223,7 @@ pg_dir() {
 }
 
 start_postgres() {
-  if already_listening $PG_PORT; then log "postgres already running"; return; fi
+  if already_listening $PG_PORT; then log "postgres already running on 127.0.0.1:$PG_PORT"; return; fi
   local bin; bin=$(pg_bin)
   if [[ -z "$bin" ]]; then
     log "installing PostgreSQL from Debian's packages"
@@ -293,7 +293,7 @@ status_postgres() { port_open $PG_PORT && echo "postgres: up 127.0.0.1:$PG_PORT"
 
 # ---------------------------------------------------------------- prometheus
 start_prometheus() {
-  if already_listening $PROM_PORT; then log "prometheus already running"; return; fi
+  if already_listening $PROM_PORT; then log "prometheus already running on 127.0.0.1:$PROM_PORT"; return; fi
   if ! command -v prometheus >/dev/null; then
     log "installing Prometheus from Debian's packages"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null
@@ -314,7 +314,7 @@ status_prometheus() { port_open $PROM_PORT && echo "prometheus: up 127.0.0.1:$PR
 flink_home() { "$VENV/bin/python" -c 'import os, pyflink; print(os.path.dirname(pyflink.__file__))'; }
 
 start_flink() {
-  if already_listening $FLINK_REST_PORT; then log "flink already running"; return; fi
+  if already_listening $FLINK_REST_PORT; then log "flink already running on 127.0.0.1:$FLINK_REST_PORT"; return; fi
   [[ -x "$VENV/bin/python" ]] || die "no virtualenv at $VENV: run scripts/bootstrap.sh"
   local home conf="$RUN/flink/conf"; home=$(flink_home)
   mkdir -p "$conf" "$RUN/flink/log" "$RUN/flink/tmp" "$RUN/flink/lib"
@@ -370,14 +370,14 @@ status_flink() { port_open $FLINK_REST_PORT && echo "flink: up 127.0.0.1:$FLINK_
 start_alertmanager() {
   local dir="$RUN/alertmanager"
   mkdir -p "$dir/data"
-  if ! pid_alive alertmanager-receiver; then
+  if ! pid_ours alertmanager-receiver; then
     [[ -x "$VENV/bin/python" ]] || die "no virtualenv at $VENV for Alertmanager's receiver: run scripts/bootstrap.sh"
     nohup "$VENV/bin/python" -m driftwarden.alerting.testing --port "$AM_RECEIVER_PORT" --record "$dir/received.jsonl" \
       >>"$LOGS/alertmanager-receiver.log" 2>&1 &
     echo $! >"$PIDS/alertmanager-receiver.pid"
     wait_port "receiver for Alertmanager (am-receiver)" "$AM_RECEIVER_PORT" "$LOGS/alertmanager-receiver.log"
   fi
-  if already_listening $ALERTMANAGER_PORT; then log "alertmanager already running"; return; fi
+  if already_listening $ALERTMANAGER_PORT; then log "alertmanager already running on 127.0.0.1:$ALERTMANAGER_PORT"; return; fi
   if ! command -v prometheus-alertmanager >/dev/null; then
     log "installing Alertmanager from Debian's packages"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus-alertmanager >/dev/null
@@ -399,7 +399,7 @@ status_alertmanager() {
 # ---------------------------------------------------------------- registry (schema registry, Confluent API)
 # scripts/schema_registry.py: basic auth as user driftwarden, the password in $RUN/registry/password
 start_registry() {
-  if already_listening $REGISTRY_PORT; then log "registry already running"; return; fi
+  if already_listening $REGISTRY_PORT; then log "registry already running on 127.0.0.1:$REGISTRY_PORT"; return; fi
   [[ -x "$VENV/bin/python" ]] || die "no virtualenv at $VENV: run scripts/bootstrap.sh"
   mkdir -p "$RUN/registry"
   nohup "$VENV/bin/python" "$REPO/scripts/schema_registry.py" --port $REGISTRY_PORT --dir "$RUN/registry" \
