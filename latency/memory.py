@@ -49,6 +49,21 @@ def rss_bytes() -> int | None:
         return None
 
 
+def release_free_heap() -> bool:
+    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``); False where there is none.
+
+    Memory that earlier work (the latency chunks, other models) freed stays in the process's heap, and new
+    allocations reuse it without the resident set growing: a model keeping 256 KiB a call showed a flat RSS
+    for 200 calls after 750 MiB had been freed. Trimmed first, growth shows in the RSS again.
+    """
+    try:
+        import ctypes
+
+        return bool(ctypes.CDLL("libc.so.6").malloc_trim(0))
+    except (OSError, AttributeError):
+        return False
+
+
 def probe(fn: Callable[..., Any], pool: BatchPool, iterations: int, device: str) -> MemoryTrace | None:
     """Run ``iterations`` requests after one warm-up pass, sampling memory after each; None if unmeasurable."""
     for batch in pool.batches:
@@ -57,6 +72,7 @@ def probe(fn: Callable[..., Any], pool: BatchPool, iterations: int, device: str)
         return _probe_cuda(fn, pool, iterations, device)
     if rss_bytes() is None:
         return None
+    release_free_heap()
     samples = []
     for i in range(iterations):
         fn(*pool.batches[i % len(pool)].tensors)
