@@ -22,7 +22,7 @@ from sqlalchemy import Connection
 from driftwarden.core.records import WindowReport, severity_rank
 from driftwarden.alerting.ssrf import UnsafeURLError, check_network, check_syntax
 from driftwarden.core.errors import ConfigError
-from driftwarden.schemas.config import describe_validation_error, read_yaml
+from driftwarden.schemas.config import ENV_NAME, describe_validation_error, env_var_name, read_yaml
 
 log = logging.getLogger(__name__)
 FORMATS = ("native", "alertmanager", "slack")
@@ -31,7 +31,6 @@ PAGERDUTY_URL = "https://events.pagerduty.com/v2/enqueue"
 ENDS_AT_RESENDS = 4  # an Alertmanager alert's endsAt lies this many resend intervals ahead (as Prometheus sets it)
 #: The reference that stands for a literal secret in the job's copy of the config; nothing ever reads it.
 REDACTED_ENV = "DRIFTWARDEN_REDACTED_IN_JOB"
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MATCHER_OPS = ("=", "!=", "=~", "!~", "glob", ">=")
 LABELS = ("model", "feature", "segment", "severity")
 GROUP_LABELS = ("model", "feature", "segment")  # identity labels only: a group never changes under an alert
@@ -150,18 +149,12 @@ class Route(BaseModel):
             check_network(network)
         return networks
 
-    @field_validator("url_env", "token_env")
-    @classmethod
-    def _env_name(cls, value: str | None) -> str | None:
-        if value is not None and not _ENV_NAME.match(value):
-            raise ValueError("the name of an environment variable (letters, digits, _; not a digit first), "
-                             "never the secret itself")
-        return value
+    _env_name = field_validator("url_env", "token_env")(env_var_name)
 
     @field_validator("secret_env")
     @classmethod
     def _env_names(cls, value: str | None) -> str | None:
-        if value is not None and not all(_ENV_NAME.match(name) for name in value.split() or [""]):
+        if value is not None and not all(ENV_NAME.match(name) for name in value.split() or [""]):
             raise ValueError("names of environment variables, space separated, never the secrets themselves")
         return value
 

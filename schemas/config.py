@@ -120,7 +120,19 @@ class SchemaRegistryConfig(_Strict):
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: The name of an environment variable (a secret is referenced by it, never written in a config).
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def env_var_name(value: str | None) -> str | None:
+    """``value`` when it is absent or the name of an environment variable; a ValueError (pydantic's field error)
+    saying so otherwise, e.g. when a secret itself was written where its variable's name belongs."""
+    if value is not None and not ENV_NAME.match(value):
+        raise ValueError("the name of an environment variable (letters, digits, _; not a digit first), "
+                         "never the secret itself")
+    return value
+
+
 _SASL_ONLY = ("sasl_mechanism", "username", "password_env", "password_file")
 _TLS_ONLY = ("ca_file", "cert_file", "key_file", "key_password_env", "key_password_file")
 
@@ -179,13 +191,7 @@ class KafkaSecurity(_Strict):
             raise ValueError(f"only with protocol SSL or SASL_SSL (protocol is {protocol})")
         return value
 
-    @field_validator("password_env", "key_password_env")
-    @classmethod
-    def _env_name(cls, value: str | None) -> str | None:
-        if value is not None and not _ENV_NAME.match(value):
-            raise ValueError("the name of an environment variable (letters, digits, _; not a digit first), "
-                             "never the secret itself")
-        return value
+    _env_name = field_validator("password_env", "key_password_env")(env_var_name)
 
     @field_validator("password_file", "ca_file", "cert_file", "key_file", "key_password_file")
     @classmethod
