@@ -8,6 +8,8 @@ build`` builds the reference from a drift-free snapshot; the live job (embedded 
 vector events) reads the stream from a 2-partition topic; replay reads the same events from a file. The
 stored results must be equal column for column (decisions, scores, counts), the vector's group must drift
 from the first shifted window on and nowhere before, and the alert must name (model, vector, segment).
+The same events as Confluent-framed Avro (the vector an Avro array of doubles) through the running schema
+registry: the live job stores the same results again.
 """
 
 from __future__ import annotations
@@ -57,9 +59,9 @@ def _write_jsonl(path: Path, events: list[dict]) -> Path:
     return path
 
 
-def _config(path: Path, topic: str, bootstrap: str) -> Path:
+def _config(path: Path, topic: str, bootstrap: str, source: dict | None = None) -> Path:
     path.write_text(yaml.safe_dump({
-        "source": {"topics": [topic], "bootstrap_servers": bootstrap, "group_id": f"g-{topic}"},
+        "source": {"topics": [topic], "bootstrap_servers": bootstrap, "group_id": f"g-{topic}", **(source or {})},
         "window": {"size": "10s", "out_of_orderness": "2s"},
         "reference": {"mode": "file", "path": str(path.parent / "reference.dwref")},
         "alerting": {"group_wait": "0s"},
@@ -68,24 +70,54 @@ def _config(path: Path, topic: str, bootstrap: str) -> Path:
     return path
 
 
-def test_the_live_job_judges_a_vector_feature_as_replay_does(kafka_bootstrap, topic_name, tmp_path) -> None:
-    from driftwarden.core.store import make_engine
-    from driftwarden.jobs.drift_job import run_drift_job
-    from driftwarden.schemas.alert_tables import alerts
-    from driftwarden.schemas.config import load_config
-    from tests.kafka_helpers import create_topic, produce
+AVRO_SCHEMA = {"type": "record", "name": "Scored", "namespace": "vectors", "fields": [
+    {"name": "event_time", "type": "long"},
+    {"name": "model", "type": "string"},
+    {"name": "features", "type": {"type": "record", "name": "Features", "fields": [
+        {"name": "f0", "type": "double"},
+        {"name": "emb", "type": {"type": "array", "items": "double"}}]}},
+]}
 
-    config_path = _config(tmp_path / "config.yaml", topic_name, kafka_bootstrap)
-    snapshot = _write_jsonl(tmp_path / "train.jsonl", vector_events(12, BASE_MS - 3_600_000, seed=99))
-    built = CliRunner().invoke(app, ["reference", "build", "-i", str(snapshot), "-o", str(tmp_path / "reference.dwref"),
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory) -> dict:
+    """The reference (``reference build`` from a drift-free snapshot), the shifting stream, and replay's
+    store of the stream read from a JSONL file."""
+    folder = tmp_path_factory.mktemp("vector-live")
+    config_path = _config(folder / "config.yaml", "unused", "127.0.0.1:1")
+    snapshot = _write_jsonl(folder / "train.jsonl", vector_events(12, BASE_MS - 3_600_000, seed=99))
+    built = CliRunner().invoke(app, ["reference", "build", "-i", str(snapshot), "-o", str(folder / "reference.dwref"),
                                      "-c", str(config_path)])
     assert built.exit_code == 0, built.output
     events = vector_events(N_WINDOWS, BASE_MS, seed=1, shift_from=SHIFT_FROM)
-    create_topic(kafka_bootstrap, topic_name, partitions=2)
-    produce(kafka_bootstrap, topic_name, events)
+    replayed = f"sqlite:///{folder}/replay.db"
+    result = CliRunner().invoke(app, ["replay", "--no-progress", "--input", str(_write_jsonl(folder / "stream.jsonl", events)),
+                                      "--config", str(config_path), "--store-url", replayed])
+    assert result.exit_code == 0, result.output
+    return {"folder": folder, "events": events, "replayed": replayed}
+
+
+def _live(scenario: dict, topic: str, bootstrap: str, parallelism: int, source: dict | None = None) -> str:
+    """Run the live job (embedded, bounded) over ``topic``; its store's URL."""
+    from driftwarden.jobs.drift_job import run_drift_job
+    from driftwarden.schemas.config import load_config
+
+    config_path = _config(scenario["folder"] / f"{topic}.yaml", topic, bootstrap, source)
     config = load_config(config_path)
-    live = f"sqlite:///{tmp_path}/live.db"
-    run_drift_job(config, live, config.reference.path, bounded=True, checkpoint_interval_ms=0, parallelism=2)
+    live = f"sqlite:///{scenario['folder']}/live-{topic}.db"
+    run_drift_job(config, live, str(scenario["folder"] / "reference.dwref"), bounded=True, checkpoint_interval_ms=0,
+                  parallelism=parallelism)
+    return live
+
+
+def test_the_live_job_judges_a_vector_feature_as_replay_does(scenario, kafka_bootstrap, topic_name) -> None:
+    from driftwarden.core.store import make_engine
+    from driftwarden.schemas.alert_tables import alerts
+    from tests.kafka_helpers import create_topic, produce
+
+    create_topic(kafka_bootstrap, topic_name, partitions=2)
+    produce(kafka_bootstrap, topic_name, scenario["events"])
+    live = _live(scenario, topic_name, kafka_bootstrap, parallelism=2)
 
     verdicts = stored_verdicts(live)
     names = {"f0", "emb", *(f"emb[{i}]" for i in range(PROJECTIONS))}
@@ -102,10 +134,20 @@ def test_the_live_job_judges_a_vector_feature_as_replay_does(kafka_bootstrap, to
         fired = {(m, f, s) for m, f, s in conn.execute(select(alerts.c.model, alerts.c.feature, alerts.c.segment))}
     engine.dispose()
     assert ("m", "emb", "") in fired
+    assert_same_results(verdicts, stored_verdicts(scenario["replayed"]), where_differs=True)  # topic vs its file
 
-    replayed = f"sqlite:///{tmp_path}/replay.db"
-    stream = _write_jsonl(tmp_path / "stream.jsonl", events)
-    result = CliRunner().invoke(app, ["replay", "--no-progress", "--input", str(stream), "--config", str(config_path),
-                                      "--store-url", replayed])
-    assert result.exit_code == 0, result.output
-    assert_same_results(stored_verdicts(live), stored_verdicts(replayed), where_differs=True)  # topic vs its file
+
+def test_vectors_from_avro_arrays_are_judged_as_from_json(scenario, kafka_bootstrap, topic_name) -> None:
+    """The same events as Confluent-framed Avro (``features.emb`` an Avro array of doubles, the wrong-length
+    ones included) through the running registry: the live job stores what replay of the JSON stored."""
+    from tests.avro_helpers import confluent_values, require_registry
+    from tests.kafka_helpers import create_topic, produce
+
+    registry = require_registry()
+    create_topic(kafka_bootstrap, topic_name, partitions=2)
+    produce(kafka_bootstrap, topic_name, confluent_values(topic_name, AVRO_SCHEMA, scenario["events"]))
+    live = _live(scenario, topic_name, kafka_bootstrap, parallelism=1,
+                 source={"format": "avro", "schema_registry": registry})
+    verdicts = stored_verdicts(live)
+    assert any(row["drifted"] for (_, _, feature), row in verdicts.items() if feature == "emb")
+    assert_same_results(verdicts, stored_verdicts(scenario["replayed"]), where_differs=True)
