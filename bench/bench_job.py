@@ -1,7 +1,8 @@
 """End-to-end throughput of the streaming drift job vs a plain Flink SQL window over the same topic.
 
     .venv/bin/python bench/bench_job.py [--events 1000000] [--first-rounds 3] [--steady-rounds 3]
-                                        [--compare-reporter | --malformed-share 0.01 | --segments 20 [--segment-bytes]]
+                                        [--compare-reporter | --malformed-share 0.01 | --segments 20 [--segment-bytes]
+                                         | --multivariate-cost [--vector-events 50000]]
 
 Pre-fills a real Kafka topic with events of 20 numeric + 5 categorical features, then runs, on
 the same topic, (1) the driftwarden job (bounded, embedded MiniCluster),
@@ -34,6 +35,13 @@ the ratios on/off.
 same events with 1% malformed records among them (alternating), and once on malformed records
 only: good events/s and CPU per good event (start-up, the median of three empty-topic runs, subtracted),
 dirty / clean, and malformed records/s.
+
+``--multivariate-cost``: instead, the job over a topic of 25 numeric features (model ``mv``) with its
+default multivariate group on and off (``multivariate: []``), alternating, for ``--multivariate-rounds``
+rounds, and once a round over a topic of one 384-dim vector feature: events/s, CPU per event (start-up
+subtracted), on / off per round and the median (target >= 0.85), and the vector model's events/s beside;
+each numeric run followed by one over the topic's first half: full less half is the second half's cost,
+the per-job costs (the JIT compiling each job's code anew) left out; and where the CPU goes, on vs off.
 
 ``--segments 20``: instead, the topic's events carry one more categorical feature, ``country`` (40
 values, Zipf volumes, seeded); a reference file is built by `reference build`'s function (with
@@ -582,6 +590,140 @@ def compare_envelopes(events: int, folder: Path, run: str, share: float, rounds:
     print("target: avro and flat within 10% of json (ratios >= 0.90); wrong: what the wrong-typed share costs")
 
 
+MV_NUMERIC = [f"x{i}" for i in range(25)]
+VECTOR_DIM = 384
+
+
+def fill_multivariate_topic(topic: str, events: int, vector: bool = False) -> None:
+    """A topic of 2 partitions holding ``events`` JSON events of model ``mv`` (1,000 per second of event time):
+    25 normal numeric features ``x0..x24`` (the first two correlated, 0.8), or with ``vector`` one feature
+    ``emb``, an array of 384 normal floats; seeded, 5 decimals."""
+    admin = AdminClient({"bootstrap.servers": BOOTSTRAP})
+    for future in admin.create_topics([NewTopic(topic, 2, 1)]).values():
+        future.result(30)
+    producer = Producer({"bootstrap.servers": BOOTSTRAP, "linger.ms": 50, "batch.size": 1_000_000,
+                         "compression.type": "lz4", "queue.buffering.max.messages": 1_000_000,
+                         "enable.idempotence": True})
+    rng = np.random.default_rng(46)
+    for start in range(0, events, 10_000):
+        size = min(10_000, events - start)
+        values = rng.normal(size=(size, VECTOR_DIM if vector else len(MV_NUMERIC))).round(5)
+        if not vector:
+            values[:, 1] = (0.8 * values[:, 0] + 0.6 * values[:, 1]).round(5)
+        for i, row in enumerate(values.tolist()):
+            features = {"emb": row} if vector else dict(zip(MV_NUMERIC, row))
+            producer.produce(topic, orjson.dumps({"event_time": T0 + start + i, "model": "mv", "features": features}))
+        producer.poll(0)
+    producer.flush(120)
+
+
+def multivariate_config(topic: str, groups: bool = True, vector: bool = False):
+    """Monitor config of a :func:`fill_multivariate_topic` topic (warm-up reference of 3 windows): the 25
+    numeric features with the default group (``groups``) or with ``multivariate: []`` (none), or with
+    ``vector`` the one vector feature ``emb: {vector: 384}`` (16 projections, their group)."""
+    from driftwarden.schemas.config import MonitorConfig
+
+    model: dict = {"name": "mv"}
+    if vector:
+        model["features"] = {"emb": {"vector": VECTOR_DIM}}
+    else:
+        model["features"] = {n: "numeric" for n in MV_NUMERIC}
+        if not groups:
+            model["multivariate"] = []
+    return MonitorConfig.model_validate({
+        "source": {"topics": [topic], "bootstrap_servers": BOOTSTRAP, "group_id": f"bench-{topic}"},
+        "window": {"size": f"{WINDOW_SECONDS}s"}, "reference": {"mode": "warmup", "warmup_windows": 3},
+        "models": [model],
+    })
+
+
+def compare_multivariate(events: int, vector_events: int, folder: Path, run: str, rounds: int) -> None:
+    """The job over one topic of 25 numeric features with the default group on and off (``multivariate: []``),
+    alternating (on-off, off-on, ...) for ``rounds`` rounds, and over a topic of one 384-dim vector feature
+    once a round: events/s and CPU per event of each (start-up, the median of three empty-topic runs,
+    subtracted), and on / off per round and their median (target >= 0.85). Each numeric run is followed by
+    a run over the topic's first half (the same events): full less half is the second half's cost, with the
+    per-job costs (the JIT compiling the job's code, which MiniCluster loads anew for each job) left out."""
+    numeric, half, vectors, empty = (f"bench-mv-{kind}-{run}" for kind in ("numeric", "half", "vector", "empty"))
+    print(f"filling {numeric} ({events:,} events of 25 numeric features), {half} (its first half) and {vectors} "
+          f"({vector_events:,} events of one {VECTOR_DIM}-dim vector) ...", flush=True)
+    fill_multivariate_topic(numeric, events)
+    fill_multivariate_topic(half, events // 2)
+    fill_multivariate_topic(vectors, vector_events, vector=True)
+    fill_multivariate_topic(empty, 1)
+    configs = {"on": multivariate_config(numeric), "off": multivariate_config(numeric, groups=False),
+               "vector": multivariate_config(vectors, vector=True)}
+    halves = {"on": multivariate_config(half), "off": multivariate_config(half, groups=False)}
+    counts = {"on": events, "off": events, "vector": vector_events}
+    empty_config = multivariate_config(empty)
+    run_driftwarden(empty, folder / f"{run}-mv-warm.db", None, empty_config)  # starts the JVM
+    run_driftwarden(numeric, folder / f"{run}-mv-warm-full.db", None, configs["on"])  # JIT warm-up, not counted
+    startup, startup_cpu = median_startup([timed_by_thread(run_driftwarden, empty, folder / f"{run}-mv-empty-{i}.db",
+                                                           None, empty_config) for i in range(STARTUP_RUNS)])
+    figures: dict[str, list[tuple[float, float]]] = {name: [] for name in configs}
+    second: dict[str, list[tuple[float, float]]] = {name: [] for name in halves}
+    where: dict[str, list[dict[str, float]]] = {name: [] for name in configs}
+    for r in range(rounds):
+        for name in (("on", "off") if r % 2 == 0 else ("off", "on")) + ("vector",):
+            wall, cpu = timed_by_thread(run_driftwarden, configs[name].source.topics[0],
+                                        folder / f"{run}-mv-{name}-{r}.db", None, configs[name])
+            figures[name].append((counts[name] / max(wall - startup, 1e-9),
+                                  1e6 * max(cpu.seconds - startup_cpu.seconds, 1e-9) / counts[name]))
+            started = startup_cpu.by_where()
+            where[name].append({k: 1e6 * (v - started.get(k, 0.0)) / counts[name] for k, v in cpu.by_where().items()})
+            if name in halves:
+                half_wall, half_cpu = timed(run_driftwarden, half, folder / f"{run}-mv-{name}-half-{r}.db", None,
+                                            halves[name])
+                rest = events - events // 2
+                second[name].append((rest / max(wall - half_wall, 1e-9), 1e6 * max(cpu.seconds - half_cpu, 1e-9) / rest))
+    print_multivariate_cost(events, vector_events, rounds, (startup, startup_cpu.seconds), figures)
+    print("second half (a run over the whole topic less one over its first half: per-job costs left out):")
+    for name in halves:
+        rates, cpus = [r for r, _ in second[name]], [c for _, c in second[name]]
+        print(f"  group {name:>3}: {np.median(rates):>9,.0f} events/s, {np.median(cpus):6.1f} us CPU per event "
+              f"(rounds: {', '.join(f'{c:.1f}' for c in cpus)} us)")
+    cpu_ratios = [off / on for (_, on), (_, off) in zip(second["on"], second["off"])]
+    rate_ratios = [on / off for (on, _), (off, _) in zip(second["on"], second["off"])]
+    print(f"  second half, group on / off: events/s {np.median(rate_ratios):.3f} "
+          f"({', '.join(f'{x:.3f}' for x in rate_ratios)}), CPU per event off / on {np.median(cpu_ratios):.3f} "
+          f"({', '.join(f'{x:.3f}' for x in cpu_ratios)}); target >= 0.85")
+    print_group_cpu_by_where(where["off"], where["on"])
+
+
+def print_group_cpu_by_where(off: list[dict[str, float]], on: list[dict[str, float]], at_least_us: float = 0.3) -> None:
+    """Where the CPU per event goes (us, start-up subtracted, mean of the rounds), group off vs on, each thread
+    group that moved or costs at least ``at_least_us``, the largest difference first."""
+    keys = {k for run in off + on for k in run}
+    mean_off = {k: float(np.mean([run.get(k, 0.0) for run in off])) for k in keys}
+    mean_on = {k: float(np.mean([run.get(k, 0.0) for run in on])) for k in keys}
+    print("CPU per event by where it runs (us; start-up subtracted; JVM thread names as Linux keeps them):")
+    print(f"  {'where: thread':<42} {'group off':>10} {'group on':>10} {'difference':>10}")
+    for k in sorted(keys, key=lambda k: -(mean_on[k] - mean_off[k])):
+        if max(abs(mean_on[k]), abs(mean_off[k])) >= at_least_us:
+            print(f"  {k:<42} {mean_off[k]:>10.1f} {mean_on[k]:>10.1f} {mean_on[k] - mean_off[k]:>+10.1f}")
+
+
+def print_multivariate_cost(events: int, vector_events: int, rounds: int, startup: tuple[float, float],
+                            figures: dict[str, list[tuple[float, float]]]) -> None:
+    """Print :func:`compare_multivariate`'s rates, CPU per event and ratios."""
+    print(f"{events:,} events of 25 numeric features, {vector_events:,} of one {VECTOR_DIM}-dim vector, "
+          f"{WINDOW_SECONDS} s windows, parallelism {PARALLELISM}, {rounds} rounds (start-up {startup[0]:.1f} s wall, "
+          f"{startup[1]:.1f} s CPU, subtracted)")
+    labels = {"on": "25 numeric, default group on", "off": "25 numeric, multivariate: []",
+              "vector": f"one vector of {VECTOR_DIM}"}
+    for name, label in labels.items():
+        rates, cpus = [r for r, _ in figures[name]], [c for _, c in figures[name]]
+        print(f"{label:>29}: {np.median(rates):>9,.0f} events/s, {np.median(cpus):6.1f} us CPU per event "
+              f"(rounds: {', '.join(f'{r:,.0f}' for r in rates)} events/s; {', '.join(f'{c:.1f}' for c in cpus)} us)")
+    rate_ratios = [on / off for (on, _), (off, _) in zip(figures["on"], figures["off"])]
+    cpu_ratios = [off / on for (_, on), (_, off) in zip(figures["on"], figures["off"])]
+    print(f"group on / off: events/s {np.median(rate_ratios):.3f} ({', '.join(f'{x:.3f}' for x in rate_ratios)}), "
+          f"CPU per event off / on {np.median(cpu_ratios):.3f} ({', '.join(f'{x:.3f}' for x in cpu_ratios)}); "
+          f"target >= 0.85")
+    vector_ratio = np.median([v for v, _ in figures["vector"]]) / np.median([on for on, _ in figures["on"]])
+    print(f"vector model / 25-feature model (group on): events/s {vector_ratio:.3f}")
+
+
 def build_segment_reference(path: Path, segments: int, windows: int) -> None:
     """A reference file of the bench model with the segment feature, segmented by it (top ``segments``), built by
     `reference build`'s function from a training snapshot of ``windows`` windows of the same generator (seed 1)."""
@@ -1034,6 +1176,13 @@ def main() -> None:
     parser.add_argument("--wrong-share", type=float, default=0.05,
                         help="with --envelopes: the share of events whose first numeric feature is a text")
     parser.add_argument("--envelope-rounds", type=int, default=2, help="with --envelopes: rounds of the four runs")
+    parser.add_argument("--multivariate-cost", action="store_true",
+                        help="instead of plain Flink: the drift job over a topic of 25 numeric features with the "
+                             "default multivariate group on and off (multivariate: []), alternating, and over a topic "
+                             "of one 384-dim vector feature (--vector-events events), --multivariate-rounds rounds")
+    parser.add_argument("--vector-events", type=int, default=50_000,
+                        help="with --multivariate-cost: events of the vector topic")
+    parser.add_argument("--multivariate-rounds", type=int, default=3, help="with --multivariate-cost: rounds")
     parser.add_argument("--compare-reporter", action="store_true",
                         help="instead of plain Flink: the drift job with Flink's Prometheus reporter on vs off")
     parser.add_argument("--scrape-interval", type=float, default=15.0,
@@ -1067,6 +1216,9 @@ def main() -> None:
         segment_bytes_only(folder, run, args.segments, args.train_windows, args.events)
         return
     empty, half, full, fast, slow = (f"bench-{kind}-{run}" for kind in ("empty", "half", "full", "fast", "slow"))
+    if args.multivariate_cost:
+        compare_multivariate(args.events, args.vector_events, folder, run, args.multivariate_rounds)
+        return
     if args.envelopes:
         compare_envelopes(args.events, folder, run, args.wrong_share, args.envelope_rounds)
         return

@@ -18,7 +18,8 @@ Delay: windows from the change to the first drifted cell of the changed entity (
 same data: per feature (per raw coordinate of the embedding: 384 of them) a two-sample KS test of the
 window against all the reference data, Bonferroni over the entity's features at 0.05 (without the
 correction the 384 coordinates would flag every window). Drift-free: the share of drifted cells over
-all windows and entries, new ones included, with its Clopper-Pearson 95% interval; and the single
+all windows and entries, new ones included, with its Clopper-Pearson 95% interval and one-sided 95% upper
+bound (no drifted cell in about 3,000 puts that bound under 0.1%); and the single
 features' verdicts judged with the groups and without, on the same windows (how many differ).
 """
 
@@ -177,8 +178,10 @@ def run(args, policy) -> None:
         print(f"{law:<6} {cells:>6} {drifted:>7} {drifted / cells:>8.4%} [{lo:.4%}, {hi:.4%}] {group:>6} {naive:>6} "
               f"{differ:>6}")
     lo, hi = _interval(total[1], total[0])
+    upper = float(stats.beta.ppf(0.95, total[1] + 1, total[0] - total[1])) if total[1] < total[0] else 1.0
     print(f"all multivariate drift-free cells: {total[1]} of {total[0]} = {total[1] / total[0]:.4%} (95% interval "
-          f"[{lo:.4%}, {hi:.4%}]); target <= 0.1%; {time.perf_counter() - started:.0f} s")
+          f"[{lo:.4%}, {hi:.4%}]; one-sided 95% upper bound {upper:.4%}); target <= 0.1%; "
+          f"{time.perf_counter() - started:.0f} s")
 
 
 def _interval(k: int, n: int) -> tuple[float, float]:
