@@ -675,16 +675,17 @@ def compare_multivariate(events: int, vector_events: int, folder: Path, run: str
                 half_wall, half_cpu = timed(run_driftwarden, half, folder / f"{run}-mv-{name}-half-{r}.db", None,
                                             halves[name])
                 rest = events - events // 2
-                second[name].append((rest / max(wall - half_wall, 1e-9), 1e6 * max(cpu.seconds - half_cpu, 1e-9) / rest))
+                rate = rest / (wall - half_wall) if wall > half_wall else float("nan")  # nan: the load swamped it
+                second[name].append((rate, 1e6 * (cpu.seconds - half_cpu) / rest))
     print_multivariate_cost(events, vector_events, rounds, (startup, startup_cpu.seconds), figures)
     print("second half (a run over the whole topic less one over its first half: per-job costs left out):")
     for name in halves:
         rates, cpus = [r for r, _ in second[name]], [c for _, c in second[name]]
-        print(f"  group {name:>3}: {np.median(rates):>9,.0f} events/s, {np.median(cpus):6.1f} us CPU per event "
+        print(f"  group {name:>3}: {np.nanmedian(rates):>9,.0f} events/s, {np.median(cpus):6.1f} us CPU per event "
               f"(rounds: {', '.join(f'{c:.1f}' for c in cpus)} us)")
     cpu_ratios = [off / on for (_, on), (_, off) in zip(second["on"], second["off"])]
     rate_ratios = [on / off for (on, _), (off, _) in zip(second["on"], second["off"])]
-    print(f"  second half, group on / off: events/s {np.median(rate_ratios):.3f} "
+    print(f"  second half, group on / off: events/s {np.nanmedian(rate_ratios):.3f} "
           f"({', '.join(f'{x:.3f}' for x in rate_ratios)}), CPU per event off / on {np.median(cpu_ratios):.3f} "
           f"({', '.join(f'{x:.3f}' for x in cpu_ratios)}); target >= 0.85")
     print_group_cpu_by_where(where["off"], where["on"])
