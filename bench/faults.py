@@ -18,8 +18,9 @@ watermarks; 10 s windows so that runs stay short), ``idleness-5s`` (10 s windows
 idleness 5 s). A broker outage lasts idleness + 10 s, so a rule that let a partition pass the
 watermark merely for being silent would have it pass.
 
-Prints one line per run (exact or not, windows exact, each fault's recovery time) and a table per
-(case, config): runs exact of runs, windows exact of windows. ``tests/test_faults.py`` runs a
+Prints one line per run (exact or not, windows exact, each fault's recovery time), a table per
+(case, config): runs exact of runs, windows exact of windows, and a table per fault of each case: runs
+whose windows around that fault were all exact, those windows exact of windows, the slowest catch-up. ``tests/test_faults.py`` runs a
 CI-sized selection of the same runs.
 """
 
@@ -249,6 +250,24 @@ def table(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
+def fault_table(results: list[Result]) -> str:
+    """Per (case, config, fault): runs whose windows around the fault were all exact, windows exact of windows,
+    and the slowest catch-up after it."""
+    rows: dict[tuple[str, str, int, str], tuple[int, int, int, int, float]] = {}
+    for r in results:
+        window_ms = WindowConfig.model_validate(CONFIGS[r.config]).size_ms
+        for i, p in enumerate(r.phases):
+            exact, windows = r.phase_windows(i, window_ms)
+            runs, runs_exact, total, total_exact, slowest = rows.get((r.case, r.config, i, p.fault), (0, 0, 0, 0, 0))
+            rows[(r.case, r.config, i, p.fault)] = (runs + 1, runs_exact + (exact == windows), total + windows,
+                                                    total_exact + exact, max(slowest, p.recovery_s))
+    lines = [f"{'case':<28} {'config':<12} {'fault':<30} {'runs exact':>10} {'windows exact':>14} {'caught up':>10}"]
+    lines += [f"{case:<28} {config:<12} {f'{i + 1}. {fault}':<30} {f'{e}/{n}':>10} {f'{we}/{w}':>14} "
+              f"{f'<= {slowest:.0f} s':>10}"
+              for (case, config, i, fault), (n, e, w, we, slowest) in rows.items()]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the chosen cases under the chosen configs ``--runs`` times each; 1 if any run was not exact."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -257,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
                                                        f"(every case but {', '.join(SEQUENCES)}, "
                                                        "each in a run of its own)")
     parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated (default: %(default)s)")
-    parser.add_argument("--json", type=Path, help="also write every run's figures here")
+    parser.add_argument("--json", type=Path, help="also write every run's figures here (after each run)")
     parser.add_argument("--keep", action="store_true", help="keep the services' and runs' folders (logs)")
     args = parser.parse_args(argv)
     cases = [c for c in CASES if c not in SEQUENCES] if args.cases == "all" else args.cases.split(",")
@@ -280,13 +299,14 @@ def main(argv: list[str] | None = None) -> int:
                     if not result.verdict.exact:
                         print(result.verdict.describe(), flush=True)
                     results.append(result)
+                    if args.json:  # after every run, so that a suite cut short keeps what it measured
+                        args.json.write_text(json.dumps([_figures(r) for r in results], indent=1))
     finally:
         services.services("stop")
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
     print(table(results))
-    if args.json:
-        args.json.write_text(json.dumps([_figures(r) for r in results], indent=1))
+    print(fault_table(results))
     return 0 if all(r.verdict.exact for r in results) else 1
 
 
