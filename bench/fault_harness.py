@@ -106,11 +106,14 @@ class PrivateServices:
         pid_file.unlink()
 
     def kill_taskmanager(self) -> None:
-        """``kill -9`` the Flink cluster's TaskManager(s)."""
-        for pid_file in (self.run_dir / "pids").glob("flink-*-taskexecutor.pid"):
-            for pid in pid_file.read_text().split():
-                _kill_and_wait(int(pid))
-            pid_file.unlink()
+        """``kill -9`` one of the Flink cluster's TaskManagers (the first started); the others keep running.
+
+        ``scripts/services.sh`` starts two of one slot each: killing both would leave the job, at parallelism 2,
+        one slot short after a single replacement (it failed with NoResourceAvailableException)."""
+        pid_file = next((self.run_dir / "pids").glob("flink-*-taskexecutor.pid"))
+        pids = pid_file.read_text().split()
+        _kill_and_wait(int(pids[0]))
+        pid_file.write_text("".join(f"{pid}\n" for pid in pids[1:]))  # taskmanager.sh appends the new one
 
     def start_taskmanager(self) -> None:
         """Start a TaskManager for the Flink cluster, as ``scripts/services.sh start flink`` does."""
@@ -472,7 +475,7 @@ def wait_until(condition, timeout_s: float, what: str, job: LiveJob | None = Non
     """Poll ``condition`` until true; fail naming ``what`` (with the job's output) on time-out or if the job died."""
     deadline = time.monotonic() + timeout_s
     while not condition():
-        if job is not None and not job.jobmanager and not job.alive():
+        if job is not None and not job.alive():  # on a cluster too: `flink run` waits for the job attached
             raise AssertionError(f"the job ended before {what}:\n{job.log_tail()}")
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}:\n"

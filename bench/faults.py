@@ -289,25 +289,34 @@ def main(argv: list[str] | None = None) -> int:
     services = PrivateServices(root / "services")
     services.services("start", "kafka", "postgres")
     print(f"private services on port offset {services.offset}, folders in {root}", flush=True)
-    results = []
+    results: list[Result] = []
+    failed: list[dict] = []  # runs that ended without a verdict (the job died, a wait timed out)
     try:
         for run_index in range(args.runs):
             for name in cases:
                 for config_name in configs:
-                    result = run_case(name, config_name, services, root / f"{name}-{config_name}-{run_index}")
-                    print(result.line(WindowConfig.model_validate(CONFIGS[config_name]).size_ms), flush=True)
-                    if not result.verdict.exact:
-                        print(result.verdict.describe(), flush=True)
-                    results.append(result)
+                    folder = root / f"{name}-{config_name}-{run_index}"
+                    try:
+                        result = run_case(name, config_name, services, folder)
+                    except Exception as error:  # noqa: BLE001 - one failed run must not end the suite
+                        print(f"{name:<28} {config_name:<12} FAILED without a verdict ({folder}): {error}", flush=True)
+                        failed.append({"case": name, "config": config_name, "failed": str(error)[-2000:]})
+                    else:
+                        print(result.line(WindowConfig.model_validate(CONFIGS[config_name]).size_ms), flush=True)
+                        if not result.verdict.exact:
+                            print(result.verdict.describe(), flush=True)
+                        results.append(result)
                     if args.json:  # after every run, so that a suite cut short keeps what it measured
-                        args.json.write_text(json.dumps([_figures(r) for r in results], indent=1))
+                        args.json.write_text(json.dumps([_figures(r) for r in results] + failed, indent=1))
     finally:
         services.services("stop")
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
     print(table(results))
     print(fault_table(results))
-    return 0 if all(r.verdict.exact for r in results) else 1
+    for run in failed:
+        print(f"{run['case']} {run['config']}: a run failed without a verdict (not in the tables)")
+    return 0 if all(r.verdict.exact for r in results) and not failed else 1
 
 
 def _figures(result: Result) -> dict:
