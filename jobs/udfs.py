@@ -215,9 +215,9 @@ class AnalyzeWindow(ScalarFunction):
         """A stored window is final: a summary of it again (after a restart) changes nothing.
 
         Lateness is decided per partition from state restored with the offsets, so a window fired
-        again after a restart has the same events; one that does not (``window.idleness`` let the
-        job's watermark pass a partition) is logged and counted, and never replaces the stored one
-        (nor enters a rolling reference).
+        again after a restart has the same events; one that does not (the source's idleness rule,
+        docs/faults.md, is there so that none does) is logged and counted, and never replaces the
+        stored one (nor enters a rolling reference).
         """
         from driftwarden.pipeline.results import stored_events
         from driftwarden.schemas.events import utc_from_ms

@@ -10,7 +10,7 @@ metric of the job (``flink_taskmanager_job_task_operator_model_...``, see the RE
 * ``judging_errors``: features (and segment cells) of judged windows whose judging raised and that
   were stored "not judged" (a counter; the store's rows give ``driftwarden_judging_errors_total``);
 * ``windows_kept_final``: summaries of an already stored window with other event counts, not kept
-  (a counter; after a restart with ``window.idleness`` on, see jobs/udfs.py ``AnalyzeWindow``);
+  (a counter; see jobs/udfs.py ``AnalyzeWindow`` and docs/faults.md);
 * ``last_window_freshness_seconds``: from the newest stored window's end to its verdict being
   stored, whole seconds (a gauge; ``max_over_time`` gives the worst of a period).
 
