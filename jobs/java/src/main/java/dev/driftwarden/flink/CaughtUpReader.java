@@ -74,8 +74,8 @@ final class CaughtUpReader implements SourceReader<KafkaRecord, KafkaPartitionSp
         }
     }
 
-    CaughtUpReader(SourceReader<KafkaRecord, KafkaPartitionSplit> kafka, PartitionEnds ends, SourceReaderContext context,
-                   long idlenessMs, boolean holdNewPartitions) {
+    CaughtUpReader(SourceReader<KafkaRecord, KafkaPartitionSplit> kafka, PartitionEnds ends,
+                   SourceReaderContext context, long idlenessMs, boolean holdNewPartitions) {
         this.kafka = kafka;
         this.ends = ends;
         this.context = context;
@@ -133,7 +133,7 @@ final class CaughtUpReader implements SourceReader<KafkaRecord, KafkaPartitionSp
         setReaderIdle(allIdle);
     }
 
-    /** Marks each partition idle or active as the rule now says (through Flink's output for it); whether all are idle. */
+    /** Marks each partition idle or active as the rule now says (through Flink's output for it); whether all are. */
     private boolean markPartitions() {
         boolean allIdle = true;
         for (Map.Entry<String, Split> entry : splits.entrySet()) {
@@ -260,22 +260,12 @@ final class CaughtUpReader implements SourceReader<KafkaRecord, KafkaPartitionSp
         }
     }
 
-    /** The reader output Flink's reader writes to: per partition, an output that moves its position per record. */
-    private final class Tracking implements ReaderOutput<KafkaRecord> {
-        private final ReaderOutput<KafkaRecord> flink;
+    /** An output that hands watermarks and idleness to Flink's output {@code flink} unchanged. */
+    private abstract static class Forwarding<O extends SourceOutput<KafkaRecord>> implements SourceOutput<KafkaRecord> {
+        final O flink;
 
-        Tracking(ReaderOutput<KafkaRecord> flink) {
+        Forwarding(O flink) {
             this.flink = flink;
-        }
-
-        @Override
-        public void collect(KafkaRecord record) {
-            flink.collect(record);
-        }
-
-        @Override
-        public void collect(KafkaRecord record, long timestamp) {
-            flink.collect(record, timestamp);
         }
 
         @Override
@@ -291,6 +281,23 @@ final class CaughtUpReader implements SourceReader<KafkaRecord, KafkaPartitionSp
         @Override
         public void markActive() {
             flink.markActive();
+        }
+    }
+
+    /** The reader output Flink's reader writes to: per partition, an output that moves its position per record. */
+    private final class Tracking extends Forwarding<ReaderOutput<KafkaRecord>> implements ReaderOutput<KafkaRecord> {
+        Tracking(ReaderOutput<KafkaRecord> flink) {
+            super(flink);
+        }
+
+        @Override
+        public void collect(KafkaRecord record) {
+            flink.collect(record);
+        }
+
+        @Override
+        public void collect(KafkaRecord record, long timestamp) {
+            flink.collect(record, timestamp);
         }
 
         @Override
@@ -310,14 +317,13 @@ final class CaughtUpReader implements SourceReader<KafkaRecord, KafkaPartitionSp
         }
     }
 
-    /** One partition's output: each record moves the partition's position; a record on an idle partition makes it active first. */
-    private final class Positioned implements SourceOutput<KafkaRecord> {
+    /** One partition's output: each record moves the partition's position; one on an idle partition activates it first. */
+    private final class Positioned extends Forwarding<SourceOutput<KafkaRecord>> {
         private final PartitionProgress progress;
-        private final SourceOutput<KafkaRecord> flink;
 
         Positioned(PartitionProgress progress, SourceOutput<KafkaRecord> flink) {
+            super(flink);
             this.progress = progress;
-            this.flink = flink;
         }
 
         @Override
@@ -340,21 +346,6 @@ final class CaughtUpReader implements SourceReader<KafkaRecord, KafkaPartitionSp
                 flink.markActive();
                 setReaderIdle(false);
             }
-        }
-
-        @Override
-        public void emitWatermark(Watermark watermark) {
-            flink.emitWatermark(watermark);
-        }
-
-        @Override
-        public void markIdle() {
-            flink.markIdle();
-        }
-
-        @Override
-        public void markActive() {
-            flink.markActive();
         }
     }
 }
