@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/bench_job.py [--events 1000000] [--first-rounds 3] [--steady-rounds 3]
                                         [--compare-reporter | --malformed-share 0.01 | --segments 20 [--segment-bytes]
-                                         | --multivariate-cost [--vector-events 50000]]
+                                         | --multivariate-cost [--vector-events 50000]
+                                         | --baseline-jar PATH]
 
 Pre-fills a real Kafka topic with events of 20 numeric + 5 categorical features, then runs, on
 the same topic, (1) the driftwarden job (bounded, embedded MiniCluster),
@@ -25,6 +26,10 @@ Flink JVM and Python workers, and, at two input rates 4x apart (same windows, a 
 events), the state the job keeps: the bytes of one open window's summary (what the Java window
 aggregate holds per (model, window): sketches and the event sample) and the largest completed
 checkpoint on disk (checkpoints every second). Neither may grow with the rate.
+
+``--baseline-jar PATH``: instead, the drift job's first run over the topic with this checkout's UDF jar and
+with the jar at PATH (e.g. one built from another commit), each in a process of its own, in turns for
+``--first-rounds`` rounds: events/s, CPU per event and the ratios this / baseline.
 
 ``--compare-reporter``: instead, run the driftwarden job with Flink's Prometheus reporter on (the
 default, jobs/flink_metrics.py, scraped every ``--scrape-interval`` seconds), off, and on again, on
@@ -1086,13 +1091,16 @@ class Floor:
         return self._run("parse", self._classes, *self._settings)
 
 
-def first_run_in_own_process(pipeline: str, full: str, empty: str) -> dict:
+def first_run_in_own_process(pipeline: str, full: str, empty: str, cache: Path | None = None) -> dict:
     """:func:`first_run` of ``pipeline`` in a fresh process of this script (its own JVM), with this run's
-    parallelism and windows: no other pipeline has warmed the JIT compiler up for it."""
-    print(f"first run of {pipeline} over {full}, in a process of its own ...", flush=True)
+    parallelism and windows: no other pipeline has warmed the JIT compiler up for it. ``cache``: the process's
+    ``DRIFTWARDEN_CACHE_DIR`` (its jars; :func:`baseline_cache`), else this one's."""
+    print(f"first run of {pipeline} over {full}{f' with the jars of {cache}' if cache else ''}, in a process of its "
+          "own ...", flush=True)
     command = [sys.executable, __file__, "--first-run", pipeline, "--topic", full, "--empty-topic", empty,
                "--parallelism", str(PARALLELISM), "--window-seconds", str(WINDOW_SECONDS)]
-    done = subprocess.run(command, capture_output=True, text=True)
+    env = {**os.environ, "DRIFTWARDEN_CACHE_DIR": str(cache)} if cache else None
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
     marked = [line for line in done.stdout.splitlines() if line.startswith(FIRST_RUN_MARK)]
     if done.returncode != 0 or not marked:
         sys.stderr.write(done.stderr[-4000:])
@@ -1102,6 +1110,48 @@ def first_run_in_own_process(pipeline: str, full: str, empty: str) -> dict:
 
 #: The line of ``--first-run``'s output that carries its figures (JSON after it).
 FIRST_RUN_MARK = "first run: "
+
+
+def baseline_cache(jar: Path, folder: Path) -> Path:
+    """A cache folder whose jars are this process's (links) but the job's UDF jar, which is ``jar``: the
+    ``DRIFTWARDEN_CACHE_DIR`` of ``--baseline-jar``'s runs."""
+    from driftwarden.jobs.flink_env import UDF_JAR, jar_dir
+
+    if not jar.is_file():
+        raise SystemExit(f"--baseline-jar {jar}: no such file (build one with mvn -f jobs/java/pom.xml package)")
+    jars = folder / "jars"
+    for entry in jar_dir().iterdir():
+        if entry.name != Path(UDF_JAR).parent.name:
+            (jars / entry.name).parent.mkdir(parents=True, exist_ok=True)
+            (jars / entry.name).symlink_to(entry.resolve())
+    (jars / UDF_JAR).parent.mkdir(parents=True, exist_ok=True)
+    (jars / UDF_JAR).symlink_to(jar.resolve())
+    return folder
+
+
+def compare_jars(events: int, full: str, empty: str, folder: Path, jar: Path, rounds: int) -> None:
+    """The drift job's first run over ``full`` with this checkout's jar and with ``jar`` (the baseline), each in
+    a process of its own, taking turns (the order swapped every round) for ``rounds`` rounds; prints each one's
+    rate and CPU per event (start-up subtracted) and the ratios this jar / the baseline, each round's and the
+    median."""
+    cache = baseline_cache(jar, folder)
+    runs: dict[str, list[dict]] = {"this": [], "baseline": []}
+    for i in range(rounds):
+        for name in (("this", "baseline") if i % 2 == 0 else ("baseline", "this")):
+            runs[name].append(first_run_in_own_process("driftwarden", full, empty, cache if name == "baseline" else None))
+    costs = {name: [(r["wall"] - r["startup"], r["cpu"] - r["startup_cpu"]) for r in rs] for name, rs in runs.items()}
+    rates, cpus, walls, _ = round_ratios(events, costs["this"], costs["baseline"])
+    cpu_ratios = [a / b for a, b in zip(*cpus)]
+    print(f"{events:,} events, {WINDOW_SECONDS} s windows, parallelism {PARALLELISM}, {rounds} rounds (first runs, "
+          "each in its own JVM, start-up subtracted; the two jars in turn)")
+    for name, rs in runs.items():
+        print(f"{name:<8} each run: " + "; ".join(f"wall {r['wall']:.1f} s (start-up {r['startup']:.1f} s), CPU "
+                                                  f"{r['cpu']:.1f} s (start-up {r['startup_cpu']:.1f} s)" for r in rs))
+    for label, i in (("this checkout's jar", 0), (f"baseline {jar.name}", 1)):
+        print(f"{label:<28}: {np.median(rates[i]):>10,.0f} events/s, {np.median(cpus[i]):.2f} us CPU per event "
+              f"(each round: {', '.join(f'{c:.2f}' for c in cpus[i])})")
+    print(f"this / baseline: rate {np.median(walls):.3f}, CPU per event {np.median(cpu_ratios):.3f} (median; each "
+          f"round: {', '.join(f'{w:.3f} / {c:.3f}' for w, c in zip(walls, cpu_ratios))})")
 
 
 def print_floor(events: int, dw: list[dict], plain: list[dict], floor: list[dict]) -> None:
@@ -1189,6 +1239,10 @@ def main() -> None:
     parser.add_argument("--scrape-interval", type=float, default=15.0,
                         help="seconds between scrapes with --compare-reporter (deploy/prometheus: 15; the local "
                              "test Prometheus of scripts/services.sh: 1)")
+    parser.add_argument("--baseline-jar", type=Path,
+                        help="instead of plain Flink: the drift job's first run with this checkout's UDF jar and with "
+                             "this one, in turns for --first-rounds rounds: rate, CPU per event and the ratios "
+                             "(what a Java change costs; docs/faults.md)")
     parser.add_argument("--first-rounds", type=int, default=3,
                         help="rounds of the first runs (the headline: both pipelines in turn in each, each run in a "
                              "JVM of its own); the median and each round's ratios are printed")
@@ -1226,6 +1280,9 @@ def main() -> None:
     fill_topic(empty, 1, 1000)
     print(f"filling {full} with {args.events:,} events ...", flush=True)
     fill_topic(full, args.events, 1000, segments=args.segments)
+    if args.baseline_jar:
+        compare_jars(args.events, full, empty, folder / f"{run}-baseline-cache", args.baseline_jar, args.first_rounds)
+        return
     if args.segments > 0:
         fill_topic(half, args.events // 2, 1000, segments=args.segments)  # the full topic's first half
         compare_segments(args.events, full, half, empty, folder, run, args.segments, args.train_windows,
