@@ -66,3 +66,32 @@ def test_first_runs_take_turns_and_the_headline_is_the_median_round(monkeypatch,
     assert "ratio driftwarden / plain Flink: 0.50 (wall) / 0.50 (CPU)" in out
     assert "0.50 / 0.50, 1.00 / 1.00, 0.25 / 0.25" in out
     assert "driftwarden job :     50,000 events/s" in out
+
+
+def test_a_baseline_jar_takes_turns_with_this_one_and_the_ratios_are_this_over_it(monkeypatch, capsys, tmp_path):
+    """``--baseline-jar``: the two jars' first runs alternate (the order swapped every round), the baseline's
+    process gets a cache whose UDF jar is the baseline and whose other jars are this checkout's, and the
+    printed ratios are this jar over the baseline, the median of the rounds (stand-in runs)."""
+    from driftwarden.jobs.flink_env import UDF_JAR, jar_dir
+
+    bench = load_bench("bench_job")
+    jar = tmp_path / "baseline.jar"
+    jar.write_bytes(b"a jar")
+    cpu = {"this": iter([10.0, 12.0, 11.0]), "baseline": iter([10.0, 10.0, 10.0])}
+    caches = []
+
+    def fake_run(pipeline: str, full: str, empty: str, cache: Path | None = None) -> dict:
+        caches.append(cache)
+        seconds = next(cpu["this" if cache is None else "baseline"])
+        return {"startup": 1.0, "startup_cpu": 1.0, "wall": seconds + 1, "cpu": seconds + 1, "peak_rss": 0}
+
+    monkeypatch.setattr(bench, "first_run_in_own_process", fake_run)
+    bench.compare_jars(1_000_000, "full", "empty", tmp_path / "cache", jar, 3)
+    baseline = tmp_path / "cache"
+    assert caches == [None, baseline, baseline, None, None, baseline]
+    assert (baseline / "jars" / UDF_JAR).resolve() == jar.resolve()
+    assert (baseline / "jars" / "flink").resolve() == (jar_dir() / "flink").resolve()
+    out = capsys.readouterr().out
+    # rounds: CPU per event 10/10, 12/10, 11/10 (this / baseline); rates the inverse
+    assert "this / baseline: rate 0.909, CPU per event 1.100" in out
+    assert "1.000 / 1.000, 0.833 / 1.200, 0.909 / 1.100" in out
