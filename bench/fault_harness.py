@@ -19,6 +19,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+import contextlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,7 +113,9 @@ class PrivateServices:
         one slot short after a single replacement (it failed with NoResourceAvailableException)."""
         pid_file = next((self.run_dir / "pids").glob("flink-*-taskexecutor.pid"))
         pids = pid_file.read_text().split()
-        _kill_and_wait(int(pids[0]))
+        workers = _descendants(int(pids[0]))  # its Python workers: gone with it, as with its machine
+        for pid in [int(pids[0]), *workers]:
+            _kill_and_wait(pid)
         pid_file.write_text("".join(f"{pid}\n" for pid in pids[1:]))  # taskmanager.sh appends the new one
 
     def start_taskmanager(self) -> None:
@@ -126,6 +129,19 @@ class PrivateServices:
                "FLINK_PLUGINS_DIR": str(REPO / ".cache" / "jars" / "plugins")}
         subprocess.run([str(home / "bin" / "taskmanager.sh"), "start"], env=env, check=True, capture_output=True,
                        timeout=120)
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes below ``pid`` (children first), from /proc; ``kill -9`` of a JVM leaves them to init."""
+    out, queue = [], [pid]
+    while queue:
+        parent = queue.pop(0)
+        for task in Path(f"/proc/{parent}/task").glob("*/children"):
+            with contextlib.suppress(OSError):
+                children = [int(c) for c in task.read_text().split()]
+                out += children
+                queue += children
+    return out
 
 
 def _kill_and_wait(pid: int, timeout_s: float = 30) -> None:
