@@ -330,8 +330,10 @@ def reference_build_command(
 ) -> None:
     """Turn a training snapshot into reference sketches, samples and calibrated gate thresholds.
 
-    The file is read twice in batches (a scan, then the build), never whole: memory stays bounded
-    whatever its size; a progress bar shows the records read.
+    The file is read in batches, never whole: memory stays bounded whatever its size. With a config
+    each record is parsed once (the scan keeps its columns in a temporary file for the build); without
+    one the scan infers the kinds and the build parses the file again. A progress bar shows the records
+    scanned, then the events built.
     """
     from driftwarden.pipeline.judging import drift_policy
     from driftwarden.pipeline.reference_build import build_reference_file

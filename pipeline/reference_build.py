@@ -21,42 +21,61 @@ a live window is judged against those of its phase, ``pipeline/seasons.py``), an
 that does not cover enough seasons at every phase is refused (ConfigError naming the events and
 ``reference.season``); there is no fallback to slices in file order.
 
-Memory stays bounded whatever the snapshot's size, as in the streaming job: a first pass
-(:class:`SnapshotScan`) learns each model's windows, inferred kinds and segment volumes; the
-second (:class:`ReferenceBuilder`) holds at most :data:`HELD_EVENTS` events, summarizes them into
-partial window summaries and merges those as they come (a summary does not depend on how its
-events were split into partials, ``pipeline/summary.py``: the reference's bytes are those of one
-summary per whole window). What grows is one summary per window and, per categorical feature and
-window, each distinct value's count.
+Memory stays bounded whatever the snapshot's size, as in the streaming job, and each record is
+parsed once when a config is given: a first pass (:class:`SnapshotScan`) validates each batch into
+each configured model's columns (:mod:`pipeline.reference_rows`), learns the models' windows and
+segment volumes from them and keeps the columns in a temporary file; the second
+(:class:`ReferenceBuilder`) reads them back, holds at most :data:`HELD_EVENTS` events, summarizes
+them into partial window summaries and merges those as they come (a summary does not depend on how
+its events were split into partials, ``pipeline/summary.py``: the reference's bytes are those of
+one summary per whole window). Without a config the scan infers the kinds from the events and the
+build parses the file again. A window's summary is written to a temporary file
+(:class:`pipeline.reference_rows.BlobFile`) once no rows came to it in the last flush, and
+calibration goes one feature at a time (each window's summary cut into one part per feature, kept
+in that file until the feature's turn): what memory holds besides the flush's rows is one feature's
+window sketches at a time and, per categorical feature and window, each distinct value's count.
+Input in time order keeps few windows open at once; in shuffled order every window stays in memory
+until the end. A seasonal reference keeps every window's summary whole (``ReferenceSet.windows``).
 """
 
 from __future__ import annotations
 
+import gc
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from driftwarden.core.errors import ConfigError, InvalidEventError
 from driftwarden.core.event_files import iter_raw_batches
+from driftwarden.core.gc_pause import gc_paused
 from driftwarden.pipeline.event_time import window_start
 from driftwarden.pipeline.summary import WindowRows, WindowSummary, merge_summaries
 from driftwarden.pipeline.reference_set import ReferenceSet
 from driftwarden.pipeline.references import reference_from_summaries
 from driftwarden.pipeline.seasons import Season, check_reference_windows
-from driftwarden.pipeline.segments import SegmentKey, fold_to_top, other_key, segment_keys, top_segments
+from driftwarden.pipeline.reference_rows import BlobFile, ModelRows, RowSpill, model_rows
+from driftwarden.pipeline.segments import SegmentKey, other_key, segment_members, segment_volumes, top_segments
 from driftwarden.schemas.config import ModelConfig, MonitorConfig, WindowConfig, feature_kinds_lookup
-from driftwarden.schemas.events import DEFAULT_RULES, Event, EventRules, validate_event
+from driftwarden.schemas.events import DEFAULT_RULES, Event, EventRules, InvalidValue, validate_event
 from driftwarden.sketches import DriftPolicy, Reference
+from driftwarden.sketches.sample import EventSample
 
 
 _INFERRED = {str: "categorical", bool: "boolean", int: "numeric", float: "numeric"}
 #: Events the second pass holds at most before summarizing them into partial window summaries.
 HELD_EVENTS = 50_000
+#: Batches between two collections of cycles while the collector is paused (as replay: ``replay/run.py``).
+GC_EVERY_BATCHES = 200
 #: Events per batch handed to the builder by :func:`build_reference_set`.
 _LIST_BATCH = 5000
 
-#: A progress callback: the pass ("scan" or "build"), records read in it so far, the total (None: unknown).
+#: A progress callback: the pass ("scan": records read; "build": valid events of configured models built), how
+#: many so far, the total (None: unknown).
 Progress = Callable[[str, int, int | None], None]
 
 
@@ -79,22 +98,30 @@ class SnapshotScan:
     kinds: dict[str, dict[str, str]] = field(default_factory=lambda: defaultdict(dict))
     volumes: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
 
+    @property
+    def window_ms(self) -> int:
+        """The configured window's length (the default's without a config)."""
+        return (self.config.window if self.config else WindowConfig()).size_ms
+
     def add(self, events: Sequence[Event]) -> None:
-        """Learn from a batch of valid events (in file order)."""
-        window_ms = (self.config.window if self.config else WindowConfig()).size_ms
-        by_model: dict[str, list[Event]] = defaultdict(list)
+        """Learn from a batch of valid events (in file order) without a config: their kinds too."""
+        window_ms = self.window_ms
         for event in events:
             self.events[event.model] += 1
             self.starts[event.model].add(window_start(event.event_ms, window_ms))
-            by_model[event.model].append(event)
             seen = self.kinds[event.model]
             for name, value in event.features.items():
                 if name not in seen and type(value) in _INFERRED:
                     seen[name] = _INFERRED[type(value)]
-        for name, model_events in by_model.items():
-            model = self.config.model(name) if self.config else None
-            if model is not None and model.segments is not None:
-                self.volumes[name].update(_segment_keys(model_events, model))
+
+    def add_rows(self, rows: Mapping[str, ModelRows]) -> None:
+        """Learn from a batch of configured models' rows."""
+        for name, model in rows.items():
+            self.events[name] += len(model)
+            self.starts[name].update(np.unique(window_start(model.event_ms, self.window_ms)).tolist())
+            segments = self.config.model(name).segments
+            if segments is not None:
+                self.volumes[name].update(segment_volumes(model.columns, segments.by))
 
     def kinds_by_model(self) -> dict[str, dict[str, str]]:
         """Each model's inferred feature kinds, models in the order they first came."""
@@ -103,22 +130,23 @@ class SnapshotScan:
 
 @dataclass
 class _Window:
-    """One reference window (or slice) of one model: its summary so far, the events not yet in it, the
-    categorical values' counts (per folded segment key, None: the whole window)."""
+    """One reference window (or slice) of one model: its summary so far, the rows not yet in it (batches and
+    their members' indices), the categorical values' counts (per folded segment key, None: the whole window)."""
 
     summarized: int = 0
-    summary: WindowSummary | None = None
-    held: list[Event] = field(default_factory=list)
+    #: the summary so far: an object while rows came in the last flush, then serialized to a file (its handle)
+    summary: WindowSummary | tuple[int, int] | None = None
+    held: list[tuple[ModelRows, np.ndarray]] = field(default_factory=list)
     counts: dict[SegmentKey | None, dict[str, Counter]] = field(
         default_factory=lambda: defaultdict(lambda: defaultdict(Counter)))
 
 
 class _ModelWindows:
-    """A model's windows (or slices) as its events come, each event's sample key its rank in its window."""
+    """A model's windows (or slices) as its rows come, each event's sample key its rank in its window."""
 
     def __init__(self, name: str, model: ModelConfig, scan: SnapshotScan, window_ms: int,
-                 policy: DriftPolicy, slices: bool = True) -> None:
-        self.name, self.model, self.window_ms = name, model, window_ms
+                 policy: DriftPolicy, blobs: BlobFile, slices: bool = True) -> None:
+        self.name, self.model, self.window_ms, self.blobs = name, model, window_ms, blobs
         few = slices and len(scan.starts[name]) < policy.min_windows
         self.slices = policy.min_windows * 2 if few else None
         self.top = (top_segments(scan.volumes[name], model.segments.top)
@@ -127,91 +155,173 @@ class _ModelWindows:
         self.seen = 0
         self.windows: dict[int, _Window] = defaultdict(_Window)
 
-    def add(self, event: Event) -> None:
-        """Hold one event in its window (or slice: its rank in the model's events modulo the slices)."""
-        key = self.seen % self.slices if self.slices else window_start(event.event_ms, self.window_ms)
-        self.seen += 1
-        self.windows[key].held.append(event)
+    def add(self, rows: ModelRows) -> None:
+        """Hold a batch's rows in their windows (or slices: each event's rank in the model's events modulo
+        the slices), in file order within each."""
+        ranks = np.arange(self.seen, self.seen + len(rows), dtype=np.int64)
+        keys = ranks % self.slices if self.slices else window_start(rows.event_ms, self.window_ms)
+        self.seen += len(rows)
+        order = np.argsort(keys, kind="stable")
+        starts, bounds = np.unique(keys[order], return_index=True)
+        for key, members in zip(starts.tolist(), np.split(order, bounds[1:])):
+            self.windows[key].held.append((rows, members))
 
     def flush(self) -> None:
-        """Summarize every window's held events and merge them into its summary so far."""
+        """Summarize every window's held rows and merge them into its summary so far; serialize the summaries
+        of the windows that had none."""
         for start, window in self.windows.items():
             if window.held:
                 self._flush(start, window)
+            elif isinstance(window.summary, WindowSummary):
+                window.summary = self.blobs.put(window.summary.serialize())
 
     def _flush(self, start: int, window: _Window) -> None:
         rows = WindowRows(self.model)
-        for rank, event in enumerate(window.held, start=window.summarized):
-            rows.add(event.features, (rank,), prediction=event.prediction)
+        rank = window.summarized
+        for batch, members in window.held:
+            taken = pa.array(members, type=pa.int64())
+            rows.add_columns({name: column.take(taken) for name, column in batch.columns.items()},
+                             [(r,) for r in range(rank, rank + len(members))],
+                             [batch.unknown[i] for i in members.tolist()], _invalid_among(batch, members))
+            rank += len(members)
         partial = rows.summarize(self.name, start, self.window_ms, self.top)
-        window.summary = partial if window.summary is None else merge_summaries([window.summary, partial])
-        self._count_values(window)
-        window.summarized += len(window.held)
+        window.summary = partial if window.summary is None else merge_summaries([self._summary(window), partial])
+        self._count_values(window, rows.columns())
+        window.summarized = rank
         window.held = []
 
-    def _count_values(self, window: _Window) -> None:
-        """Add the held events' categorical values to the window's counts (and to their segment's)."""
-        folded = (fold_to_top(_segment_keys(window.held, self.model), self.top) if self.top is not None
-                  else [None] * len(window.held))
-        for event, key in zip(window.held, folded):
-            for name in self.categorical:
-                value = event.features.get(name)
-                if isinstance(value, str):
-                    window.counts[None][name][value] += 1
-                    if key is not None:
-                        window.counts[key][name][value] += 1
+    def _count_values(self, window: _Window, columns: Mapping[str, pa.Array]) -> None:
+        """Add the partial's categorical values to the window's counts (and to their segment's)."""
+        for name in self.categorical:
+            _add_counts(window.counts[None][name], columns[name])
+        if self.top is not None:
+            for key, members in segment_members(columns, self.model.segments.by, self.top).items():
+                taken = pa.array(members, type=pa.int64())
+                for name in self.categorical:
+                    _add_counts(window.counts[key][name], columns[name].take(taken))
 
     def summaries(self) -> list[tuple[int, WindowSummary]]:
-        """Each whole window's start and summary, oldest first (the held events summarized first)."""
+        """Each whole window's start and summary, oldest first (the held rows summarized first)."""
         self.flush()
-        return [(key, self.windows[key].summary) for key in sorted(self.windows)]
+        return [(key, self._summary(self.windows[key])) for key in sorted(self.windows)]
 
     def references(self, policy: DriftPolicy) -> tuple[Reference, dict[SegmentKey, Reference] | None]:
-        """The model's reference, and its segments' (None when it has none), from its whole windows."""
+        """The model's reference, and its segments' (None when it has none), from its whole windows.
+
+        Calibrated one feature at a time (:class:`_FeatureParts`): memory holds one feature's window sketches
+        and samples at a time, the rest waits in the builder's file."""
         self.flush()
-        windows = [self.windows[key] for key in sorted(self.windows)]
-        model = self._reference([(w.summary, w.counts[None]) for w in windows], policy)
+        keys = (None,) if self.top is None else (None, *self.top, other_key(self.model.segments.by))
+        parts = {key: _FeatureParts(tuple(self.model.sketch_kinds), self.blobs) for key in keys}
+        for start in sorted(self.windows):
+            window = self.windows.pop(start)
+            summary = self._summary(window)
+            for key in keys:
+                part = summary if key is None else summary.segments.get(key)
+                if part is not None:
+                    parts[key].add(part, window.counts[key])
+        model = self._reference(parts.pop(None), policy)
         if self.top is None:
             return model, None
-        segments = {}
-        for key in (*self.top, other_key(self.model.segments.by)):
-            parts = [(w.summary.segments[key], w.counts[key]) for w in windows if key in w.summary.segments]
-            if parts:
-                segments[key] = self._reference(parts, policy)
-        return model, segments
+        return model, {key: self._reference(part, policy) for key, part in parts.items() if part.windows}
 
-    def _reference(self, parts: list[tuple[WindowSummary, dict[str, Counter]]], policy: DriftPolicy) -> Reference:
-        """One reference out of window summaries and each window's categorical value counts."""
-        counts = {name: [dict(c[name]) if name in c else {} for _, c in parts] for name in self.categorical}
-        return reference_from_summaries([s for s, _ in parts], self.model.sketch_kinds, policy, counts,
-                                        prediction=self.model.monitor_prediction)
+    def _summary(self, window: _Window) -> WindowSummary:
+        """A window's summary so far (read back from the file when it was serialized there)."""
+        summary = window.summary
+        return WindowSummary.deserialize(self.blobs.get(summary)) if isinstance(summary, tuple) else summary
+
+    def _reference(self, parts: "_FeatureParts", policy: DriftPolicy) -> Reference:
+        """One reference out of each window's summary, feature by feature, and its categorical value counts."""
+        features = {}
+        for name, kind in self.model.sketch_kinds.items():
+            counts = {name: [c.get(name, {}) for c in parts.counts]} if name in self.categorical else None
+            features.update(reference_from_summaries(parts.summaries(name), {name: kind}, policy, counts,
+                                                     prediction=self.model.monitor_prediction).features)
+        groups = reference_from_summaries(parts.summaries(None), {}, policy).groups
+        return Reference(features, groups)
+
+
+class _FeatureParts:
+    """Each window's summary cut into one summary per feature (its sketch and sample only; None: the
+    multivariate groups' moments only), kept in the builder's file until its feature is calibrated, and the window's
+    categorical value counts. A reference calibrated from these parts, feature by feature, is the one of
+    the whole summaries (:func:`pipeline.references.reference_from_summaries` reads each feature's own)."""
+
+    def __init__(self, names: tuple[str, ...], blobs: BlobFile) -> None:
+        self.names, self.blobs, self.windows = names, blobs, 0
+        self.parts: dict[str | None, list[tuple[int, int]]] = defaultdict(list)
+        self.counts: list[dict[str, dict[str, int]]] = []
+
+    def add(self, summary: WindowSummary, counts: Mapping[str, Counter]) -> None:
+        """Cut one more window's summary (in window order) into its features' parts."""
+        self.windows += 1
+        for name in (*self.names, None):
+            self.parts[name].append(self.blobs.put(_one_feature(summary, name).serialize()))
+        self.counts.append({name: dict(counter) for name, counter in counts.items()})
+
+    def summaries(self, name: str | None) -> list[WindowSummary]:
+        """The windows' parts of feature ``name`` (None: the groups), in window order; given once."""
+        return [WindowSummary.deserialize(self.blobs.get(part)) for part in self.parts.pop(name, [])]
+
+
+def _one_feature(summary: WindowSummary, name: str | None) -> WindowSummary:
+    """``summary`` with feature ``name``'s sketch and sample column only (None: no feature, its groups)."""
+    kinds = {n: kind for n, kind in summary.sample.kinds.items() if n == name}
+    sample = EventSample(summary.sample.capacity, kinds)
+    if kinds:
+        sample.keys, sample.columns = summary.sample.keys, {n: summary.sample.columns[n] for n in kinds}
+    return WindowSummary(summary.model, summary.window_start_ms, summary.window_end_ms, events=summary.events,
+                         sketches={name: summary.sketches[name]} if name in summary.sketches else {}, sample=sample,
+                         booleans=summary.booleans & {name},
+                         groups=summary.groups if name is None else {})
+
+
+def _invalid_among(batch: ModelRows, members: np.ndarray) -> list[tuple[int, str, InvalidValue]]:
+    """The batch's wrong-typed values of the rows ``members``, indexed by their position among them."""
+    if not batch.invalid:
+        return []
+    position = {row: j for j, row in enumerate(members.tolist())}
+    return [(position[row], name, value) for row, name, value in batch.invalid if row in position]
+
+
+def _add_counts(counts: Counter, column: pa.Array) -> None:
+    """Add a categorical column's values' counts (nulls, which invalid values are, left out), in the order
+    they first come."""
+    tallied = pc.value_counts(column.drop_null())
+    counts.update(dict(zip(tallied.field("values").to_pylist(), tallied.field("counts").to_pylist())))
 
 
 class ReferenceBuilder:
-    """The second pass: events summarized by window as they come, at most :data:`HELD_EVENTS` held."""
+    """The second pass: rows summarized by window as they come, at most :data:`HELD_EVENTS` events held."""
 
     def __init__(self, config: MonitorConfig, policy: DriftPolicy, scan: SnapshotScan,
                  where: str = "the reference events") -> None:
         self.policy, self.where, self.season = policy, where, Season.of(config)
         self.window_ms = config.window.size_ms
-        self.models = {name: _ModelWindows(name, model, scan, self.window_ms, policy, self.season is None)
+        self.blobs = BlobFile()
+        self.models = {name: _ModelWindows(name, model, scan, self.window_ms, policy, self.blobs, self.season is None)
                        for name in scan.events if (model := config.model(name)) is not None}
         self.held = 0
 
-    def add(self, events: Sequence[Event]) -> None:
-        """Take a batch of valid events (in file order, the same events as the scan saw)."""
-        for event in events:
-            windows = self.models.get(event.model)
+    def add(self, rows: Mapping[str, ModelRows]) -> None:
+        """Take a batch of configured models' rows (in file order, the same events as the scan saw)."""
+        for name, model in rows.items():
+            windows = self.models.get(name)
             if windows is not None:
-                windows.add(event)
-                self.held += 1
+                windows.add(model)
+                self.held += len(model)
         if self.held >= HELD_EVENTS:
             for windows in self.models.values():
                 windows.flush()
             self.held = 0
 
     def finish(self) -> ReferenceSet:
-        """The references of every configured model seen (and of its segments when it has any)."""
+        """The references of every configured model seen (and of its segments when it has any); the builder's
+        temporary file is removed."""
+        with self.blobs:
+            return self._references()
+
+    def _references(self) -> ReferenceSet:
         references = ReferenceSet()
         for name, windows in self.models.items():
             if self.season is not None:
@@ -231,10 +341,10 @@ def build_reference_set(events: list[Event], config: MonitorConfig, policy: Drif
                         where: str = "the reference events") -> ReferenceSet:
     """References of every configured model found in ``events`` (and of its segments when it has any; with a
     season, their windows too); ``where`` names the events in errors."""
-    batches = [events[i:i + _LIST_BATCH] for i in range(0, len(events), _LIST_BATCH)]
+    batches = [model_rows(events[i:i + _LIST_BATCH], config) for i in range(0, len(events), _LIST_BATCH)]
     scan = SnapshotScan(config)
     for batch in batches:
-        scan.add(batch)
+        scan.add_rows(batch)
     builder = ReferenceBuilder(config, policy, scan, where)
     for batch in batches:
         builder.add(batch)
@@ -256,31 +366,51 @@ def build_reference_file(path: str | Path, config: MonitorConfig | None,
                          inferred_config: Callable[[dict[str, dict[str, str]]], MonitorConfig],
                          policy_of: Callable[[MonitorConfig], DriftPolicy],
                          progress: Progress | None = None, where: str | None = None) -> SnapshotBuild:
-    """Read ``path`` twice (scan, then build) in batches, never whole: the references of its events.
+    """The references of ``path``'s events, read in batches, never whole, and parsed once when ``config``
+    is given: the scan keeps each batch's rows in a temporary file (:class:`RowSpill`) that the build
+    reads back.
 
-    ``config`` None: the feature kinds are inferred from the events and ``inferred_config`` makes the
-    config of them; ``policy_of``: the drift policy of a config; ``where`` names the file in errors (default: its path).
+    ``config`` None: the scan parses the file to infer the feature kinds, ``inferred_config`` makes the
+    config of them, and the build parses the file again with it; ``policy_of``: the drift policy of a
+    config; ``where`` names the file in errors (default: its path).
     """
     report = progress or (lambda _pass, _read, _total: None)
     rules = EventRules.of(config.source) if config else DEFAULT_RULES
-    kinds_of = feature_kinds_lookup(config) if config else (lambda _model: None)
     scan, counts = SnapshotScan(config), {"read": 0, "rejected": 0}
-    for events in _valid_batches(path, rules, kinds_of, counts):
-        scan.add(events)
-        report("scan", counts["read"], None)
-    if not scan.events:
-        raise ConfigError(f"{path}: no valid events ({counts['rejected']} rejected)")
-    config = config or inferred_config(scan.kinds_by_model())
-    builder = ReferenceBuilder(config, policy_of(config), scan, where or str(path))
-    total, built = counts["read"], {"read": 0, "rejected": 0}
-    for events in _valid_batches(path, rules, kinds_of, built):
-        builder.add(events)
-        report("build", built["read"], total)
+    with gc_paused(), RowSpill() as spill:
+        for events in _valid_batches(path, rules, feature_kinds_lookup(config) if config else _no_kinds, counts,
+                                     config):
+            if config is None:
+                scan.add(events)
+            else:
+                scan.add_rows(events)
+                spill.write(events)
+            report("scan", counts["read"], None)
+        if counts["read"] == counts["rejected"]:
+            raise ConfigError(f"{path}: no valid events ({counts['rejected']} rejected)")
+        parsed_once = config is not None
+        config = config or inferred_config(scan.kinds_by_model())
+        builder = ReferenceBuilder(config, policy_of(config), scan, where or str(path))
+        total, done = sum(scan.events[name] for name in builder.models), 0
+        batches = spill.read() if parsed_once else _valid_batches(path, rules, feature_kinds_lookup(config),
+                                                                  {"read": 0, "rejected": 0}, config)
+        for number, rows in enumerate(batches, start=1):
+            builder.add(rows)
+            done += sum(len(r) for r in rows.values())
+            report("build", done, total)
+            if number % GC_EVERY_BATCHES == 0:
+                gc.collect()  # as replay does: the collector is paused, cycles are freed now and then
     return SnapshotBuild(config, builder.finish(), counts["read"], counts["rejected"])
 
 
-def _valid_batches(path: str | Path, rules: EventRules, kinds_of, counts: dict[str, int]) -> Iterator[list[Event]]:
-    """Each batch of the file's valid events; ``counts`` gains the records read and rejected."""
+def _no_kinds(_model: str) -> None:
+    return None
+
+
+def _valid_batches(path: str | Path, rules: EventRules, kinds_of, counts: dict[str, int],
+                   config: MonitorConfig | None = None) -> Iterator:
+    """Each batch of the file's valid events (with ``config``: as each configured model's rows, validated with
+    its kinds); ``counts`` gains the records read and rejected."""
     for batch in iter_raw_batches(path):
         events = []
         for _coordinates, raw in batch:
@@ -289,12 +419,4 @@ def _valid_batches(path: str | Path, rules: EventRules, kinds_of, counts: dict[s
             except InvalidEventError:
                 counts["rejected"] += 1
         counts["read"] += len(batch)
-        yield events
-
-
-def _segment_keys(events: list[Event], model: ModelConfig) -> list[SegmentKey]:
-    """Each event's segment key (not folded), in event order."""
-    rows = WindowRows(model)
-    for line, event in enumerate(events):
-        rows.add(event.features, (line,))
-    return segment_keys(rows.columns(), model.segments.by)
+        yield events if config is None else model_rows(events, config, checked=True)

@@ -136,7 +136,7 @@ def test_merged_partials_give_the_whole_window_bytes(jsonl, tmp_path, monkeypatc
                                  lambda phase, read, total: seen.append((phase, read, total)))
     assert (built.read, built.rejected) == (len(events) + 1, 1)
     assert _bytes(built.references, tmp_path, "file") == expected
-    assert seen[-1] == ("build", len(events) + 1, len(events) + 1) and seen[0][0] == "scan"
+    assert seen[-1] == ("build", len(events), len(events)) and seen[0][0] == "scan"
 
 
 def test_parquet_is_read_in_row_groups_with_the_same_bytes(jsonl, tmp_path, monkeypatch):

@@ -1,0 +1,178 @@
+"""A reference build's rows: a batch's valid events per configured model as columns, and their spill.
+
+:func:`model_rows` turns validated events into each configured model's :class:`ModelRows` (the
+values split by kind as :meth:`pipeline.summary.WindowRows.add` splits a raw event's, then one Arrow
+column per monitored name, :func:`pipeline.columns.feature_columns`). :class:`RowSpill` keeps them
+in a temporary file between the build's two passes, as Arrow IPC streams, so that the snapshot is
+parsed once: the file is as large as the rows' columns (about a third of a JSONL snapshot), in
+the system's temporary folder (``TMPDIR``), removed when the build ends.
+"""
+
+from __future__ import annotations
+
+import struct
+import tempfile
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Mapping
+
+import numpy as np
+import orjson
+import pyarrow as pa
+
+from driftwarden.pipeline.columns import configured_values, feature_columns
+from driftwarden.schemas.config import MonitorConfig
+from driftwarden.schemas.events import Event, FeatureKinds, InvalidValue, check_feature_kinds
+
+
+@dataclass
+class ModelRows:
+    """One model's valid events of a batch, in file order, as columns: event times, each monitored name's
+    Arrow column, each event's count of unconfigured features, and (row, name, value) of each wrong-typed
+    value (a null in its column)."""
+
+    event_ms: np.ndarray
+    columns: dict[str, pa.Array]
+    unknown: list[int]
+    invalid: list[tuple[int, str, InvalidValue]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.event_ms)
+
+
+class _Gathered:
+    """A model's valid events of a batch, row-major by kind, as validation hands them over."""
+
+    __slots__ = ("kinds", "event_ms", "numbers", "labels", "unknown", "invalid")
+
+    def __init__(self, kinds: FeatureKinds) -> None:
+        self.kinds, self.event_ms, self.numbers, self.labels, self.unknown, self.invalid = kinds, [], [], [], [], []
+
+    def add(self, event: Event, checked: bool) -> None:
+        """Append one valid event's configured values (``checked``: validated with these kinds).
+
+        Its values are checked against the kinds as :meth:`pipeline.summary.WindowRows.add` checks a raw
+        event's: only features' wrong-typed values are tallied (a reference has never tallied predictions').
+        """
+        if checked and not event.invalid:
+            by_kind, invalid = event.by_kind, None
+        else:
+            by_kind, invalid = check_feature_kinds(event.features, self.kinds)
+        values, unknown = configured_values(event.features, self.kinds, by_kind, event.prediction, invalid)
+        if invalid:
+            self.invalid.extend((len(self.event_ms), name, value) for name, value in invalid.items())
+        self.event_ms.append(event.event_ms)
+        self.numbers.extend(values[0])
+        self.labels.extend(values[1])
+        self.unknown.append(unknown)
+
+    def rows(self) -> ModelRows:
+        """The gathered events as columns."""
+        return ModelRows(np.asarray(self.event_ms, dtype=np.int64),
+                         feature_columns(self.numbers, self.labels, self.kinds), self.unknown, self.invalid)
+
+
+def model_rows(events: Iterable[Event], config: MonitorConfig, checked: bool = False) -> dict[str, ModelRows]:
+    """Valid events as each configured model's rows (``checked``: validated with the config's kinds, so
+    their split by kind is reused); events of other models are left out."""
+    gathered: dict[str, _Gathered | None] = {}
+    for event in events:
+        into = gathered.get(event.model, False)
+        if into is False:
+            model = config.model(event.model)
+            into = gathered[event.model] = _Gathered(model.kinds) if model is not None else None
+        if into is not None:
+            into.add(event, checked)
+    return {name: into.rows() for name, into in gathered.items() if into is not None}
+
+
+_LENGTH = struct.Struct("<Q")
+
+
+class RowSpill:
+    """Batches of rows written to a temporary file, then read back in the same order (a context manager:
+    the file is removed on exit). Each model's rows are one Arrow IPC stream: event times, unknown counts,
+    then the monitored names' columns (their names and the invalid values in the schema's metadata, JSON)."""
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile(prefix="driftwarden-reference-")
+        self.bytes = 0
+
+    def __enter__(self) -> "RowSpill":
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self._file.close()
+
+    def write(self, rows: Mapping[str, ModelRows]) -> None:
+        """Append one batch's rows."""
+        for model, batch in rows.items():
+            self._frame(_to_ipc(model, batch))
+        self._frame(b"")  # end of the batch
+
+    def read(self) -> Iterator[dict[str, ModelRows]]:
+        """Every batch written, in order."""
+        self._file.flush()
+        self._file.seek(0)
+        batch: dict[str, ModelRows] = {}
+        while header := self._file.read(_LENGTH.size):
+            (length,) = _LENGTH.unpack(header)
+            if not length:
+                yield batch
+                batch = {}
+                continue
+            model, rows = _from_ipc(self._file.read(length))
+            batch[model] = rows
+
+    def _frame(self, blob: bytes) -> None:
+        self._file.write(_LENGTH.pack(len(blob)) + blob)
+        self.bytes += _LENGTH.size + len(blob)
+
+
+def _to_ipc(model: str, rows: ModelRows) -> bytes:
+    names = list(rows.columns)
+    meta = {"model": model, "names": names, "invalid": [(i, n, v.reason, v.value) for i, n, v in rows.invalid]}
+    arrays = [pa.array(rows.event_ms, type=pa.int64()), pa.array(rows.unknown, type=pa.int64()),
+              *(rows.columns[name] for name in names)]
+    table = pa.table(arrays, names=[str(i) for i in range(len(arrays))]).replace_schema_metadata(
+        {"rows": orjson.dumps(meta)})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _from_ipc(blob: bytes) -> tuple[str, ModelRows]:
+    table = pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
+    meta = orjson.loads(table.schema.metadata[b"rows"])
+    arrays = [table.column(i).combine_chunks() for i in range(table.num_columns)]
+    invalid = [(i, n, InvalidValue(r, v)) for i, n, r, v in meta["invalid"]]
+    return meta["model"], ModelRows(arrays[0].to_numpy(), dict(zip(meta["names"], arrays[2:])),
+                                    arrays[1].to_numpy().tolist(), invalid)
+
+
+class BlobFile:
+    """Byte strings kept in a temporary file instead of memory: :meth:`put` gives a handle, :meth:`get` the
+    bytes back (a context manager: the file is removed on exit). Written once, read any number of times."""
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile(prefix="driftwarden-reference-")
+        self._end = 0
+
+    def __enter__(self) -> "BlobFile":
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self._file.close()
+
+    def put(self, blob: bytes) -> tuple[int, int]:
+        """Keep ``blob``; its handle (offset, length)."""
+        self._file.seek(self._end)
+        self._file.write(blob)
+        handle = (self._end, len(blob))
+        self._end += len(blob)
+        return handle
+
+    def get(self, handle: tuple[int, int]) -> bytes:
+        """The bytes kept under ``handle``."""
+        self._file.seek(handle[0])
+        return self._file.read(handle[1])
