@@ -87,12 +87,14 @@ def write_settings(topic: str, folder: Path) -> Path:
     return path
 
 
-def run_pipeline(pipeline: str, classes: Path, full: Path, empty: Path, dump: Path | None = None) -> dict:
+def run_pipeline(pipeline: str, classes: Path, full: Path, empty: Path, dump: Path | None = None,
+                 jvm_args: list[str] | None = None) -> dict:
     """One pipeline's first run over the ``full`` settings' topic in a JVM of its own (the JVM started on ``empty``'s,
-    the start-up timed on it again): wall and CPU seconds of the JVM, and the events summarized (or read)."""
+    the start-up timed on it again): wall and CPU seconds of the JVM, and the events summarized (or read);
+    ``jvm_args``: more options of that JVM (a flight recording, say)."""
     from driftwarden.jobs.flink_env import EMBEDDED_GC, EMBEDDED_HEAP
 
-    command = [jdk_tool("java"), EMBEDDED_HEAP, EMBEDDED_GC, "-cp", classpath(classes), MAIN_CLASS, pipeline, str(full),
+    command = [jdk_tool("java"), EMBEDDED_HEAP, EMBEDDED_GC, *(jvm_args or []), "-cp", classpath(classes), MAIN_CLASS, pipeline, str(full),
                str(empty)] + ([str(dump)] if dump else [])
     done = subprocess.run(command, capture_output=True, text=True)
     marked = [line for line in done.stdout.splitlines() if line.startswith(FIGURES_MARK)]

@@ -13,7 +13,10 @@ from driftwarden.sketches.categorical import CategoricalSketch
 from driftwarden.sketches.histogram import HistogramSketch
 from driftwarden.sketches.numeric import NumericSketch
 from driftwarden.sketches.serialization import (KIND_CATEGORICAL_CAPPED, KIND_NUMERIC_HIST, KIND_NUMERIC_HIST_PACKED,
-                                    KIND_NUMERIC_KLL, KIND_NUMERIC_TDIGEST, Reader)
+                                                KIND_NUMERIC_HIST_VARINT, KIND_NUMERIC_KLL, KIND_NUMERIC_TDIGEST, Reader)
+
+#: The frame kinds of the numeric histogram: varints (written), packed and unpacked (written before, still read).
+HISTOGRAM_KINDS = (KIND_NUMERIC_HIST_VARINT, KIND_NUMERIC_HIST_PACKED, KIND_NUMERIC_HIST)
 
 FeatureSketch = Union[HistogramSketch, NumericSketch, CategoricalSketch]
 #: The sketch classes of numeric features (the gate reads any of them through the same queries).
@@ -29,11 +32,10 @@ def deserialize_sketch(data: bytes) -> FeatureSketch:
     >>> deserialize_sketch(HistogramSketch().update([1.0]).serialize())
     HistogramSketch(precision=52, max_buckets=1024, n=1, count=1)
     """
-    kind = Reader(data, (KIND_NUMERIC_HIST_PACKED, KIND_NUMERIC_HIST, KIND_NUMERIC_KLL, KIND_NUMERIC_TDIGEST,
-                         KIND_CATEGORICAL_CAPPED)).kind
+    kind = Reader(data, (*HISTOGRAM_KINDS, KIND_NUMERIC_KLL, KIND_NUMERIC_TDIGEST, KIND_CATEGORICAL_CAPPED)).kind
     if kind == KIND_CATEGORICAL_CAPPED:
         return CategoricalSketch.deserialize(data)
-    if kind in (KIND_NUMERIC_HIST_PACKED, KIND_NUMERIC_HIST):
+    if kind in HISTOGRAM_KINDS:
         return HistogramSketch.deserialize(data)
     return NumericSketch.deserialize(data)
 

@@ -8,7 +8,7 @@ spread decides the resolution (a feature with 50 distinct integers stays exact; 
 about 2^-10-wide buckets; N(0, 1) settles near 2^-5 relative width). The result
 depends only on the set of values: not on their order, not on how they were split into partials
 and merged. That is what lets the live job (Java, many subtasks), replay and a rerun reach
-bit-identical decisions; the byte format is ``sketches/FORMAT.md`` (kind 20; kind 6 is still read).
+bit-identical decisions; the byte format is ``sketches/FORMAT.md`` (kind 25; kinds 20 and 6 are still read).
 
 Error: counts are exact per bucket, so the CDF is exact at every bucket edge and, inside a
 bucket, off by at most that bucket's mass (``rank_error``: the largest bucket's share). Quantiles
@@ -26,7 +26,8 @@ from numpy.typing import ArrayLike
 
 from driftwarden.core.errors import SerializationError, SketchError
 from driftwarden.sketches._values import as_float_array
-from driftwarden.sketches.serialization import KIND_NUMERIC_HIST, KIND_NUMERIC_HIST_PACKED, Reader, Writer
+from driftwarden.sketches.serialization import (KIND_NUMERIC_HIST, KIND_NUMERIC_HIST_PACKED, KIND_NUMERIC_HIST_VARINT,
+                                                Reader, Writer)
 
 _INF_BITS = 0x7FF0000000000000
 #: Mantissa bits kept before any coarsening: 52, every distinct value starts in its own bucket.
@@ -275,18 +276,18 @@ class HistogramSketch:
 
     # ---------------------------------------------------------------- serialization
     def serialize(self) -> bytes:
-        """Encode as versioned bytes (``sketches/FORMAT.md``, kind 20): the keys as their first and
-        the steps between them, and the counts, each packed at the narrowest width that holds them."""
-        w = Writer(KIND_NUMERIC_HIST_PACKED).pack("BIBQ", self.precision, self.max_buckets, self.shift, self.n)
+        """Encode as versioned bytes (``sketches/FORMAT.md``, kind 25): the keys as their first and
+        the steps between them, and the counts, each as varints."""
+        w = Writer(KIND_NUMERIC_HIST_VARINT).pack("BIBQ", self.precision, self.max_buckets, self.shift, self.n)
         w.pack("qqqqdd", self.nulls, self.nans, self.pos_inf, self.neg_inf, self.min, self.max)
         keys = self._keys.view(np.uint64)  # steps in 64-bit wrapping arithmetic, as the reader adds them back
         w.pack("Iq", keys.size, int(self._keys[0]) if keys.size else 0)
-        return w.packed(np.diff(keys)).packed(self._counts.view(np.uint64)).getvalue()
+        return w.varints(np.diff(keys)).varints(self._counts.view(np.uint64)).getvalue()
 
     @classmethod
     def deserialize(cls, data: bytes) -> HistogramSketch:
-        """Decode bytes written by :meth:`serialize` (or by the Java aggregate; kind 6 or 20)."""
-        r = Reader(data, (KIND_NUMERIC_HIST_PACKED, KIND_NUMERIC_HIST))
+        """Decode bytes written by :meth:`serialize` (or by the Java aggregate; kind 25, or 20 or 6 written before)."""
+        r = Reader(data, (KIND_NUMERIC_HIST_VARINT, KIND_NUMERIC_HIST_PACKED, KIND_NUMERIC_HIST))
         precision, max_buckets, shift, n = r.unpack("BIBQ")
         sk = cls(precision, max_buckets)
         sk.shift = shift
@@ -295,7 +296,7 @@ class HistogramSketch:
             sk._keys = np.frombuffer(r.blob(), dtype="<i8").astype(np.int64)
             sk._counts = np.frombuffer(r.blob(), dtype="<i8").astype(np.int64)
         else:
-            sk._keys, sk._counts = _read_packed_buckets(r)
+            sk._keys, sk._counts = _read_buckets(r, r.varints if r.kind == KIND_NUMERIC_HIST_VARINT else r.packed)
         sk._forget()
         r.done()
         if sk._keys.size != sk._counts.size or int(sk._counts.sum()) != n:
@@ -307,11 +308,12 @@ class HistogramSketch:
                f"count={self.count})"
 
 
-def _read_packed_buckets(r: Reader) -> tuple[np.ndarray, np.ndarray]:
-    """The sorted keys and counts of a kind 20 frame (the fields after the header)."""
+def _read_buckets(r: Reader, integers: Callable[[int], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted keys and counts of a kind 25 or 20 frame (the fields after the header), their steps and counts
+    read by ``integers`` (``Reader.varints`` or ``Reader.packed``)."""
     size, first = r.unpack("Iq")
-    steps = r.packed(max(size - 1, 0))
-    counts = r.packed(size).view(np.int64)
+    steps = integers(max(size - 1, 0))
+    counts = integers(size).view(np.int64)
     if not size:
         return np.empty(0, np.int64), counts
     keys = np.cumsum(np.concatenate((np.array([first]).view(np.uint64), steps))).view(np.int64)  # wraps as written

@@ -5,7 +5,7 @@ Bottom-k sampling: every event gets a 63-bit key hashed from its coordinates and
 the value of every configured feature. The keys are a pseudo-random permutation, so the sample
 is uniform; they are a function of the event, so the sample is the same whatever the order of
 the events, however they were split into partials, in Python and in the Java aggregate
-(``sketches/FORMAT.md``, kind 8). Merging two samples keeps the bottom ``capacity`` of the union,
+(``sketches/FORMAT.md``, kind 26; kind 8 is still read). Merging two samples keeps the bottom ``capacity`` of the union,
 which is also how windows merge into longer horizons.
 
 A window summary samples its categorical features only (:func:`sampled_kinds`): a numeric
@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from driftwarden.core.errors import SerializationError, SketchError
 from driftwarden.sketches.reservoir import ReservoirSample
-from driftwarden.sketches.serialization import KIND_EVENT_SAMPLE, Reader, Writer
+from driftwarden.sketches.serialization import KIND_EVENT_SAMPLE, KIND_EVENT_SAMPLE_CODED, Reader, Writer
 
 _KIND_CODES = {"numeric": 1, "categorical": 2}
 
@@ -129,8 +129,9 @@ class EventSample:
 
     # ---------------------------------------------------------------- serialization
     def serialize(self) -> bytes:
-        """Encode as versioned bytes (``sketches/FORMAT.md``, kind 8)."""
-        w = Writer(KIND_EVENT_SAMPLE).pack("II", self.capacity, self.size).blob(self.keys.astype("<i8").tobytes())
+        """Encode as versioned bytes (``sketches/FORMAT.md``, kind 26): a categorical column as its distinct
+        values and one index per event."""
+        w = Writer(KIND_EVENT_SAMPLE_CODED).pack("II", self.capacity, self.size).blob(self.keys.astype("<i8").tobytes())
         w.pack("I", len(self.kinds))
         for name, kind in self.kinds.items():
             w.text(name).pack("B", _KIND_CODES[kind])
@@ -138,14 +139,14 @@ class EventSample:
             if kind == "numeric":
                 w.blob(column.astype("<f8").tobytes())
             else:
-                present = np.array([v is not None for v in column.tolist()], dtype=np.uint8)
-                w.blob(present.tobytes()).texts([v for v in column.tolist() if v is not None])
+                values, codes = _coded(column)
+                w.texts(values).packed(codes)
         return w.getvalue()
 
     @classmethod
     def deserialize(cls, data: bytes) -> EventSample:
-        """Decode bytes written by :meth:`serialize` (or by the Java aggregate)."""
-        r = Reader(data, (KIND_EVENT_SAMPLE,))
+        """Decode bytes written by :meth:`serialize` (or by the Java aggregate; kind 26, or 8 written before)."""
+        r = Reader(data, (KIND_EVENT_SAMPLE_CODED, KIND_EVENT_SAMPLE))
         capacity, size = r.unpack("II")
         keys = np.frombuffer(r.blob(), dtype="<i8").astype(np.int64)
         (count,) = r.unpack("I")
@@ -156,7 +157,7 @@ class EventSample:
             if code not in codes:
                 raise SerializationError(f"event sample: unknown feature kind code {code} for {name!r}")
             kinds[name] = codes[code]
-            columns[name] = _read_column(r, codes[code], size)
+            columns[name] = _read_column(r, codes[code], size, r.kind == KIND_EVENT_SAMPLE_CODED)
         r.done()
         if keys.size != size:
             raise SerializationError(f"event sample: {keys.size} keys for {size} events")
@@ -218,13 +219,29 @@ def _objects(values: Any) -> np.ndarray:
     return column
 
 
-def _read_column(r: Reader, kind: str, size: int) -> np.ndarray | Callable[[], np.ndarray]:
-    """A numeric column, or a function that builds a categorical one (its strings decoded then)."""
+def _coded(column: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """A categorical column's distinct values (sorted by their UTF-8 bytes, as code points sort) and, per event,
+    0 for a null or 1 + its value's index.
+
+    >>> _coded(np.array(["b", None, "a", "b"], dtype=object))
+    (['a', 'b'], array([2, 0, 1, 2], dtype=uint64))
+    """
+    items = column.tolist()
+    values = sorted({v for v in items if v is not None})
+    index = {v: i for i, v in enumerate(values, start=1)}
+    return values, np.fromiter((0 if v is None else index[v] for v in items), dtype=np.uint64, count=len(items))
+
+
+def _read_column(r: Reader, kind: str, size: int, coded: bool) -> np.ndarray | Callable[[], np.ndarray]:
+    """A numeric column, or a function that builds a categorical one (its strings decoded then); ``coded``: a kind
+    26 frame's categorical column (distinct values, then an index per event), else kind 8's (presence, strings)."""
     if kind == "numeric":
         column = np.frombuffer(r.blob(), dtype="<f8").astype(np.float64)
         if column.size != size:
             raise SerializationError(f"event sample: {column.size} numeric values for {size} events")
         return column
+    if coded:
+        return _read_coded_column(r, size)
     present = np.frombuffer(r.blob(), dtype=np.uint8).astype(bool)
     texts = r.text_list()
     if present.size != size or int(present.sum()) != len(texts):
@@ -234,6 +251,19 @@ def _read_column(r: Reader, kind: str, size: int) -> np.ndarray | Callable[[], n
         column = np.full(size, None, dtype=object)
         column[present] = texts.decode()
         return column
+    return build
+
+
+def _read_coded_column(r: Reader, size: int) -> Callable[[], np.ndarray]:
+    """A function that builds a kind 26 categorical column (its distinct values decoded then)."""
+    texts, codes = r.text_list(), r.packed(size)
+    if codes.size and int(codes.max()) > len(texts):
+        raise SerializationError(f"event sample: index {int(codes.max())} for {len(texts)} distinct values")
+
+    def build() -> np.ndarray:
+        lookup = np.empty(len(texts) + 1, dtype=object)
+        lookup[1:] = texts.decode()
+        return lookup[codes.astype(np.intp)]
     return build
 
 

@@ -39,6 +39,12 @@ KIND_REFERENCE_WINDOWED = 11
 KIND_REFERENCE_GROUPS = 12
 #: The numeric histogram with its keys and counts packed (kind 6 is still read).
 KIND_NUMERIC_HIST_PACKED = 20
+#: The numeric histogram with its key steps and counts as varints (kinds 20 and 6 are still read).
+KIND_NUMERIC_HIST_VARINT = 25
+#: The event sample with each categorical column as its distinct values and one index per event (kind 8 is still read).
+KIND_EVENT_SAMPLE_CODED = 26
+#: Most bytes one unsigned LEB128 varint of 64 bits takes (``Writer.varints``).
+VARINT_MAX_BYTES = 10
 #: Byte widths a packed integer blob may use (``Writer.packed``).
 PACKED_WIDTHS = (1, 2, 4, 8)
 
@@ -76,6 +82,11 @@ class Writer:
         largest = int(values.max()) if values.size else 0
         width = next(w for w in PACKED_WIDTHS if largest < 1 << (8 * w))
         return self.pack("B", width).blob(values.astype(f"<u{width}").tobytes())
+
+    def varints(self, values: np.ndarray) -> Writer:
+        """Append unsigned 64-bit integers as a blob of unsigned LEB128 varints (7 bits a byte, low bits first,
+        the high bit set on every byte but a value's last), each in its fewest bytes."""
+        return self.blob(encode_varints(values))
 
     def array(self, arr: np.ndarray) -> Writer:
         """Append a float64 array of any shape (ndim, shape, values)."""
@@ -160,6 +171,10 @@ class Reader:
             raise SerializationError(f"corrupt packed integers: {size} bytes for {count} of width {width}")
         return np.frombuffer(self._take(size), dtype=_PACKED_DTYPES[width]).astype(np.uint64)
 
+    def varints(self, count: int) -> np.ndarray:
+        """Read ``count`` integers written by :meth:`Writer.varints`, as uint64."""
+        return decode_varints(self.blob(), count)
+
     def array(self) -> np.ndarray:
         """Read a float64 array written by ``Writer.array``."""
         (ndim,) = self.unpack("B")
@@ -177,6 +192,48 @@ class Reader:
         """Check that every byte was consumed."""
         if self._pos != len(self._data):
             raise SerializationError(f"{len(self._data) - self._pos} unexpected trailing bytes after sketch")
+
+
+_VARINT_SHIFTS = np.arange(VARINT_MAX_BYTES, dtype=np.uint64) * np.uint64(7)
+
+
+def encode_varints(values: np.ndarray) -> bytes:
+    """Unsigned LEB128 bytes of ``values`` (uint64), each value in its fewest bytes.
+
+    >>> encode_varints(np.array([0, 1, 127, 128, 300], dtype=np.uint64)).hex()
+    '00017f8001ac02'
+    """
+    values = np.asarray(values, dtype=np.uint64)
+    if not values.size:
+        return b""
+    groups = (values[:, None] >> _VARINT_SHIFTS) & np.uint64(0x7F)
+    nonzero = groups != 0
+    lengths = np.where(nonzero.any(axis=1), VARINT_MAX_BYTES - np.argmax(nonzero[:, ::-1], axis=1), 1)
+    column = np.arange(VARINT_MAX_BYTES)
+    more = column < (lengths - 1)[:, None]
+    data = groups.astype(np.uint8) | np.where(more, 0x80, 0).astype(np.uint8)
+    return data[column < lengths[:, None]].tobytes()
+
+
+def decode_varints(raw: bytes, count: int) -> np.ndarray:
+    """The ``count`` uint64 values of :func:`encode_varints` bytes (a :class:`SerializationError` for any other bytes).
+
+    >>> decode_varints(bytes.fromhex("00017f8001ac02"), 5).tolist()
+    [0, 1, 127, 128, 300]
+    """
+    data = np.frombuffer(raw, dtype=np.uint8)
+    ends = np.flatnonzero(data < 0x80)
+    if ends.size != count or (data.size and ends[-1] != data.size - 1):
+        raise SerializationError(f"corrupt varints: {ends.size} complete values in {data.size} bytes, want {count}")
+    if not count:
+        return np.empty(0, np.uint64)
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    lengths = ends - starts + 1
+    if int(lengths.max()) > VARINT_MAX_BYTES or np.any((lengths == VARINT_MAX_BYTES) & (data[ends] > 1)):
+        raise SerializationError("corrupt varints: a value over 64 bits")
+    position = np.arange(data.size) - np.repeat(starts, lengths)
+    parts = (data & np.uint8(0x7F)).astype(np.uint64) << _VARINT_SHIFTS[position]
+    return np.bitwise_or.reduceat(parts, starts)
 
 
 def wrap_native(what: str, loader, data: bytes):

@@ -162,6 +162,46 @@ def test_an_event_samples_strings_are_decoded_when_read_and_corrupt_ones_refused
         corrupt.feature("c")
 
 
+def kind8_frame(sample) -> bytes:
+    """The event sample frame written before categorical columns were coded (FORMAT.md, kind 8): per categorical
+    column a presence byte per event, then the present values' strings."""
+    from driftwarden.sketches.serialization import KIND_EVENT_SAMPLE, Writer
+
+    w = Writer(KIND_EVENT_SAMPLE).pack("II", sample.capacity, sample.size).blob(sample.keys.astype("<i8").tobytes())
+    w.pack("I", len(sample.kinds))
+    for name, kind in sample.kinds.items():
+        column = sample.columns[name]
+        w.text(name).pack("B", 1 if kind == "numeric" else 2)
+        if kind == "numeric":
+            w.blob(column.astype("<f8").tobytes())
+        else:
+            w.blob(bytes(v is not None for v in column.tolist())).texts([v for v in column.tolist() if v is not None])
+    return w.getvalue()
+
+
+def test_an_event_samples_categorical_columns_are_coded_and_kind8_still_reads() -> None:
+    """Kind 26: a categorical column is its distinct values (sorted by UTF-8 bytes) and one packed index per
+    event (0 a null), one byte an event below 256 values instead of a presence byte and every string; a kind 8
+    frame of the same sample (state or stored rows from before) reads as the same sample; an index past the
+    values is refused."""
+    from driftwarden.sketches.sample import EventSample
+
+    rng = np.random.default_rng(5)
+    values = [None, "b", "a", "ß", "\U0001F600", "\ufb01"]
+    column = [values[i] for i in rng.integers(0, len(values), 2000)]
+    sample = EventSample(2000, {"c": "categorical"}).update(rng.permutation(2000), {"c": column})
+    data = sample.serialize()
+    assert data[5] == 26 and len(data) < 8 * 2000 + 2000 + 200  # keys, one byte an event, the few values
+    assert len(kind8_frame(sample)) > len(data) + 4 * 2000  # kind 8: a length and the bytes of every string
+    for older in (data, kind8_frame(sample)):
+        again = EventSample.deserialize(older)
+        assert again.columns["c"].tolist() == sample.columns["c"].tolist() and again.serialize() == data
+    bad = bytearray(data)
+    bad[-1] = len(set(column) - {None}) + 1  # the last event's index past the values
+    with pytest.raises(SerializationError, match="index"):
+        EventSample.deserialize(bytes(bad))
+
+
 def kind6_frame(sk: HistogramSketch) -> bytes:
     """The histogram frame written before keys and counts were packed (FORMAT.md, kind 6)."""
     from driftwarden.sketches.serialization import KIND_NUMERIC_HIST, Writer
@@ -172,47 +212,98 @@ def kind6_frame(sk: HistogramSketch) -> bytes:
     return w.blob(keys.astype("<i8").tobytes()).blob(counts.astype("<i8").tobytes()).getvalue()
 
 
-@pytest.mark.parametrize("values, key_width, count_width", [
-    (np.random.default_rng(1).normal(size=500), 8, 1),  # exact keys of distinct values: wide steps, counts 1
-    (np.random.default_rng(2).normal(size=200_000), 2, 2),  # coarsened: dense keys, counts up to thousands
-    (np.array([-1.7976931348623157e308, -5e-324, 0.0, 5e-324, 1.7976931348623157e308] * 300), 8, 2),  # wrapping steps
-    (np.full(70_000, 3.0), 1, 4),  # one bucket: no steps
-])
-def test_histogram_keys_and_counts_are_packed_and_read_back(values, key_width: int, count_width: int) -> None:
-    """Kind 20: the keys as the first and the steps between them, the counts, each at the narrowest
-    width; read back exactly, and a kind 6 frame of the same histogram reads as the same histogram."""
+def kind20_frame(sk: HistogramSketch) -> bytes:
+    """The histogram frame written before steps and counts were varints (FORMAT.md, kind 20: each packed)."""
+    from driftwarden.sketches.serialization import KIND_NUMERIC_HIST_PACKED, Writer
+
+    w = Writer(KIND_NUMERIC_HIST_PACKED).pack("BIBQ", sk.precision, sk.max_buckets, sk.shift, sk.n)
+    w.pack("qqqqdd", sk.nulls, sk.nans, sk.pos_inf, sk.neg_inf, sk.min, sk.max)
+    keys, counts = sk.counts_at(sk.shift)
+    w.pack("Iq", keys.size, int(keys[0]) if keys.size else 0)
+    return w.packed(np.diff(keys.view(np.uint64))).packed(counts.astype(np.uint64)).getvalue()
+
+
+HISTOGRAM_CASES = [
+    (np.random.default_rng(1).normal(size=500), 8.1),  # exact keys of distinct values: wide steps (7 bytes), counts 1
+    (np.random.default_rng(2).normal(size=200_000), 2.5),  # coarsened: dense keys, counts up to thousands
+    (np.array([-1.7976931348623157e308, -5e-324, 0.0, 5e-324, 1.7976931348623157e308] * 300), 12.0),  # wrapping steps
+    (np.full(70_000, 3.0), 3.0),  # one bucket: no steps
+    (np.array([]), 0.0),  # no bucket
+]
+
+
+@pytest.mark.parametrize("values, bytes_per_bucket", HISTOGRAM_CASES)
+def test_histogram_keys_and_counts_are_varints_and_read_back(values, bytes_per_bucket: float) -> None:
+    """Kind 25: the keys as the first and the steps between them, then the counts, each as LEB128 varints in
+    their fewest bytes (a coarsened histogram about 2 bytes a bucket); read back exactly, and kind 20 and kind 6
+    frames of the same histogram (written before) read as the same histogram."""
+    from driftwarden.sketches.serialization import decode_varints
+
     sk = HistogramSketch().update(values)
     data = sk.serialize()
     header = 6 + struct.calcsize("<BIBQqqqqdd")
     size = struct.unpack_from("<I", data, header)[0]
-    assert data[5] == 20 and len(data) == header + 4 + 8 + 5 + key_width * (size - 1) + 5 + count_width * size
+    keys, counts = sk.counts_at(sk.shift)
     steps_at = header + 4 + 8
-    assert size == sk.buckets and data[steps_at] == key_width
-    assert data[steps_at + 1 + 4 + key_width * (size - 1)] == count_width
-    for again in (HistogramSketch.deserialize(data), deserialize_sketch(kind6_frame(sk))):
-        assert again.counts_at(again.shift)[0].tolist() == sk.counts_at(sk.shift)[0].tolist()
-        assert again.counts_at(again.shift)[1].tolist() == sk.counts_at(sk.shift)[1].tolist()
+    steps_size = struct.unpack_from("<I", data, steps_at)[0]
+    counts_size = struct.unpack_from("<I", data, steps_at + 4 + steps_size)[0]
+    assert data[5] == 25 and size == sk.buckets and len(data) == steps_at + 8 + steps_size + counts_size
+    steps = decode_varints(data[steps_at + 4:steps_at + 4 + steps_size], max(size - 1, 0))
+    assert steps.tolist() == np.diff(keys.view(np.uint64)).tolist()
+    assert decode_varints(data[steps_at + 8 + steps_size:], size).tolist() == counts.tolist()
+    assert steps_size + counts_size <= bytes_per_bucket * size
+    for older in (data, kind20_frame(sk), kind6_frame(sk)):
+        again = deserialize_sketch(older)
+        assert again.counts_at(again.shift)[0].tolist() == keys.tolist()
+        assert again.counts_at(again.shift)[1].tolist() == counts.tolist()
         assert again.serialize() == data
 
 
-def test_a_corrupt_packed_histogram_is_refused() -> None:
+@pytest.mark.parametrize("values", [np.array([0, 1, 127, 128, 16_383, 16_384, 2**63 - 1, 2**63, 2**64 - 1]),
+                                    np.random.default_rng(3).integers(0, 2**63, 1000, dtype=np.uint64)
+                                    >> np.random.default_rng(4).integers(0, 63, 1000).astype(np.uint64)])
+def test_varints_are_leb128_in_fewest_bytes_and_read_back(values) -> None:
+    """Each value's bytes are its 7-bit groups, low first, the high bit on all but its last (the protobuf / DWARF
+    LEB128 encoding), as many as its highest set bit needs: the Java writer writes the same bytes."""
+    from driftwarden.sketches.serialization import decode_varints, encode_varints
+
+    values = np.asarray(values, dtype=np.uint64)
+    data = encode_varints(values)
+    expected = []
+    for value in values.tolist():
+        while value >= 0x80:
+            expected.append(value & 0x7F | 0x80)
+            value >>= 7
+        expected.append(value)
+    assert data == bytes(expected)
+    assert decode_varints(data, values.size).tolist() == values.tolist()
+
+
+def test_a_corrupt_histogram_is_refused() -> None:
+    """Kind 25 frames whose varints are truncated, run past 64 bits, leave bytes over, or make a step of zero or a
+    count of zero are refused, naming what was wrong; so is a kind 20 frame of a bad width."""
     sk = HistogramSketch().update([1.0, 2.0, 2.0, 5.0])
-    data = bytearray(sk.serialize())
+    data = sk.serialize()
     steps_at = 6 + struct.calcsize("<BIBQqqqqdd") + 4 + 8
-    width, counts_at = data[steps_at], steps_at + 1 + 4 + data[steps_at] * 2
-    bad_width = bytearray(data)
+    steps_size = struct.unpack_from("<I", data, steps_at)[0]
+    counts_at = steps_at + 4 + steps_size
+
+    def with_steps(raw: bytes) -> bytes:
+        return data[:steps_at] + struct.pack("<I", len(raw)) + raw + data[counts_at:]
+
+    with pytest.raises(SerializationError, match="varints"):
+        HistogramSketch.deserialize(with_steps(b"\x01\x81"))  # the second step's last byte missing
+    with pytest.raises(SerializationError, match="varints"):
+        HistogramSketch.deserialize(with_steps(b"\x01\x01\x01"))  # a byte over
+    with pytest.raises(SerializationError, match="over 64 bits"):
+        HistogramSketch.deserialize(with_steps(b"\x01" + b"\xff" * 9 + b"\x02"))
+    with pytest.raises(SerializationError, match="ascending"):
+        HistogramSketch.deserialize(with_steps(b"\x00\x01"))
+    zero_count = bytearray(data)
+    zero_count[counts_at + 4] = 0  # the first count
+    with pytest.raises(SerializationError, match="corrupt histogram"):
+        HistogramSketch.deserialize(bytes(zero_count))
+    bad_width = bytearray(kind20_frame(sk))
     bad_width[steps_at] = 3
     with pytest.raises(SerializationError, match="width 3"):
         HistogramSketch.deserialize(bytes(bad_width))
-    zero_step = bytearray(data)
-    zero_step[steps_at + 5:steps_at + 5 + width] = b"\0" * width
-    with pytest.raises(SerializationError, match="ascending"):
-        HistogramSketch.deserialize(bytes(zero_step))
-    zero_count = bytearray(data)
-    zero_count[counts_at + 5] = 0  # the first count (width 1)
-    with pytest.raises(SerializationError, match="corrupt histogram"):
-        HistogramSketch.deserialize(bytes(zero_count))
-    short = bytearray(data)
-    struct.pack_into("<I", short, steps_at + 1, 1)  # a steps blob of 1 byte for 2 steps
-    with pytest.raises(SerializationError):
-        HistogramSketch.deserialize(bytes(short))

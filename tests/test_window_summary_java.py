@@ -68,9 +68,10 @@ def f64_bits(x: float | None) -> int:
 class Frame:
     """Reads the fields of one DWSK frame; ``done`` checks nothing is left."""
 
-    def __init__(self, data: bytes, kind: int) -> None:
-        assert data[:4] == b"DWSK" and data[4] == 1 and data[5] == kind, data[:6]
-        self.data, self.pos = data, 6
+    def __init__(self, data: bytes, kind: int | tuple[int, ...]) -> None:
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        assert data[:4] == b"DWSK" and data[4] == 1 and data[5] in kinds, data[:6]
+        self.data, self.pos, self.kind = data, 6, data[5]
 
     def take(self, fmt: str):
         values = struct.unpack_from("<" + fmt, self.data, self.pos)
@@ -103,19 +104,34 @@ class Frame:
         assert width == min(w for w in (1, 2, 4, 8) if max(values, default=0) < 1 << (8 * w)), (width, values[:5])
         return values
 
+    def varints(self, count: int) -> list[int]:
+        """A blob of unsigned LEB128 varints: 7 bits a byte, low first, the high bit on all but a value's last;
+        each in its fewest bytes."""
+        data, values, value, shift = self.blob(), [], 0, 0
+        for byte in data:
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                assert shift == 7 or byte != 0, "a varint not in its fewest bytes"
+                values.append(value)
+                value, shift = 0, 0
+        assert shift == 0 and len(values) == count and all(v < 2**64 for v in values), (len(values), count)
+        return values
+
     def done(self) -> None:
         assert self.pos == len(self.data), f"{len(self.data) - self.pos} trailing bytes"
 
 
 def decode_histogram(data: bytes) -> dict:
-    f = Frame(data, 20)
+    f = Frame(data, (25, 20))  # kind 25: steps and counts as varints; kind 20 (written before): packed
+    integers = f.varints if f.kind == 25 else f.packed
     out = dict(zip(["P", "M", "s", "n", "nulls", "nans", "pos_inf", "neg_inf"], f.take("BIBQqqqq")))
     out["min"], out["max"] = f.take("QQ")  # bits
     size, first = f.take("Iq")
     keys = [first] if size else []
-    for step in f.packed(max(size - 1, 0)):  # 64-bit wrapping steps
+    for step in integers(max(size - 1, 0)):  # 64-bit wrapping steps
         keys.append((keys[-1] + step + 2**63) % 2**64 - 2**63)
-    counts = f.packed(size)
+    counts = integers(size)
     out["buckets"] = dict(zip(keys, counts))
     out["keys"] = keys
     f.done()
@@ -133,7 +149,7 @@ def decode_counts(data: bytes) -> dict:
 
 
 def decode_sample(data: bytes) -> dict:
-    f = Frame(data, 8)
+    f = Frame(data, (26, 8))  # kind 26: a categorical column coded; kind 8 (written before): presence and strings
     k, m = f.take("II")
     keys = list(struct.unpack(f"<{m}q", f.blob()))
     features = {}
@@ -141,6 +157,11 @@ def decode_sample(data: bytes) -> dict:
         name, kind = f.text(), f.take("B")
         if kind == 1:
             features[name] = list(struct.unpack(f"<{m}Q", f.blob()))
+        elif f.kind == 26:
+            values, codes = f.texts(), f.packed(m)
+            assert values == sorted(set(values), key=lambda v: v.encode("utf-8")), values
+            assert set(codes) - {0} == set(range(1, len(values) + 1)), "every distinct value is used"
+            features[name] = [values[c - 1] if c else None for c in codes]
         else:
             present, values = f.blob(), iter(f.texts())
             features[name] = [next(values) if p else None for p in present]
@@ -155,7 +176,7 @@ def decode_summary(data: bytes) -> dict:
     out["features"] = {}
     for _ in range(f.take("I")):
         name, sketch = f.text(), f.blob()
-        out["features"][name] = decode_histogram(sketch) if sketch[5] == 20 else decode_counts(sketch)
+        out["features"][name] = decode_histogram(sketch) if sketch[5] in (25, 20) else decode_counts(sketch)
     out["sample"] = decode_sample(f.blob())
     f.done()
     return out
@@ -379,6 +400,7 @@ def test_a_summary_written_before_samples_left_numeric_features_out_reads_withou
     from driftwarden.jobs.flink_env import job_jars
     from driftwarden.pipeline.summary import WindowSummary, merge_summaries
     from driftwarden.sketches.sample import EventSample
+    from tests.test_sketches_serialization import kind8_frame
 
     model, start, new = next(p for p in one_partial if p[0] == "small")
     summary = WindowSummary.deserialize(new)
@@ -389,8 +411,11 @@ def test_a_summary_written_before_samples_left_numeric_features_out_reads_withou
     kept = [by_key[int(key)] for key in summary.sample.keys]
     columns = {name: [r["values"][column] for r in kept] for name, column in config["features"]}
     old = replace(summary, sample=EventSample(config["sample_size"], kinds).update(summary.sample.keys, columns))
-    old_bytes = old.serialize()
-    assert set(decode_sample(old.sample.serialize())["features"]) == {"x", "c", "y"} and old_bytes != new
+    assert set(decode_sample(old.sample.serialize())["features"]) == {"x", "c", "y"}
+    today = old.sample.serialize()  # kind 26; the summaries of then carried kind 8 samples
+    old_bytes = old.serialize().replace(struct.pack("<I", len(today)) + today,
+                                        struct.pack("<I", len(kind8_frame(old.sample))) + kind8_frame(old.sample))
+    assert kind8_frame(old.sample) in old_bytes and old_bytes != new
 
     assert WindowSummary.deserialize(old_bytes).serialize() == new
     assert merge_summaries([WindowSummary.deserialize(old_bytes), summary]).sample.kinds == {"c": "categorical"}
@@ -400,10 +425,11 @@ def test_a_summary_written_before_samples_left_numeric_features_out_reads_withou
 
 
 @pytest.mark.parametrize("seed, size, max_buckets", [(1, 500, 1024), (2, 50_000, 1024), (3, 5_000, 16)])
-def test_java_reads_packed_histograms_and_the_unpacked_ones_written_before(seed: int, size: int, max_buckets: int) -> None:
-    """Java reads Python's kind 20 histogram and writes the same bytes; it reads a kind 6 frame of
-    the same histogram (state or stored rows from before packing) as the same histogram; a corrupt
-    width is refused with its reason."""
+def test_java_reads_varint_histograms_and_the_packed_and_unpacked_ones_written_before(seed: int, size: int,
+                                                                                      max_buckets: int) -> None:
+    """Java reads Python's kind 25 histogram and writes the same bytes; it reads kind 20 and kind 6 frames of
+    the same histogram (state or stored rows from before) as the same histogram; corrupt varints and a corrupt
+    width are refused with their reason."""
     import numpy as np
     from py4j.protocol import Py4JJavaError
     from pyflink.java_gateway import get_gateway
@@ -411,16 +437,22 @@ def test_java_reads_packed_histograms_and_the_unpacked_ones_written_before(seed:
 
     from driftwarden.jobs.flink_env import job_jars
     from driftwarden.sketches.histogram import HistogramSketch
-    from tests.test_sketches_serialization import kind6_frame
+    from tests.test_sketches_serialization import kind6_frame, kind20_frame
 
     rng = np.random.default_rng(seed)
     values = np.concatenate([rng.normal(size=size), -rng.lognormal(size=size // 10), [0.0, -0.0, 5e-324]])
     sk = HistogramSketch(max_buckets=max_buckets).update(values)
     add_jars_to_context_class_loader(job_jars())
     java = get_gateway().jvm.dev.driftwarden.flink.LogLinearHistogram
-    assert bytes(java.fromBytes(sk.serialize()).toBytes()) == sk.serialize()
+    assert sk.serialize()[5] == 25 and bytes(java.fromBytes(sk.serialize()).toBytes()) == sk.serialize()
+    assert bytes(java.fromBytes(kind20_frame(sk)).toBytes()) == sk.serialize()
     assert bytes(java.fromBytes(kind6_frame(sk)).toBytes()) == sk.serialize()
-    corrupt = bytearray(sk.serialize())
-    corrupt[6 + struct.calcsize("<BIBQqqqqdd") + 4 + 8] = 3  # the steps' width
+    steps_at = 6 + struct.calcsize("<BIBQqqqqdd") + 4 + 8
+    truncated = bytearray(sk.serialize())
+    truncated[steps_at + 4 + struct.unpack_from("<I", truncated, steps_at)[0] - 1] |= 0x80  # the last step runs on
+    with pytest.raises(Py4JJavaError, match="corrupt varints"):
+        java.fromBytes(bytes(truncated))
+    corrupt = bytearray(kind20_frame(sk))
+    corrupt[steps_at] = 3  # the steps' width
     with pytest.raises(Py4JJavaError, match="width 3"):
         java.fromBytes(bytes(corrupt))

@@ -3,10 +3,12 @@ package dev.driftwarden.flink;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 
 /**
- * The event sample of sketches/FORMAT.md (kind 8): the k events of a window with the smallest
+ * The event sample of sketches/FORMAT.md (kind 26; kind 8 is still read): the k events of a window with the smallest
  * event key, each with the value of every sampled feature. A max-heap of slots on the key; an
  * event that beats the largest kept key takes over that slot in place (no allocation once full).
  *
@@ -15,7 +17,9 @@ import java.util.List;
  * categorical values only; {@link #fromBytes} drops the numeric columns of a frame written before.
  */
 public final class EventSample {
-    public static final int KIND = 8;
+    public static final int KIND = 26;
+    /** The frame written before categorical columns were coded (presence bytes, then every present string). */
+    public static final int KIND_TEXTS = 8;
     static final int NUMERIC = 1;
     static final int CATEGORICAL = 2;
 
@@ -167,34 +171,53 @@ public final class EventSample {
         return low;
     }
 
-    /** The kind 8 frame. */
+    /** The kind 26 frame: each categorical column as its distinct values and one index per event. */
     public byte[] toBytes() {
         int[] slots = slotsByKey();
         long[] sortedKeys = new long[m];
         for (int i = 0; i < m; i++) {
             sortedKeys[i] = keys[slots[i]];
         }
-        FrameWriter out = new FrameWriter(KIND, 32 + m * (8 + 8 * names.length));
+        FrameWriter out = new FrameWriter(KIND, 32 + m * (8 + 2 * names.length));
         out.u32(k).u32(m).longs(sortedKeys, m).u32(names.length);
         for (int f = 0; f < names.length; f++) {
-            byte[] present = new byte[m];
-            byte[][] values = new byte[m][];
-            int count = 0;
-            for (int i = 0; i < m; i++) {
-                String v = texts[slots[i] * names.length + f];
-                if (v != null) {
-                    present[i] = 1;
-                    values[count++] = v.getBytes(StandardCharsets.UTF_8);
-                }
-            }
-            out.text(names[f]).u8(CATEGORICAL).blob(present).texts(values, count);
+            out.text(names[f]).u8(CATEGORICAL);
+            writeCoded(out, slots, f);
         }
         return out.toBytes();
     }
 
-    /** Reads a kind 8 frame back, without the numeric columns a frame written before may carry. */
+    /**
+     * Column {@code f}: the distinct values (texts, sorted by their UTF-8 bytes), then per event in key order
+     * 0 for a null or 1 + its value's index (packed).
+     */
+    private void writeCoded(FrameWriter out, int[] slots, int f) {
+        Map<String, byte[]> encoded = new HashMap<>();
+        for (int i = 0; i < m; i++) {
+            String v = texts[slots[i] * names.length + f];
+            if (v != null) {
+                encoded.computeIfAbsent(v, s -> s.getBytes(StandardCharsets.UTF_8));
+            }
+        }
+        List<String> distinct = new ArrayList<>(encoded.keySet());
+        distinct.sort((a, b) -> Arrays.compareUnsigned(encoded.get(a), encoded.get(b)));
+        Map<String, Integer> index = new HashMap<>();
+        byte[][] values = new byte[distinct.size()][];
+        for (int j = 0; j < values.length; j++) {
+            index.put(distinct.get(j), j + 1);
+            values[j] = encoded.get(distinct.get(j));
+        }
+        long[] codes = new long[m];
+        for (int i = 0; i < m; i++) {
+            String v = texts[slots[i] * names.length + f];
+            codes[i] = v == null ? 0 : index.get(v);
+        }
+        out.texts(values, values.length).packed(codes, m);
+    }
+
+    /** Reads a kind 26 (or kind 8) frame back, without the numeric columns a frame written before may carry. */
     public static EventSample fromBytes(byte[] data) {
-        FrameReader in = new FrameReader(data, KIND);
+        FrameReader in = new FrameReader(data, KIND, KIND_TEXTS);
         long k = in.u32();
         long m = in.u32();
         if (k > Integer.MAX_VALUE || m > k) {
@@ -213,28 +236,8 @@ public final class EventSample {
             if (kind == NUMERIC) {
                 in.longs(m);  // dropped: no numeric feature is sampled any more
             } else if (kind == CATEGORICAL) {
-                byte[] present = in.blob();
-                String[] values = in.texts();
-                if (present.length != m) {
-                    throw new IllegalArgumentException("corrupt event sample: " + present.length + " presence bytes for " + m + " events");
-                }
-                String[] column = new String[(int) m];
-                int j = 0;
-                for (int i = 0; i < m; i++) {
-                    if (present[i] == 1) {
-                        if (j == values.length) {
-                            throw new IllegalArgumentException("corrupt event sample: fewer values than present flags");
-                        }
-                        column[i] = values[j++];
-                    } else if (present[i] != 0) {
-                        throw new IllegalArgumentException("corrupt event sample: presence byte " + present[i]);
-                    }
-                }
-                if (j != values.length) {
-                    throw new IllegalArgumentException("corrupt event sample: more values than present flags");
-                }
                 names.add(name);
-                texts.add(column);
+                texts.add(in.kind == KIND ? readCoded(in, (int) m) : readTexts(in, (int) m));
             } else {
                 throw new IllegalArgumentException("corrupt event sample: feature kind " + kind);
             }
@@ -251,5 +254,45 @@ public final class EventSample {
             }
         }
         return s;
+    }
+
+    /** A kind 26 categorical column: the distinct values, then an index per event (0 for a null). */
+    private static String[] readCoded(FrameReader in, int m) {
+        String[] values = in.texts();
+        long[] codes = in.packed(m);
+        String[] column = new String[m];
+        for (int i = 0; i < m; i++) {
+            if (codes[i] < 0 || codes[i] > values.length) {
+                throw new IllegalArgumentException("corrupt event sample: index " + codes[i] + " for " + values.length
+                        + " distinct values");
+            }
+            column[i] = codes[i] == 0 ? null : values[(int) codes[i] - 1];
+        }
+        return column;
+    }
+
+    /** A kind 8 categorical column: a presence byte per event, then the present values' strings. */
+    private static String[] readTexts(FrameReader in, int m) {
+        byte[] present = in.blob();
+        String[] values = in.texts();
+        if (present.length != m) {
+            throw new IllegalArgumentException("corrupt event sample: " + present.length + " presence bytes for " + m + " events");
+        }
+        String[] column = new String[m];
+        int j = 0;
+        for (int i = 0; i < m; i++) {
+            if (present[i] == 1) {
+                if (j == values.length) {
+                    throw new IllegalArgumentException("corrupt event sample: fewer values than present flags");
+                }
+                column[i] = values[j++];
+            } else if (present[i] != 0) {
+                throw new IllegalArgumentException("corrupt event sample: presence byte " + present[i]);
+            }
+        }
+        if (j != values.length) {
+            throw new IllegalArgumentException("corrupt event sample: more values than present flags");
+        }
+        return column;
     }
 }

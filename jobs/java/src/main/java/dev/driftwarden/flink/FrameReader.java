@@ -5,6 +5,7 @@ import java.nio.ByteOrder;
 import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
 
 /** Reads a DWSK frame back; every inconsistency raises {@link IllegalArgumentException} saying what was wrong. */
 public final class FrameReader {
@@ -18,6 +19,11 @@ public final class FrameReader {
 
     /** Checks magic, version and that the kind is {@code expectedKind} or {@code alsoKind}. */
     public FrameReader(byte[] data, int expectedKind, int alsoKind) {
+        this(data, new int[] {expectedKind, alsoKind});
+    }
+
+    /** Checks magic, version and that the kind is one of {@code kinds} (the first is the one written now). */
+    public FrameReader(byte[] data, int... kinds) {
         in = ByteBuffer.wrap(data).order(ByteOrder.LITTLE_ENDIAN);
         need(6);
         for (byte b : FrameWriter.MAGIC) {
@@ -29,10 +35,11 @@ public final class FrameReader {
         if (version != FrameWriter.VERSION) {
             throw new IllegalArgumentException("unknown sketch format version " + version);
         }
-        kind = in.get() & 0xFF;
-        if (kind != expectedKind && kind != alsoKind) {
-            throw new IllegalArgumentException("unexpected sketch kind byte " + kind + ", want " + expectedKind
-                    + (alsoKind != expectedKind ? " or " + alsoKind : ""));
+        int read = in.get() & 0xFF;
+        kind = read;
+        if (Arrays.stream(kinds).noneMatch(k -> k == read)) {
+            throw new IllegalArgumentException("unexpected sketch kind byte " + kind + ", want one of "
+                    + Arrays.toString(Arrays.stream(kinds).distinct().toArray()));
         }
     }
 
@@ -107,6 +114,35 @@ public final class FrameReader {
                 v |= (raw[p] & 0xFFL) << (8 * b);
             }
             out[i] = v;
+        }
+        return out;
+    }
+
+    /** {@code count} unsigned integers written by {@link FrameWriter#varints} (a blob of LEB128 varints). */
+    public long[] varints(long count) {
+        byte[] raw = blob();
+        if (count > raw.length) {
+            throw new IllegalArgumentException("corrupt varints: " + raw.length + " bytes for " + count + " values");
+        }
+        long[] out = new long[(int) count];
+        int p = 0;
+        for (int i = 0; i < out.length; i++) {
+            long v = 0;
+            for (int shift = 0; ; shift += 7) {
+                if (p == raw.length || shift > 63 || (shift == 63 && (raw[p] & 0xFF) > 1)) {
+                    throw new IllegalArgumentException("corrupt varints: value " + i + " of " + count
+                            + (p == raw.length ? " truncated" : " over 64 bits"));
+                }
+                byte b = raw[p++];
+                v |= (b & 0x7FL) << shift;
+                if (b >= 0) {
+                    break;
+                }
+            }
+            out[i] = v;
+        }
+        if (p != raw.length) {
+            throw new IllegalArgumentException("corrupt varints: " + (raw.length - p) + " bytes after " + count + " values");
         }
         return out;
     }

@@ -95,6 +95,25 @@ public final class FrameWriter {
         return this;
     }
 
+    /**
+     * {@code count} unsigned 64-bit integers as a blob of unsigned LEB128 varints: 7 bits a byte, low bits first,
+     * the high bit set on every byte but a value's last, each value in its fewest bytes
+     * (sketches/serialization.py {@code Writer.varints}).
+     */
+    public FrameWriter varints(long[] values, int count) {
+        byte[] out = new byte[10 * count];
+        int size = 0;
+        for (int i = 0; i < count; i++) {
+            long v = values[i];
+            while ((v & ~0x7FL) != 0) {
+                out[size++] = (byte) ((v & 0x7F) | 0x80);
+                v >>>= 7;
+            }
+            out[size++] = (byte) v;
+        }
+        return blob(Arrays.copyOf(out, size));
+    }
+
     /** A blob of UTF-8. */
     public FrameWriter text(String s) {
         return blob(s.getBytes(StandardCharsets.UTF_8));

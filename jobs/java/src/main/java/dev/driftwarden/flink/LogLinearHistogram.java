@@ -3,7 +3,7 @@ package dev.driftwarden.flink;
 import java.util.Arrays;
 
 /**
- * The numeric histogram of sketches/FORMAT.md (kind 6): counts in log-linear buckets of relative
+ * The numeric histogram of sketches/FORMAT.md (kind 25): counts in log-linear buckets of relative
  * width 2^-P, uniformly coarsened (a shift {@code s}) while more than {@code M} buckets are used.
  * Buckets live in a primitive open-addressing map (no boxing on the update path).
  *
@@ -23,8 +23,10 @@ import java.util.Arrays;
  * window's segments reads dozens).
  */
 public final class LogLinearHistogram {
-    /** The packed frame this class writes (sketches/FORMAT.md, kind 20). */
-    public static final int KIND = 20;
+    /** The frame this class writes (sketches/FORMAT.md, kind 25): key steps and counts as varints. */
+    public static final int KIND = 25;
+    /** The frame written before steps and counts were varints (each packed at one width), still read. */
+    public static final int KIND_PACKED = 20;
     /** The frame written before keys and counts were packed, still read. */
     public static final int KIND_UNPACKED = 6;
     private static final long EMPTY = Long.MIN_VALUE;  // never a key: keys lie in [~0x7FF0000000000000, 0x7FF0000000000000)
@@ -400,7 +402,7 @@ public final class LogLinearHistogram {
         return shift;
     }
 
-    /** The kind 20 frame: the keys as the first and the steps between them, and the counts, each packed. */
+    /** The kind 25 frame: the keys as the first and the steps between them, and the counts, as varints. */
     public byte[] toBytes() {
         settle();
         long[] sorted = sortedBucketKeys != null ? sortedBucketKeys : usedKeysSorted();
@@ -418,13 +420,13 @@ public final class LogLinearHistogram {
         return new FrameWriter(KIND, 112 + 10 * size)
                 .u8(precision).u32(maxBuckets).u8(shift).i64(n)
                 .i64(nulls).i64(nans).i64(posInf).i64(negInf).f64(min).f64(max)
-                .u32(size).i64(size > 0 ? sorted[0] : 0).packed(steps, steps.length).packed(sortedCounts, size)
+                .u32(size).i64(size > 0 ? sorted[0] : 0).varints(steps, steps.length).varints(sortedCounts, size)
                 .toBytes();
     }
 
-    /** Reads a kind 20 frame back (or a kind 6 one, written before keys and counts were packed). */
+    /** Reads a kind 25 frame back (or a kind 20 or 6 one, written before). */
     public static LogLinearHistogram fromBytes(byte[] data) {
-        FrameReader in = new FrameReader(data, KIND, KIND_UNPACKED);
+        FrameReader in = new FrameReader(data, KIND, KIND_PACKED, KIND_UNPACKED);
         int precision = in.u8();
         long maxBuckets = in.u32();
         if (maxBuckets > Integer.MAX_VALUE) {
@@ -448,8 +450,9 @@ public final class LogLinearHistogram {
         } else {
             long size = in.u32();
             long first = in.i64();
-            long[] steps = in.packed(Math.max(size - 1, 0));  // packed checks the bytes hold them: no huge arrays
-            counts = in.packed(size);
+            boolean varints = in.kind == KIND;  // both readers check the bytes hold them: no huge arrays
+            long[] steps = varints ? in.varints(Math.max(size - 1, 0)) : in.packed(Math.max(size - 1, 0));
+            counts = varints ? in.varints(size) : in.packed(size);
             keys = keysFromSteps(first, steps, (int) size);
         }
         in.done();

@@ -302,7 +302,8 @@ public final class WindowSummary {
             s.names[i] = in.text();
             byte[] sketch = in.blob();
             int kind = FrameReader.kindOf(sketch);
-            if (kind == LogLinearHistogram.KIND || kind == LogLinearHistogram.KIND_UNPACKED) {
+            if (kind == LogLinearHistogram.KIND || kind == LogLinearHistogram.KIND_PACKED
+                    || kind == LogLinearHistogram.KIND_UNPACKED) {
                 s.histograms[i] = LogLinearHistogram.fromBytes(sketch);
             } else if (kind == CappedCounts.KIND) {
                 s.counts[i] = CappedCounts.fromBytes(sketch);
