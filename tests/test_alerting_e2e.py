@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 from sqlalchemy import select
+from sqlalchemy.engine import Engine
 
 from driftwarden.core.records import report_from_dict
 from driftwarden.alerting.rules import load_rules
@@ -70,6 +71,19 @@ def wait_for_line(log: Path, needle: str, timeout_s: float) -> None:
             return
         time.sleep(0.1)
     raise AssertionError(f"{needle!r} not in the log: {log.read_text()[-2000:] if log.exists() else ''}")
+
+
+def wait_until_delivered(engine: Engine, log: Path, timeout_s: float = 60) -> None:
+    """Wait until the outbox holds nothing pending and no delivery is pending; fail with the worker's log."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with engine.connect() as conn:
+            waiting = conn.execute(select(alert_outbox.c.id).where(alert_outbox.c.pending.is_(True))).all()
+            pending = conn.execute(select(alert_deliveries.c.id).where(alert_deliveries.c.status == "pending")).all()
+        if not waiting and not pending:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"still queued after {timeout_s:.0f} s; log:\n{log.read_text()[-3000:]}")
 
 
 def free_port() -> int:
@@ -146,15 +160,7 @@ def test_drift_joining_and_leaving_reaches_a_flaky_receiver_in_lifecycle_order(p
             with pg_engine.begin() as conn:
                 store_window(conn, report_from_dict(entry), PER_WINDOW, 0, rules)
             time.sleep(0.6)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with pg_engine.connect() as conn:
-                waiting = conn.execute(select(alert_outbox.c.id).where(alert_outbox.c.pending.is_(True))).all()
-                pending = conn.execute(select(alert_deliveries.c.id).where(alert_deliveries.c.status == "pending")).all()
-            if not waiting and not pending:
-                break
-            time.sleep(0.2)
-        assert not waiting and not pending, f"still queued after 60 s; log:\n{log.read_text()[-3000:]}"
+        wait_until_delivered(pg_engine, log)
     finally:
         worker.send_signal(signal.SIGTERM)
         worker.wait(20)

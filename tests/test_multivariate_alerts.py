@@ -20,14 +20,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from sqlalchemy import select
 
 from driftwarden.alerting.rules import load_rules
 from driftwarden.core.records import report_from_dict
 from driftwarden.pipeline.results import store_window
-from driftwarden.schemas.alert_tables import alert_deliveries, alert_outbox
 from driftwarden.schemas.config import DEFAULT_GROUP
-from tests.test_alerting_e2e import SECRET, cli, free_port, start_receiver, wait_for_line, write_jsonl
+from tests.test_alerting_e2e import (SECRET, cli, free_port, start_receiver, wait_for_line, wait_until_delivered,
+                                     write_jsonl)
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 REPO = Path(__file__).resolve().parent.parent
@@ -90,15 +89,7 @@ def deliver(pg_engine, tmp_path: Path, windows: list[dict]) -> list[dict]:
             with pg_engine.begin() as conn:
                 store_window(conn, report_from_dict(entry), PER_WINDOW, 0, rules)
             time.sleep(0.3)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with pg_engine.connect() as conn:
-                waiting = conn.execute(select(alert_outbox.c.id).where(alert_outbox.c.pending.is_(True))).all()
-                pending = conn.execute(select(alert_deliveries.c.id).where(alert_deliveries.c.status == "pending")).all()
-            if not waiting and not pending:
-                break
-            time.sleep(0.2)
-        assert not waiting and not pending, f"still queued after 60 s; log:\n{log.read_text()[-3000:]}"
+        wait_until_delivered(pg_engine, log)
     finally:
         worker.send_signal(signal.SIGTERM)
         worker.wait(20)
