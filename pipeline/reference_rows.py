@@ -19,7 +19,7 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
-from driftwarden.pipeline.columns import configured_values, feature_columns
+from driftwarden.pipeline.columns import configured_values, feature_columns, table_from_ipc, table_to_ipc
 from driftwarden.schemas.config import MonitorConfig
 from driftwarden.schemas.events import Event, FeatureKinds, InvalidValue, check_feature_kinds
 
@@ -106,7 +106,7 @@ class RowSpill:
     def write(self, rows: Mapping[str, ModelRows]) -> None:
         """Append one batch's rows."""
         for model, batch in rows.items():
-            self._frame(_to_ipc(model, batch))
+            self._frame(_rows_to_ipc(model, batch))
         self._frame(b"")  # end of the batch
 
     def read(self) -> Iterator[dict[str, ModelRows]]:
@@ -120,7 +120,7 @@ class RowSpill:
                 yield batch
                 batch = {}
                 continue
-            model, rows = _from_ipc(self._file.read(length))
+            model, rows = _rows_from_ipc(self._file.read(length))
             batch[model] = rows
 
     def _frame(self, blob: bytes) -> None:
@@ -128,21 +128,17 @@ class RowSpill:
         self.bytes += _LENGTH.size + len(blob)
 
 
-def _to_ipc(model: str, rows: ModelRows) -> bytes:
+def _rows_to_ipc(model: str, rows: ModelRows) -> bytes:
     names = list(rows.columns)
     meta = {"model": model, "names": names, "invalid": [(i, n, v.reason, v.value) for i, n, v in rows.invalid]}
     arrays = [pa.array(rows.event_ms, type=pa.int64()), pa.array(rows.unknown, type=pa.int64()),
               *(rows.columns[name] for name in names)]
-    table = pa.table(arrays, names=[str(i) for i in range(len(arrays))]).replace_schema_metadata(
-        {"rows": orjson.dumps(meta)})
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
+    return table_to_ipc(pa.table(arrays, names=[str(i) for i in range(len(arrays))]).replace_schema_metadata(
+        {"rows": orjson.dumps(meta)}))
 
 
-def _from_ipc(blob: bytes) -> tuple[str, ModelRows]:
-    table = pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
+def _rows_from_ipc(blob: bytes) -> tuple[str, ModelRows]:
+    table = table_from_ipc(blob)
     meta = orjson.loads(table.schema.metadata[b"rows"])
     arrays = [table.column(i).combine_chunks() for i in range(table.num_columns)]
     invalid = [(i, n, InvalidValue(r, v)) for i, n, r, v in meta["invalid"]]

@@ -19,7 +19,7 @@ from typing import Sequence
 import pyarrow as pa
 
 from driftwarden.core.errors import InvalidEventError
-from driftwarden.pipeline.columns import feature_columns
+from driftwarden.pipeline.columns import feature_columns, table_from_ipc, table_to_ipc
 from driftwarden.pipeline.event_time import is_future
 from driftwarden.pipeline.validation import FUTURE, future_detail, readable_event_time, validate_record
 from driftwarden.replay.records import RawRecord
@@ -80,20 +80,20 @@ class ValidatedBatch:
         invalid = pa.table([[i for i, _, _ in self.invalid], [n for _, n, _ in self.invalid],
                             [v.reason for _, _, v in self.invalid], [v.value for _, _, v in self.invalid]],
                            schema=_INVALID)
-        blobs = [_ipc(envelope), _ipc(invalid)]
+        blobs = [table_to_ipc(envelope), table_to_ipc(invalid)]
         for model, columns in self.columns.items():
-            blobs.append(_ipc(pa.table(columns).replace_schema_metadata({"model": model})))
+            blobs.append(table_to_ipc(pa.table(columns).replace_schema_metadata({"model": model})))
         return tuple(blobs)
 
     @classmethod
     def from_ipc(cls, blobs: Sequence[bytes]) -> "ValidatedBatch":
         """Decode what :meth:`to_ipc` wrote."""
-        envelope = _from_ipc(blobs[0])
+        envelope = table_from_ipc(blobs[0])
         batch = cls(*(_as_list(envelope.column(name)) for name in _ENVELOPE.names))
-        invalid = _from_ipc(blobs[1]).to_pydict()
+        invalid = table_from_ipc(blobs[1]).to_pydict()
         batch.invalid = [(i, n, InvalidValue(r, v)) for i, n, r, v in zip(*(invalid[c] for c in _INVALID.names))]
         for blob in blobs[2:]:
-            table = _from_ipc(blob)
+            table = table_from_ipc(blob)
             model = table.schema.metadata[b"model"].decode()
             batch.columns[model] = {name: table.column(name).combine_chunks() for name in table.column_names}
         return batch
@@ -180,14 +180,3 @@ class _Gathered:
     def of(cls, kinds: FeatureKinds | None) -> "_Gathered | None":
         """A gatherer for a monitored model's kinds; None for a model that is not monitored."""
         return cls(kinds) if kinds is not None else None
-
-
-def _ipc(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
-
-
-def _from_ipc(blob: bytes) -> pa.Table:
-    return pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
