@@ -109,15 +109,22 @@ def start_receiver(port: int, record: Path, fail_for: float, log: Path) -> subpr
 def verdicts_by_window(tmp_path: Path, base_ms: int) -> list[dict]:
     """Replay the generated stream with the job's decisions; return the report's windows in order."""
     config = {"window": {"size": f"{WINDOW_S}s", "out_of_orderness": "1s"},
-              "reference": {"mode": "file", "path": str(tmp_path / "ref.dwref")},
               "models": [{"name": MODEL, "features": {f: "numeric" for f in FEATURES}}]}
+    return reference_then_replay(tmp_path, config, events(base_ms - 10 * WINDOW_S * 1000, range(10), False, 1),
+                                 events(base_ms, range(WINDOWS), True, 2))
+
+
+def reference_then_replay(tmp_path: Path, config: dict, training: list[dict], stream: list[dict]) -> list[dict]:
+    """Build a reference file from ``training`` and replay ``stream`` against it, both by the CLI with ``config``
+    (its reference set to that file); return the report's windows in order."""
+    reference = tmp_path / "ref.dwref"
     cfg_path = tmp_path / "monitor.yaml"
-    cfg_path.write_text(yaml.safe_dump(config))
-    training = write_jsonl(tmp_path / "training.jsonl", events(base_ms - 10 * WINDOW_S * 1000, range(10), False, 1))
-    stream = write_jsonl(tmp_path / "stream.jsonl", events(base_ms, range(WINDOWS), True, 2))
-    for args in (("reference", "build", "--input", str(training), "--config", str(cfg_path), "--out",
-                  str(tmp_path / "ref.dwref")),
-                 ("replay", "--input", str(stream), "--config", str(cfg_path), "--reference", str(tmp_path / "ref.dwref"),
+    cfg_path.write_text(yaml.safe_dump({**config, "reference": {"mode": "file", "path": str(reference)}}))
+    training_path = write_jsonl(tmp_path / "training.jsonl", training)
+    stream_path = write_jsonl(tmp_path / "stream.jsonl", stream)
+    for args in (("reference", "build", "--input", str(training_path), "--config", str(cfg_path), "--out",
+                  str(reference)),
+                 ("replay", "--input", str(stream_path), "--config", str(cfg_path), "--reference", str(reference),
                   "--report-json", str(tmp_path / "report.json"))):
         done = subprocess.run(cli(*args), cwd=REPO, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

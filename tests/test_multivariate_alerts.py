@@ -25,8 +25,8 @@ from driftwarden.alerting.rules import load_rules
 from driftwarden.core.records import report_from_dict
 from driftwarden.pipeline.results import store_window
 from driftwarden.schemas.config import DEFAULT_GROUP
-from tests.test_alerting_e2e import (SECRET, cli, free_port, start_receiver, wait_for_line, wait_until_delivered,
-                                     write_jsonl)
+from tests.test_alerting_e2e import (SECRET, cli, free_port, reference_then_replay, start_receiver, wait_for_line,
+                                     wait_until_delivered)
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 REPO = Path(__file__).resolve().parent.parent
@@ -51,21 +51,11 @@ def events(base_ms: int, windows: range, flip: bool, seed: int) -> list[dict]:
 
 
 def replayed_windows(tmp_path: Path, base_ms: int) -> list[dict]:
-    """Build the reference from 10 drift-free windows, replay the stream; the report's windows in order."""
+    """Build the reference from 12 drift-free windows, replay the stream; the report's windows in order."""
     config = {"window": {"size": f"{WINDOW_S}s", "out_of_orderness": "1s"},
-              "reference": {"mode": "file", "path": str(tmp_path / "ref.dwref")},
               "models": [{"name": MODEL, "features": {f: "numeric" for f in FEATURES}}]}
-    cfg_path = tmp_path / "monitor.yaml"
-    cfg_path.write_text(yaml.safe_dump(config))
-    training = write_jsonl(tmp_path / "training.jsonl", events(base_ms - 12 * WINDOW_S * 1000, range(12), False, 1))
-    stream = write_jsonl(tmp_path / "stream.jsonl", events(base_ms, range(WINDOWS), True, 2))
-    for args in (("reference", "build", "--input", str(training), "--config", str(cfg_path), "--out",
-                  str(tmp_path / "ref.dwref")),
-                 ("replay", "--input", str(stream), "--config", str(cfg_path), "--reference",
-                  str(tmp_path / "ref.dwref"), "--report-json", str(tmp_path / "report.json"))):
-        done = subprocess.run(cli(*args), cwd=REPO, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    return sorted(json.loads((tmp_path / "report.json").read_text())["windows"], key=lambda w: w["window_start"])
+    return reference_then_replay(tmp_path, config, events(base_ms - 12 * WINDOW_S * 1000, range(12), False, 1),
+                                 events(base_ms, range(WINDOWS), True, 2))
 
 
 def deliver(pg_engine, tmp_path: Path, windows: list[dict]) -> list[dict]:
