@@ -12,16 +12,6 @@ public final class FrameReader {
     private final ByteBuffer in;
     public final int kind;
 
-    /** Checks magic, version and that the kind is {@code expectedKind}. */
-    public FrameReader(byte[] data, int expectedKind) {
-        this(data, expectedKind, expectedKind);
-    }
-
-    /** Checks magic, version and that the kind is {@code expectedKind} or {@code alsoKind}. */
-    public FrameReader(byte[] data, int expectedKind, int alsoKind) {
-        this(data, new int[] {expectedKind, alsoKind});
-    }
-
     /** Checks magic, version and that the kind is one of {@code kinds} (the first is the one written now). */
     public FrameReader(byte[] data, int... kinds) {
         in = ByteBuffer.wrap(data).order(ByteOrder.LITTLE_ENDIAN);
