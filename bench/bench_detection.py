@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_detection.py [--seed 0] [--windows 30] [--quick]
     .venv/bin/python bench/bench_detection.py --multivariate [--mv-events 3000] [--mv-windows 100]
     .venv/bin/python bench/bench_detection.py --segments 20 [--segment-windows 1000] [--segment-events 10000] [--segment-alpha A]
+                                              [--segment-change-windows 50]
     .venv/bin/python bench/bench_detection.py --cycles [--cycle-seeds 3] [--cycle-days 4] [--cycle-lengths 24 96]
 
 Seeded synthetic streams, judged by the decision the live job and replay make (``sketches.analyze_window``
@@ -27,6 +28,11 @@ windows), on the same data, under the production budget (``false_alerts_per_week
 window (60 s): drifted cells, windows with any drift and alert onsets (a (feature, segment) drifted after
 a window where it was not) per week, each with its Clopper-Pearson 95% interval. ``--segment-alpha 0.05``
 judges at that per-window level instead, where false alarms are frequent enough to compare on and off.
+Segments on are judged twice on the same windows: each segment's histograms at its window's resolution
+(``on``: ``sketches.histogram.segment_shift``, what the job and replay write) and at the segment's own
+(``fine``: before that rule); the cells whose gate alarm or verdict differs are counted. Then windows with a
+change confined to one segment's feature (``SEGMENT_CHANGES``, ``--segment-change-windows`` each): how often
+each of the two catches it.
 
 With ``--cycles``, instead: daily cycles (``bench/detection_cycles.py``): drift-free streams whose
 reference holds two whole days of a cycle in the mean, the spread and a category's share (several
@@ -64,6 +70,7 @@ from driftwarden.pipeline.segments import other_key, top_segments  # noqa: E402
 from driftwarden.schemas.config import ThresholdConfig, WindowConfig  # noqa: E402
 from driftwarden.sketches import CategoricalSketch, HistogramSketch, Reference, ReservoirSample, analyze_segments, analyze_window  # noqa: E402
 from driftwarden.sketches.analysis import segment_events  # noqa: E402
+from driftwarden.sketches.histogram import segment_shift  # noqa: E402
 from driftwarden.sketches.reference import reference_from_window_sketches  # noqa: E402
 
 CATS = np.array(list("abcde"))
@@ -251,20 +258,42 @@ def segment_values(rng: np.random.Generator, size: int, segments: int) -> np.nda
     return names[rng.choice(2 * segments, size=size, p=weights / weights.sum())]
 
 
-def _segment_windows(columns: dict, fk: dict, top: tuple) -> dict:
-    """Each segment's window (the top keys, then the other segment: pipeline/segments.py's rule) of one window's columns."""
+def _segment_windows(columns: dict, fk: dict, top: tuple, fine: bool = False) -> dict:
+    """Each segment's window (the top keys, then the other segment: pipeline/segments.py's rule) of one window's
+    columns, each numeric histogram at its window's resolution (``sketches.histogram.segment_shift``, the rule
+    every segmented summary follows, live and in replay) or, with ``fine``, at its own (as before that rule)."""
     values = columns[SEGMENT].astype(str)
     masks = {key: values == key[0] for key in top}
     masks[OTHER] = ~np.isin(values, [key[0] for key in top])
-    return {key: {name: (sketch(fk[name], v[mask]), ReservoirSample()) for name, v in columns.items()}
+    whole = {name: sketch(fk[name], v) for name, v in columns.items() if fk[name] == "numeric"}
+    return {key: {name: (_segment_sketch(sketch(fk[name], v[mask]), whole.get(name), fine), ReservoirSample())
+                  for name, v in columns.items()}
             for key, mask in masks.items() if mask.any()}
 
 
-def segment_false_alarms(args, policy) -> dict[str, list[int]]:
-    """Drift-free windows judged without segments (analyze_window) and with them (analyze_segments, top
-    ``args.segments`` + other, min_count ``SEGMENT_MIN_COUNT``) on the same data: per mode [windows, cells,
-    drifted cells, windows with any drift, onsets of a (feature, segment) drifted after a window where it was not]."""
-    rng = np.random.default_rng(args.seed + 17)
+def _segment_sketch(segment, whole, fine: bool):
+    """A segment's sketch as a segmented summary keeps it: a histogram at its window's resolution unless ``fine``."""
+    if fine or whole is None:
+        return segment
+    return segment.coarsen_to(segment_shift(segment, whole))
+
+
+#: The segment modes judged on the same windows: segments off; on, each segment's histograms at its window's
+#: resolution (what the job and replay write); on with each at its own resolution (before that rule).
+SEGMENT_MODES = ("off", "on", "fine")
+
+
+def _segment_references(ref_windows: list[dict], fk: dict, top: tuple, policy, fine: bool) -> dict:
+    """Each segment's reference from the reference windows' segments (as ``reference build`` makes them)."""
+    split = [_segment_windows(w, fk, top, fine) for w in ref_windows]
+    return {key: Reference({name: reference_from_window_sketches(
+        name, kind, [s[key][name][0] for s in split if key in s], ReservoirSample(), policy) for name, kind in fk.items()})
+        for key in (*top, OTHER)}
+
+
+def _segment_setup(args, policy, rng: np.random.Generator) -> tuple[dict, tuple, Reference, dict]:
+    """The features' kinds, the top segments, the whole reference and each mode's segment references, from 20
+    drift-free reference windows."""
     fk = {**kinds(10), SEGMENT: "categorical"}
     size = args.segment_events
     ref_windows = [{name: clean(rng, name, kind, size) for name, kind in fk.items() if name != SEGMENT}
@@ -274,27 +303,94 @@ def segment_false_alarms(args, policy) -> dict[str, list[int]]:
     top = top_segments(volumes, args.segments)
     reference = Reference({name: reference_from_window_sketches(name, kind, [sketch(kind, w[name]) for w in ref_windows],
                                                                 ReservoirSample(), policy) for name, kind in fk.items()})
-    split = [_segment_windows(w, fk, top) for w in ref_windows]
-    segment_refs = {key: Reference({name: reference_from_window_sketches(
-        name, kind, [s[key][name][0] for s in split if key in s], ReservoirSample(), policy) for name, kind in fk.items()})
-        for key in (*top, OTHER)}
-    totals = {"off": [0] * 5, "on": [0] * 5}
-    states: dict = {"off": {}, "on": {}}
-    before: dict = {"off": set(), "on": set()}
+    segment_refs = {mode: _segment_references(ref_windows, fk, top, policy, mode == "fine") for mode in ("on", "fine")}
+    return fk, top, reference, segment_refs
+
+
+#: Changes confined to one segment (its rank among the top, by volume), to one numeric feature (x0 normal,
+#: x1 lognormal, x2 integer-valued): (label, rank, feature, change of the segment's values).
+SEGMENT_CHANGES = (
+    ("mean +0.25 sd, segment 3", 2, "x0", lambda rng, v: v + 0.25),
+    ("mean +0.5 sd, segment 10", 9, "x0", lambda rng, v: v + 0.5),
+    ("scale x1.2, segment 5", 4, "x1", lambda rng, v: v * 1.2),
+    ("3% +6 sd, segment 5", 4, "x0", lambda rng, v: np.where(rng.random(v.size) < 0.03, v + 6.0, v)),
+    ("+1 on integers, segment 3", 2, "x2", lambda rng, v: v + 1.0),
+)
+
+
+def segment_changes(args, policy) -> dict[str, dict[str, int]]:
+    """Windows with a change in one segment's feature (:data:`SEGMENT_CHANGES`), judged with segments on (each
+    segment's histograms at its window's resolution) and "fine" (at its own), on the same data: per change and
+    mode, the windows whose changed (segment, feature) cell drifted; and the windows where the two disagree."""
+    rng = np.random.default_rng(args.seed + 29)
+    fk, top, reference, segment_refs = _segment_setup(args, policy, rng)
+    found: dict[str, dict[str, int]] = {}
+    for label, rank, feature, change in SEGMENT_CHANGES:
+        key, counts = top[rank], {"on": 0, "fine": 0, "differ": 0, "events": 0}
+        for _ in range(args.segment_change_windows):
+            columns = {name: clean(rng, name, kind, args.segment_events) for name, kind in fk.items() if name != SEGMENT}
+            columns[SEGMENT] = segment_values(rng, args.segment_events, args.segments)
+            rows = columns[SEGMENT].astype(str) == key[0]
+            columns[feature] = columns[feature].copy()
+            columns[feature][rows] = change(rng, columns[feature][rows])
+            window = {name: (sketch(fk[name], v), ReservoirSample()) for name, v in columns.items()}
+            drifted = {}
+            for mode in ("on", "fine"):
+                segments = _segment_windows(columns, fk, top, mode == "fine")
+                _, by_segment = analyze_segments(window, segments, reference, segment_refs[mode], policy,
+                                                 SEGMENT_MIN_COUNT, {})
+                drifted[mode] = any(v.drifted for v in by_segment.get(key, []) if v.name == feature)
+                counts[mode] += drifted[mode]
+            counts["differ"] += drifted["on"] != drifted["fine"]
+            counts["events"] += int(rows.sum())
+        found[label] = counts
+    return found
+
+
+def print_segment_changes(args, policy) -> None:
+    """Run :func:`segment_changes` and print, per change, how often each mode caught it."""
+    started = time.perf_counter()
+    print(f"segment changes: {args.segment_change_windows} windows per change, each changed in one segment's feature; "
+          f"windows whose changed cell drifted, with segment histograms at the window's resolution ('on', the rule) "
+          f"and at their own ('fine', before it)")
+    print(f"{'change':>28} {'events in segment':>17} {'on':>9} {'fine':>9} {'differ':>6}")
+    for label, c in segment_changes(args, policy).items():
+        n = args.segment_change_windows
+        print(f"{label:>28} {c['events'] / n:>17,.0f} {c['on']:>4}/{n:<4} {c['fine']:>4}/{n:<4} {c['differ']:>6}")
+    print(f"finished in {time.perf_counter() - started:.0f} s")
+
+
+def segment_false_alarms(args, policy) -> dict[str, list[int]]:
+    """Drift-free windows judged without segments (analyze_window) and with them (analyze_segments, top
+    ``args.segments`` + other, min_count ``SEGMENT_MIN_COUNT``; :data:`SEGMENT_MODES`) on the same data: per mode
+    [windows, cells, drifted cells, windows with any drift, onsets of a (feature, segment) drifted after a window where
+    it was not, segment cells whose gate alarm differs from mode "fine"'s, those whose verdict (drifted) differs]."""
+    rng = np.random.default_rng(args.seed + 17)
+    fk, top, reference, segment_refs = _segment_setup(args, policy, rng)
+    size = args.segment_events
+    totals = {mode: [0] * 7 for mode in SEGMENT_MODES}
+    states: dict = {mode: {} for mode in SEGMENT_MODES}
+    before: dict = {mode: set() for mode in SEGMENT_MODES}
     for _ in range(args.segment_windows):
         columns = {name: clean(rng, name, kind, size) for name, kind in fk.items() if name != SEGMENT}
         columns[SEGMENT] = segment_values(rng, size, args.segments)
         window = {name: (sketch(fk[name], v), ReservoirSample()) for name, v in columns.items()}
-        segments = _segment_windows(columns, fk, top)
-        off = analyze_window(window, reference, policy, states["off"])
-        on, by_segment = analyze_segments(window, segments, reference, segment_refs, policy, SEGMENT_MIN_COUNT,
-                                          states["on"])
-        judged = [(key, v) for key, verdicts in by_segment.items() for v in verdicts
-                  if segment_events(segments[key]) >= SEGMENT_MIN_COUNT]
-        for mode, cells in (("off", [(None, v) for v in off]), ("on", [(None, v) for v in on] + judged)):
-            states[mode].update({v.name: v.cusum for _, v in cells if v.cusum is not None})
-            drifted = {(key, v.name) for key, v in cells if v.drifted}
-            for i, add in enumerate((1, len(cells), len(drifted), bool(drifted), len(drifted - before[mode]))):
+        cells = {"off": [(None, v) for v in analyze_window(window, reference, policy, states["off"])]}
+        for mode in ("on", "fine"):
+            segments = _segment_windows(columns, fk, top, mode == "fine")
+            on, by_segment = analyze_segments(window, segments, reference, segment_refs[mode], policy, SEGMENT_MIN_COUNT,
+                                              states[mode])
+            cells[mode] = [(None, v) for v in on] + [(key, v) for key, verdicts in by_segment.items() for v in verdicts
+                                                     if segment_events(segments[key]) >= SEGMENT_MIN_COUNT]
+        fine = {(key, v.name): (v.alarm, v.drifted) for key, v in cells["fine"]}
+        for mode in SEGMENT_MODES:
+            states[mode].update({v.name: v.cusum for _, v in cells[mode] if v.cusum is not None})
+            drifted = {(key, v.name) for key, v in cells[mode] if v.drifted}
+            segment_cells = [((key, v.name), v) for key, v in cells[mode] if key is not None and mode != "off"]
+            alarms = sum(fine[cell][0] != v.alarm for cell, v in segment_cells)
+            verdicts = sum(fine[cell][1] != v.drifted for cell, v in segment_cells)
+            for i, add in enumerate((1, len(cells[mode]), len(drifted), bool(drifted), len(drifted - before[mode]),
+                                     alarms, verdicts)):
                 totals[mode][i] += add
             before[mode] = drifted
     return totals
@@ -325,8 +421,9 @@ def print_segment_false_alarms(args) -> None:
     totals = segment_false_alarms(args, policy)
     print(f"{'segments':>8} {'windows':>7} {'cells':>8} {'drifted':>7} {'95% interval (share of cells)':>30} "
           f"{'win>0':>5} {'95% interval (windows)':>23} {'onsets':>6} {'alerts/wk':>9} {'95% interval':>16}")
-    for mode, label in (("off", "off"), ("on", "on")):
-        windows, cells, drifted, any_w, onsets = totals[mode]
+    for mode in SEGMENT_MODES:
+        windows, cells, drifted, any_w, onsets, _, _ = totals[mode]
+        label = mode
         cells_ci = stats.binomtest(drifted, cells).proportion_ci(method="exact")
         win_ci = stats.binomtest(any_w, windows).proportion_ci(method="exact")
         on_ci = stats.binomtest(onsets, windows).proportion_ci(method="exact")
@@ -336,6 +433,11 @@ def print_segment_false_alarms(args) -> None:
     print(f"budget: {thresholds.false_alerts_per_week:g} alert a week = {thresholds.false_alerts_per_week / per_week:.3g} "
           f"onsets per window; segments on judged {totals['on'][1] / totals['on'][0]:.0f} cells per window, off "
           f"{totals['off'][1] / totals['off'][0]:.0f}; finished in {time.perf_counter() - started:.0f} s")
+    if args.segment_change_windows:
+        print_segment_changes(args, policy)
+    print(f"segment histograms: 'on' at each window's resolution (the job's and replay's rule), 'fine' at each "
+          f"segment's own (before it): of {totals['on'][1] - totals['off'][1]:,} segment cells, gate alarms differ in "
+          f"{totals['on'][5]}, verdicts in {totals['on'][6]}")
 
 
 def _median(found: list[int | None]) -> str:
@@ -433,6 +535,8 @@ def main(argv: list[str] | None = None) -> int:
                              "window size")
     parser.add_argument("--segment-windows", type=int, default=1000, help="drift-free windows with --segments")
     parser.add_argument("--segment-events", type=int, default=10000, help="events per window with --segments")
+    parser.add_argument("--segment-change-windows", type=int, default=50,
+                        help="windows per change confined to one segment with --segments (0: none)")
     parser.add_argument("--cycles", action="store_true",
                         help="instead: daily cycles: drift-free cyclic streams and small shifts, whole-day reference "
                              "(before and after over-dispersion) and season")

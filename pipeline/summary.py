@@ -28,6 +28,7 @@ from driftwarden.sketches import ReservoirSample, new_sketch
 from driftwarden.sketches.feature import FeatureSketch, copy_sketch, deserialize_sketch, is_numeric
 from driftwarden.sketches.moments import GroupMoments
 from driftwarden.sketches.hashing import event_keys, split_coordinates, window_seed
+from driftwarden.sketches.histogram import HistogramSketch, segment_shift
 from driftwarden.sketches.sample import EventSample, sampled_kinds
 from driftwarden.sketches.serialization import Reader, Writer
 
@@ -39,7 +40,7 @@ KIND_WINDOW_SEGMENTED = 18
 _KIND_CODE = {NUMERIC: 1, CATEGORICAL: 2, BOOLEAN: 3}
 _KIND_NAME = {code: kind for kind, code in _KIND_CODE.items()}
 
-__all__ = ["KIND_WINDOW", "KIND_WINDOW_SEGMENTED", "WindowSummary", "WindowRows", "merge_summaries",
+__all__ = ["KIND_WINDOW", "KIND_WINDOW_SEGMENTED", "WindowSummary", "WindowRows", "coarsen_segments", "merge_summaries",
            "new_feature_sketch", "summarize_window", "window_seed"]
 
 
@@ -350,6 +351,7 @@ class WindowRows:
                                                       {name: column.take(taken) for name, column in columns.items()},
                                                       keys[members], len(members), int(unknown[members].sum()),
                                                       invalid(set(np.asarray(members).tolist())), members)
+            coarsen_segments(summary)
         return summary
 
     def _invalid_tallies(self, keys: np.ndarray, topics: list, partitions: np.ndarray, offsets: np.ndarray):
@@ -391,6 +393,18 @@ class WindowRows:
             self._chunks.append(feature_columns(self.numbers, self.labels, self.kinds))
             self.numbers, self.labels = [], []
             self._in_chunks = len(self.coordinates)
+
+
+def coarsen_segments(summary: WindowSummary) -> WindowSummary:
+    """Bring each segment's numeric histograms to the resolution of the window's own
+    (``sketches.histogram.segment_shift``), in place: the rule the live job's Java ``MergeSegments``
+    applies when it writes a segmented window."""
+    for segment in summary.segments.values():
+        for name, sketch in segment.sketches.items():
+            whole = summary.sketches.get(name)
+            if isinstance(sketch, HistogramSketch) and isinstance(whole, HistogramSketch):
+                sketch.coarsen_to(segment_shift(sketch, whole))
+    return summary
 
 
 def group_moments(config: ModelConfig, columns: Mapping[str, pa.Array]) -> dict[str, GroupMoments]:

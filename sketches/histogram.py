@@ -32,6 +32,9 @@ from driftwarden.sketches.serialization import (KIND_NUMERIC_HIST, KIND_NUMERIC_
 _INF_BITS = 0x7FF0000000000000
 #: Mantissa bits kept before any coarsening: 52, every distinct value starts in its own bucket.
 DEFAULT_PRECISION = 52
+#: Occupied buckets a segment's histogram keeps at least when it is brought to its whole window's
+#: resolution (:func:`segment_shift`), so a segment narrower than the window keeps resolution of its own.
+SEGMENT_MIN_BUCKETS = 256
 
 
 class HistogramSketch:
@@ -121,6 +124,14 @@ class HistogramSketch:
         self.max = hi if np.isnan(self.max) else max(self.max, hi)
         self._coarsen(steps_to_fit(self._keys, self.max_buckets))
         self._forget()
+
+    def coarsen_to(self, shift: int) -> HistogramSketch:
+        """Bring the buckets to resolution ``shift`` (>= :attr:`shift`: each bucket's count goes to its key
+        ``>> (shift - self.shift)``, counts stay exact) in place and return self."""
+        if shift < self.shift:
+            raise SketchError(f"cannot refine a histogram at shift {self.shift} to shift {shift}")
+        self._coarsen(shift - self.shift)
+        return self
 
     def _coarsen(self, bits: int) -> None:
         if bits > 0:
@@ -401,6 +412,28 @@ def quantiles_at(q: np.ndarray, lower: np.ndarray, upper: np.ndarray, counts: np
     before = cum[j] - counts[j]
     fraction = np.clip((rank - before) / counts[j], 0.0, 1.0)
     return lower[j] + fraction * (upper[j] - lower[j])
+
+
+def segment_shift(segment: HistogramSketch, whole: HistogramSketch, min_buckets: int = SEGMENT_MIN_BUCKETS) -> int:
+    """The resolution (shift) a segment's histogram is kept at in its window's summary: its whole window's
+    (``whole``: the same feature over all the window's segments), but never coarser than the finest shift at
+    which the segment fits ``min_buckets`` buckets, and never finer than it is. The live job's Java applies the
+    same rule (``LogLinearHistogram.segmentShift``).
+
+    A segment's buckets are then no finer than the window's, whose resolution its global gate judges at; a
+    bucket's relative width is at most ``2 ** -(precision - shift)``. Most segments hold fewer events than
+    ``max_buckets``, so without this every distinct value would keep a bucket of its own at full precision.
+
+    >>> whole = HistogramSketch(max_buckets=64).update(np.arange(1.0, 10001.0))
+    >>> wide = HistogramSketch(max_buckets=64).update(np.arange(1.0, 101.0))
+    >>> narrow = HistogramSketch(max_buckets=64).update(np.linspace(500.0, 501.0, 101))
+    >>> whole.shift, (wide.shift, segment_shift(wide, whole, 16)), (narrow.shift, segment_shift(narrow, whole, 16))
+    (50, (48, 50), (39, 41))
+    """
+    if segment.precision != whole.precision or segment.max_buckets != whole.max_buckets:
+        return segment.shift
+    own_fit = segment.shift + steps_to_fit(segment._keys, min_buckets)
+    return max(segment.shift, min(whole.shift, own_fit))
 
 
 def steps_to_fit(keys: np.ndarray, max_buckets: int) -> int:

@@ -1,7 +1,8 @@
 """Segments on the data path: assignment, per-segment summaries, their bytes and their merge.
 
-A segment's summary must be the summary of that segment's events alone (same bytes), whatever
-the order and the split of the window's events; counts are checked against numpy on the raw values.
+A segment's summary must be the summary of that segment's events alone (same bytes, its histograms
+brought to its window's resolution: ``sketches.histogram.segment_shift``), whatever the order and the
+split of the window's events; counts are checked against numpy on the raw values.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from driftwarden.pipeline.summary import KIND_WINDOW, KIND_WINDOW_SEGMENTED, Win
 from driftwarden.pipeline.segments import (MISSING, OTHER, fold_to_top, segment_codes, segment_keys, segment_members, segment_volumes,
                            top_segments)
 from driftwarden.schemas.config import ModelConfig
+from driftwarden.sketches.histogram import SEGMENT_MIN_BUCKETS, HistogramSketch, segment_shift
 
 SEGMENTS = {"by": ["country", "os"], "top": 3}
 CONFIG = ModelConfig(name="m", features={"x": "numeric", "country": "categorical", "os": "categorical"},
@@ -72,10 +74,14 @@ def test_a_segments_summary_is_the_summary_of_its_events_alone():
     keys, counts = np.unique(np.array(["|".join(k) for k in expected_keys]), return_counts=True)
     assert {"|".join(k): s.events for k, s in summary.segments.items()} == dict(zip(keys.tolist(), counts.tolist()))
     assert summary.segment_by == ("country", "os") and len(summary.segments) == 4
+    coarsened = 0
     for key, segment in summary.segments.items():
         alone = _summary([e for e, k in zip(events, expected_keys) if k == key], segments=None)
+        coarsened += alone.sketches["x"].shift < segment.sketches["x"].shift
+        alone.sketches["x"].coarsen_to(segment_shift(alone.sketches["x"], summary.sketches["x"]))
         assert segment.serialize() == alone.serialize(), key
         assert segment.unknown_features == sum(1 for (_, f), k in zip(events, expected_keys) if k == key and "extra" in f)
+    assert coarsened == 3  # all but the segment of 211 events, which fits SEGMENT_MIN_BUCKETS as it is
     global_only = _summary(events, segments=None)
     assert summary.segments and not global_only.segments
     assert WindowSummary.deserialize(summary.serialize()).serialize() == summary.serialize()
@@ -85,6 +91,35 @@ def test_a_segments_summary_is_the_summary_of_its_events_alone():
     # the global part is what it was without segments: the kind 17 frame leads the kind 18 one
     assert global_only.serialize()[5] == KIND_WINDOW and summary.serialize()[5] == KIND_WINDOW_SEGMENTED
     assert summary._serialize_window() == global_only.serialize()
+
+
+def test_a_segments_histogram_keeps_its_windows_resolution_or_its_own_when_narrower():
+    """Each segment's histogram is kept at its window's resolution (no finer: the bytes of a bucket per distinct
+    value), but a segment narrower than its window keeps SEGMENT_MIN_BUCKETS buckets of its own; counts exact."""
+    rng = np.random.default_rng(3)
+    events = _events(6000, seed=3)
+    for _, features in events:  # one segment's x lies in [1000, 1000.01], the rest spans orders of magnitude
+        if (features["country"], features["os"]) == ("FR", "web"):
+            features["x"] = 1000.0 + float(rng.uniform(0, 0.01))
+        else:
+            features["x"] *= 10.0 ** float(rng.integers(-3, 4))
+    summary = _summary(events)
+    whole, coarsened = summary.sketches["x"], []
+    assert whole.buckets > 512 and whole.shift > 40  # coarsened to fit 1,024 buckets over many octaves
+    for key, segment in summary.segments.items():
+        x = segment.sketches["x"]
+        values = np.array([f["x"] for _, f in events if _key(f) == key])
+        fine = HistogramSketch().update(values)
+        assert x.n == values.size and x.min == values.min() and x.max == values.max()
+        assert np.array_equal(x.counts_at(x.shift)[1], fine.counts_at(x.shift)[1])  # the same counts, coarser keys
+        if key == ("FR", "web"):
+            assert fine.shift < x.shift < whole.shift and x.buckets <= SEGMENT_MIN_BUCKETS < fine.buckets
+            assert fine.coarsen_to(x.shift - 1).buckets > SEGMENT_MIN_BUCKETS  # the finest that fits 256 buckets
+        else:
+            assert x.shift == whole.shift >= fine.shift
+            coarsened.append(x.shift > fine.shift)
+    assert sum(coarsened) == 2, coarsened  # the other segment, 3,783 events, is at its window's resolution of itself
+    assert WindowSummary.deserialize(summary.serialize()).serialize() == summary.serialize()
 
 
 def test_columns_added_in_batches_give_the_same_segments_as_events_one_by_one():

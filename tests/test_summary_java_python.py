@@ -147,15 +147,17 @@ def _segment_indices(values: list[str | None]) -> list[int]:
     return [SEGMENT_KEYS.index(key) for key in keys]
 
 
-@pytest.mark.parametrize("partials", [1, 3])
-def test_the_merge_of_segment_partials_is_pythons_segmented_summary(partials: int) -> None:
+# 30,000 events: the windows' histograms of x coarsen (over 1,024 distinct values), so do the segments' (their rule)
+@pytest.mark.parametrize("partials,events", [(1, 3000), (3, 3000), (3, 30_000)])
+def test_the_merge_of_segment_partials_is_pythons_segmented_summary(partials: int, events: int) -> None:
     """The job's per-segment partials, merged by Java MergeSegments (its accumulator through its state
-    serializer part way and at the end, as after a restore), are the bytes of Python's segmented summary."""
+    serializer part way and at the end, as after a restore), are the bytes of Python's segmented summary,
+    each segment's histograms brought to its window's resolution (``sketches.histogram.segment_shift``)."""
     rng = random.Random(11)
     records = [{"model": "s", "event_ms": 1_767_225_600_000 + rng.randrange(0, 25_000), "topic": "t",
                 "partition": rng.randrange(2), "offset": i, "unknown": 0,
                 "features": {"x": _number(rng), "c": _label(rng), "g": rng.choice(["a", "b", "(other)", None, "z"])}}
-               for i in range(3000)]
+               for i in range(events)]
     model = SEGMENTED.model("s")
     python = []
     for start in sorted({window_start(r["event_ms"], 10_000) for r in records}):
@@ -172,6 +174,9 @@ def test_the_merge_of_segment_partials_is_pythons_segmented_summary(partials: in
     assert len(java) == len(python) == 3
     assert java == python
     assert all(len(WindowSummary.deserialize(data).segments) == 4 for _, _, data in python)  # every segment had events
+    coarsened = [(summary.sketches["x"].shift, [s.sketches["x"].shift for s in summary.segments.values()])
+                 for summary in (WindowSummary.deserialize(data) for _, _, data in python)]
+    assert all(0 < whole == min(segments) for whole, segments in coarsened) == (events > 3000), coarsened
 
 
 VALUES_CONFIG = MonitorConfig.model_validate({"window": {"size": "10s"}, "models": [

@@ -320,6 +320,53 @@ public final class LogLinearHistogram {
         }
     }
 
+    /** Occupied buckets a segment's histogram keeps at least when brought to its window's resolution (sketches/histogram.py). */
+    public static final int SEGMENT_MIN_BUCKETS = 256;
+
+    /**
+     * The shift a segment's histogram is kept at in its window's summary: its whole window's, but never
+     * coarser than the finest shift at which the segment fits {@code minBuckets} buckets, and never finer than
+     * it is (sketches/histogram.py {@code segment_shift}, the same rule).
+     */
+    public static int segmentShift(LogLinearHistogram segment, LogLinearHistogram whole, int minBuckets) {
+        int own = segment.shift();
+        if (segment.precision != whole.precision || segment.maxBuckets != whole.maxBuckets) {
+            return own;
+        }
+        int ownFit = own + fitShift(segment.sortedKeys(), 0, minBuckets);
+        return Math.max(own, Math.min(whole.shift(), ownFit));
+    }
+
+    /** Coarsens the buckets to resolution {@code target} (each count goes to its key shifted right; no finer than now). */
+    public void coarsenTo(int target) {
+        settle();
+        int by = target - shift;
+        if (by <= 0) {
+            return;
+        }
+        shift = target;
+        if (sortedBucketKeys == null) {
+            rehash(table.length / 2, by);
+            return;
+        }
+        long[] keys = sortedBucketKeys;
+        long[] counts = sortedBucketCounts;
+        int b = 0;
+        for (int i = 0; i < keys.length; ) {  // runs of equal keys at the new shift: one bucket each
+            long key = keys[i] >> by;
+            long count = 0;
+            int j = i;
+            while (j < keys.length && keys[j] >> by == key) {
+                count += counts[j++];
+            }
+            keys[b] = key;  // b never passes i
+            counts[b++] = count;
+            i = j;
+        }
+        sortedBucketKeys = Arrays.copyOf(keys, b);
+        sortedBucketCounts = Arrays.copyOf(counts, b);
+    }
+
     /** Adds {@code other} into this one (same P and M). */
     public void merge(LogLinearHistogram other) {
         if (other.precision != precision || other.maxBuckets != maxBuckets) {

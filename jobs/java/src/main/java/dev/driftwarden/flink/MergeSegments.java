@@ -17,7 +17,8 @@ import org.apache.flink.table.types.inference.TypeStrategies;
  * (model, window) that were kept per segment into the window's summary (sketches/FORMAT.md):
  * kind 17 for a model without segments (every partial has segment -1), else kind 18: the whole
  * window's kind 17 frame (all segments merged), the {@code by} features, then each segment that
- * had events, its key and its own kind 17 frame, keys in code-point order (as Python sorts them).
+ * had events, its key and its own kind 17 frame, keys in code-point order (as Python sorts them); a
+ * segment's numeric histograms are written at its window's resolution ({@link WindowSummary#coarsenToWhole}).
  *
  * <p>Built with the segments JSON {@code {"model": {"by": [...], "keys": [[...], ...]}}}: segment i
  * is {@code keys[i]}; the last key is the other segment. The accumulator ({@link SegmentPartials})
@@ -120,7 +121,9 @@ public class MergeSegments extends AggregateFunction<byte[], SegmentPartials> {
         out.blob(wholeBytes).texts(spec.by, spec.by.length).u32(present.size());
         for (int segment : present) {
             byte[][] key = spec.keys.get(segment);
-            out.texts(key, key.length).blob(acc.get(segment));
+            WindowSummary part = WindowSummary.fromBytes(acc.get(segment));
+            part.coarsenToWhole(whole);
+            out.texts(key, key.length).blob(part.toBytes());
         }
         return out.toBytes();
     }

@@ -231,6 +231,22 @@ public final class WindowSummary {
         return out.toBytes();
     }
 
+    /**
+     * Brings this segment's numeric histograms to the resolution of {@code whole}'s (the window over all its
+     * segments): {@link LogLinearHistogram#segmentShift}, the rule of sketches/histogram.py {@code segment_shift}.
+     */
+    void coarsenToWhole(WindowSummary whole) {
+        if (!Arrays.equals(names, whole.names)) {
+            throw new IllegalStateException("segment of " + model + "@" + start + " has other features than its window");
+        }
+        for (int i = 0; i < names.length; i++) {
+            if (histograms[i] != null && whole.histograms[i] != null) {
+                histograms[i].coarsenTo(LogLinearHistogram.segmentShift(histograms[i], whole.histograms[i],
+                        LogLinearHistogram.SEGMENT_MIN_BUCKETS));
+            }
+        }
+    }
+
     /** Invalid values to count, to keep examples of. */
     void addInvalid(int feature, long key, String reason, String value, String where) {
         if (invalid[feature] == null) {
