@@ -231,7 +231,8 @@ def merge_summaries(summaries: Sequence[WindowSummary]) -> WindowSummary:
 
 
 def _merge_segments(merged: WindowSummary, summaries: Sequence[WindowSummary]) -> None:
-    """Give ``merged`` each segment's merge over ``summaries`` (spanning the merged horizon)."""
+    """Give ``merged`` each segment's merge over ``summaries`` (spanning the merged horizon), at the merged
+    window's resolution (:func:`coarsen_segments`: the merge of a window's partials is then its summary)."""
     by = {s.segment_by for s in summaries if s.segments}
     if len(by) > 1:
         raise ValueError(f"merge_summaries: summaries segmented by different features {sorted(by)}")
@@ -242,6 +243,7 @@ def _merge_segments(merged: WindowSummary, summaries: Sequence[WindowSummary]) -
         segment = merge_summaries([s.segments[key] for s in summaries if key in s.segments])
         segment.window_start_ms, segment.window_end_ms = merged.window_start_ms, merged.window_end_ms
         merged.segments[key] = segment
+    coarsen_segments(merged)
 
 
 class WindowRows:

@@ -159,6 +159,17 @@ def test_partials_of_a_segmented_window_merge_into_its_summary(values, parts, rn
     assert merge_summaries(pieces).serialize() == whole
 
 
+@pytest.mark.parametrize("parts", [2, 5])
+def test_partials_of_a_large_segmented_window_merge_into_its_summary(parts: int):
+    """Partials whose segments were brought to their own window's resolution merge into the window's summary,
+    whose segments are at the whole window's (coarser) resolution: merging applies the rule again."""
+    events = _events(8000, seed=4)
+    whole = _summary(events)
+    pieces = [_summary(events[i::parts]) for i in range(parts)]
+    assert any(p.segments[k].sketches["x"].shift < s.sketches["x"].shift for p in pieces for k, s in whole.segments.items())
+    assert merge_summaries(pieces).serialize() == whole.serialize()
+
+
 def test_windows_merge_per_segment_over_the_longer_horizon():
     days = []
     for d in range(3):
@@ -171,7 +182,8 @@ def test_windows_merge_per_segment_over_the_longer_horizon():
     for key, segment in week.segments.items():
         parts = [d.segments[key] for d in days if key in d.segments]
         assert segment.events == sum(p.events for p in parts)
-        assert segment.sketches["x"].serialize() == merge_summaries(parts).sketches["x"].serialize()
+        merged = merge_summaries(parts).sketches["x"]  # the horizon's segment, at the horizon's resolution
+        assert segment.sketches["x"].serialize() == merged.coarsen_to(segment_shift(merged, week.sketches["x"])).serialize()
         assert (segment.window_start_ms, segment.window_end_ms) == (0, 180_000)
     assert sum(s.events for s in week.segments.values()) == week.events == 1200
     assert WindowSummary.deserialize(week.serialize()).serialize() == week.serialize()
