@@ -2,6 +2,7 @@ package dev.driftwarden.flink;
 
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
@@ -102,13 +103,20 @@ public class MergeSegments extends AggregateFunction<byte[], SegmentPartials> {
         if (acc.isEmpty()) {
             return null;
         }
+        Map<Integer, WindowSummary> parts = new HashMap<>();
+        acc.forEach((segment, bytes) -> parts.put(segment, WindowSummary.fromBytes(bytes)));
         WindowSummary whole = new WindowSummary();
-        for (byte[] part : acc.values()) {
-            whole.mergeOwned(WindowSummary.fromBytes(part));
-        }
-        Segments spec = segments().get(whole.model());
+        Segments spec = segments().get(parts.values().iterator().next().model());
         if (spec == null || acc.containsKey(-1)) {
+            parts.values().forEach(whole::mergeOwned);
             return whole.toBytes();
+        }
+        for (Map.Entry<Integer, byte[]> e : acc.entrySet()) {  // the parts stay as they are: each is written below
+            if (whole.isEmpty()) {
+                whole.mergeOwned(WindowSummary.fromBytes(e.getValue()));
+            } else {
+                whole.merge(parts.get(e.getKey()));
+            }
         }
         List<Integer> present = new ArrayList<>(acc.keySet());
         present.sort((a, b) -> compareKeys(spec.keyTexts.get(a), spec.keyTexts.get(b)));
@@ -121,7 +129,7 @@ public class MergeSegments extends AggregateFunction<byte[], SegmentPartials> {
         out.blob(wholeBytes).texts(spec.by, spec.by.length).u32(present.size());
         for (int segment : present) {
             byte[][] key = spec.keys.get(segment);
-            WindowSummary part = WindowSummary.fromBytes(acc.get(segment));
+            WindowSummary part = parts.get(segment);
             part.coarsenToWhole(whole);
             out.texts(key, key.length).blob(part.toBytes());
         }
