@@ -420,9 +420,11 @@ def segment_shift(segment: HistogramSketch, whole: HistogramSketch, min_buckets:
     which the segment fits ``min_buckets`` buckets, and never finer than it is. The live job's Java applies the
     same rule (``LogLinearHistogram.segmentShift``).
 
-    A segment's buckets are then no finer than the window's, whose resolution its global gate judges at; a
-    bucket's relative width is at most ``2 ** -(precision - shift)``. Most segments hold fewer events than
-    ``max_buckets``, so without this every distinct value would keep a bucket of its own at full precision.
+    A segment's buckets are then the window's, the resolution its global view is judged at (a bucket's relative
+    width at most ``2 ** -(precision - whole.shift)``), unless the segment is narrow enough to fit fewer than
+    ``min_buckets`` of them: it then stops at the finest resolution with at most ``min_buckets`` buckets (one with
+    at most that many distinct values keeps them all). Most segments hold fewer events than ``max_buckets``, so
+    without this every distinct value would keep a bucket of its own at full precision.
 
     >>> whole = HistogramSketch(max_buckets=64).update(np.arange(1.0, 10001.0))
     >>> wide = HistogramSketch(max_buckets=64).update(np.arange(1.0, 101.0))
