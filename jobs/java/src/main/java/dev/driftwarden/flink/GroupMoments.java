@@ -9,6 +9,15 @@ import java.math.BigInteger;
  * product is the exact {@code q_i * q_j} at {@code p_i + p_j}; every sum is accumulated in 32-bit
  * limbs of a fixed point number scaled by {@code 2^SCALE}. Integer addition is order-free: any
  * order and split of the events give the same bytes.
+ *
+ * <p>The fast path: each feature has an anchor position {@code a}; a value whose position lies
+ * within {@link #SPAN} above it is the exact integer {@code Q = q << (p - a)} (at most 55 bits),
+ * a product {@code Q_i * Q_j} is an exact 128-bit integer at position {@code a_i + a_j}, and each
+ * sum and product is added into a 128-bit accumulator of its term (two longs). A value above its
+ * feature's window moves the anchor up (the accumulators flushed into the limbs first); a row with
+ * a value below its window goes to the limbs directly, term by term (the plain path). The
+ * accumulators are flushed into the limbs every {@link #FLUSH_AFTER} rows and before merging and
+ * serialising: the sums, and so the bytes, are exactly those of the plain path.
  */
 public final class GroupMoments {
     public static final int KIND = 23;
@@ -20,6 +29,21 @@ public final class GroupMoments {
     private static final long MASK = 0xFFFFFFFFL;
     /** Events added to a limb since its carries were last propagated; below 2^31 no limb can overflow. */
     private static final long NORMALIZE_AFTER = 1L << 30;
+    /** A value is on the fast path when its position is its feature's anchor .. anchor + SPAN: |Q| <= 2^(31 + SPAN). */
+    static final int SPAN = 17;
+    /** A new anchor sits this many positions below the value that sets it (room for smaller values). */
+    static final int BELOW = 13;
+    /** A value at its anchor, |Q| <= 2^48, is split {@code Q = high * 2^HALF + low}: |high| <= 2^24, 0 <= low < 2^24. */
+    private static final int HALF = 24;
+    /** The lowest anchor: the position of a product's accumulator, 2 * MIN_ANCHOR + SCALE, stays >= 0. */
+    private static final int MIN_ANCHOR = -SCALE / 2;
+    /**
+     * Rows between flushes of the accumulators: per row a partial product adds at most 2^49 (the
+     * middle one: two products of 2^24 * 2^24), a sum at most 2^48; 2^13 rows stay below 2^62.
+     */
+    static final long FLUSH_AFTER = 1L << 13;
+    /** The anchor of a feature with no value since the last flush. */
+    private static final int UNSET = Integer.MIN_VALUE / 4;
 
     final String[] names;
     long n;
@@ -27,13 +51,50 @@ public final class GroupMoments {
     /** Per term (the d sums, then the d(d+1)/2 products i <= j row by row), LIMBS limbs. */
     final long[] limbs;
     private long pending;
+    /** Per feature, the sum of its values at its anchor since the last flush. */
+    private final long[] sums;
+    /** Per product (i, j), the sums of its three partial products (high * high, the two high * low, low * low). */
+    private final long[] upper;
+    private final long[] middle;
+    private final long[] lower;
+    /** Per feature, its anchor position (UNSET: none yet), and the current row's value at it, whole and split. */
+    private final int[] anchor;
+    private final long[] big;
+    private final long[] high;
+    private final long[] low;
+    /** Rows since the accumulators were last flushed. */
+    private long unflushed;
+    /** Rows between flushes and between normalisations (the constants; smaller only in the checks). */
+    private final long flushAfter;
+    private final long normalizeAfter;
     private final long[] q;
     private final int[] p;
 
     GroupMoments(String[] names) {
+        this(names, FLUSH_AFTER, NORMALIZE_AFTER);
+    }
+
+    /** Moments whose accumulators are flushed and limbs normalised more often (the checks only). */
+    GroupMoments(String[] names, long flushAfter, long normalizeAfter) {
+        if (flushAfter < 1 || flushAfter > FLUSH_AFTER || normalizeAfter < 1 || normalizeAfter > NORMALIZE_AFTER) {
+            throw new IllegalArgumentException("flushAfter in 1 .. 2^13 and normalizeAfter in 1 .. 2^30 keep the sums exact");
+        }
         this.names = names;
         int d = names.length;
-        this.limbs = new long[(d + d * (d + 1) / 2) * LIMBS];
+        int terms = d + d * (d + 1) / 2;
+        this.limbs = new long[terms * LIMBS];
+        int products = d * (d + 1) / 2;
+        this.sums = new long[d];
+        this.upper = new long[products];
+        this.middle = new long[products];
+        this.lower = new long[products];
+        this.anchor = new int[d];
+        java.util.Arrays.fill(anchor, UNSET);
+        this.big = new long[d];
+        this.high = new long[d];
+        this.low = new long[d];
+        this.flushAfter = flushAfter;
+        this.normalizeAfter = normalizeAfter;
         this.q = new long[d];
         this.p = new int[d];
     }
@@ -56,17 +117,99 @@ public final class GroupMoments {
     /** Adds a complete row: {@code row[k]} is the k-th feature's value, each {@link #inRange}. */
     void add(double[] row) {
         int d = names.length;
+        boolean fast = true;
         for (int k = 0; k < d; k++) {
-            double x = row[k];
-            if (Math.abs(x) < TINY) {
-                q[k] = 0;
-                p[k] = 0;
-            } else {
-                int e = Math.getExponent(x);
-                q[k] = (long) Math.rint(Math.scalb(x, 30 - e));
-                p[k] = e - 30;
-            }
+            quantize(k, row[k]);
+            fast &= atAnchor(k);
         }
+        if (fast) {
+            addFast(d);
+        } else {
+            addPlain(d);
+        }
+        n++;
+        if (++unflushed >= flushAfter) {
+            flush();
+            java.util.Arrays.fill(anchor, UNSET);
+        }
+        if (++pending >= normalizeAfter) {
+            normalize();
+        }
+    }
+
+    /**
+     * {@code x} as {@code q[k] * 2^p[k]}: its 53-bit significand rounded half to even to 31 bits, as
+     * {@code Math.rint(Math.scalb(x, 30 - e))} (x is a normal number here), or 0 below TINY.
+     */
+    private void quantize(int k, double x) {
+        if (Math.abs(x) < TINY) {
+            q[k] = 0;
+            p[k] = 0;
+            return;
+        }
+        long bits = Double.doubleToRawLongBits(x);
+        long significand = (bits & 0xF_FFFF_FFFF_FFFFL) | (1L << 52);
+        long rounded = (significand + 0x1F_FFFFL + ((significand >>> 22) & 1)) >>> 22;  // half to even
+        long sign = bits >> 63;
+        q[k] = (rounded ^ sign) - sign;
+        p[k] = (int) ((bits >>> 52) & 0x7FF) - 1023 - 30;
+    }
+
+    /**
+     * Sets {@code big[k]}, value k at its feature's anchor (moving the anchor up when the value lies
+     * above the window); whether it fits (false: the value lies below the window).
+     */
+    private boolean atAnchor(int k) {
+        if (q[k] == 0) {
+            big[k] = 0;
+            high[k] = 0;
+            low[k] = 0;
+            return true;
+        }
+        int shift = p[k] - anchor[k];
+        if (shift > SPAN) {
+            flush();  // every term's position follows from the anchors
+            anchor[k] = Math.max(p[k] - BELOW, MIN_ANCHOR);
+            shift = p[k] - anchor[k];
+        }
+        if (shift < 0) {
+            return false;
+        }
+        long value = q[k] << shift;
+        big[k] = value;
+        high[k] = value >> HALF;
+        low[k] = value & ((1L << HALF) - 1);
+        return true;
+    }
+
+    /**
+     * The row's sums and products into the accumulators (every value within its window): value k at
+     * its anchor is {@code high[k] * 2^HALF + low[k]}, a product the three partial products.
+     */
+    private void addFast(int d) {
+        long[] high = this.high;
+        long[] low = this.low;
+        for (int k = 0; k < d; k++) {
+            sums[k] += big[k];
+        }
+        int row = 0;  // index of the term (i, i) among the products
+        for (int i = 0; i < d; i++) {
+            long hi = high[i];
+            long li = low[i];
+            int base = row - i;  // (i, j) is base + j: one induction variable, so range checks are hoisted
+            for (int j = i; j < d; j++) {
+                long hj = high[j];
+                long lj = low[j];
+                upper[base + j] += hi * hj;
+                middle[base + j] += hi * lj + li * hj;
+                lower[base + j] += li * lj;
+            }
+            row += d - i;
+        }
+    }
+
+    /** The row's sums and products into the limbs, term by term. */
+    private void addPlain(int d) {
         for (int k = 0; k < d; k++) {
             addTerm(k, q[k], p[k] + SCALE);
         }
@@ -81,10 +224,32 @@ public final class GroupMoments {
                 }
             }
         }
-        n++;
-        if (++pending >= NORMALIZE_AFTER) {
-            normalize();
+    }
+
+    /**
+     * Moves every accumulator into its term's limbs, at the term's position (a term with a feature
+     * never anchored is 0: addTerm skips it).
+     */
+    private void flush() {
+        int d = names.length;
+        for (int k = 0; k < d; k++) {
+            addTerm(k, sums[k], anchor[k] + SCALE);
+            sums[k] = 0;
         }
+        int u = 0;
+        for (int i = 0; i < d; i++) {
+            for (int j = i; j < d; j++, u++) {
+                int position = anchor[i] + anchor[j] + SCALE;
+                addTerm(d + u, lower[u], position);
+                addTerm(d + u, middle[u], position + HALF);
+                addTerm(d + u, upper[u], position + 2 * HALF);
+                lower[u] = 0;
+                middle[u] = 0;
+                upper[u] = 0;
+            }
+        }
+        unflushed = 0;
+        pending += 3;  // a flush adds at most 3 parts to a limb
     }
 
     /** Adds {@code v * 2^(position - SCALE)} to term {@code t}: three limbs. */
@@ -106,13 +271,14 @@ public final class GroupMoments {
             throw new IllegalStateException("cannot merge moments of " + java.util.Arrays.toString(other.names)
                     + " into " + java.util.Arrays.toString(names));
         }
+        other.flush();
         n += other.n;
         incomplete += other.incomplete;
         for (int i = 0; i < limbs.length; i++) {
             limbs[i] += other.limbs[i];
         }
         pending += other.pending;
-        if (pending >= NORMALIZE_AFTER) {
+        if (pending >= normalizeAfter) {
             normalize();
         }
     }
@@ -130,7 +296,7 @@ public final class GroupMoments {
         pending = 0;
     }
 
-    /** Term {@code t}'s exact value scaled by 2^SCALE. */
+    /** Term {@code t}'s exact value scaled by 2^SCALE (once {@link #flush}ed). */
     BigInteger value(int t) {
         BigInteger total = BigInteger.ZERO;
         for (int k = LIMBS - 1; k >= 0; k--) {
@@ -141,6 +307,7 @@ public final class GroupMoments {
 
     /** The kind 23 frame. */
     byte[] toBytes() {
+        flush();
         FrameWriter out = new FrameWriter(KIND, 64 + 16 * limbs.length / LIMBS);
         out.u32(names.length);
         for (String name : names) {

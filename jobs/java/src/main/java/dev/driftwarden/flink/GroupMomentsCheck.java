@@ -1,0 +1,207 @@
+package dev.driftwarden.flink;
+
+import java.math.BigInteger;
+import java.util.Random;
+
+/**
+ * Checks and times {@link GroupMoments}' accumulation against the plain limb path it replaced
+ * ({@link PlainMoments}, kept here as it was: each value rounded by {@code Math.rint(Math.scalb)},
+ * each sum and product added into three 32-bit limbs).
+ *
+ * <pre>
+ * GroupMomentsCheck --check ROWS SEED   rows of 7 features with wide exponents: every sum identical, or exit 1
+ * GroupMomentsCheck --bench ROWS        ns per row at d = 25 (normal values, 5 decimals), plain vs accumulators
+ * </pre>
+ */
+public final class GroupMomentsCheck {
+    private static final java.lang.management.ThreadMXBean CPU = java.lang.management.ManagementFactory.getThreadMXBean();
+
+    private GroupMomentsCheck() {
+    }
+
+    public static void main(String[] args) {
+        if (args.length == 3 && args[0].equals("--check")) {
+            check(Integer.parseInt(args[1]), Long.parseLong(args[2]));
+        } else if (args.length == 2 && args[0].equals("--bench")) {
+            bench(Integer.parseInt(args[1]));
+        } else {
+            System.err.println("usage: GroupMomentsCheck --check ROWS SEED | --bench ROWS");
+            System.exit(2);
+        }
+    }
+
+    /** One value of a row: zeros, tiny, huge, mixed signs, ties of the 31-bit rounding, runs of one magnitude. */
+    static double wide(Random random, int row) {
+        int kind = random.nextInt(10);
+        double sign = random.nextBoolean() ? 1.0 : -1.0;
+        switch (kind) {
+            case 0:
+                return random.nextInt(4) == 0 ? -0.0 : 0.0;
+            case 1:  // anywhere in range, 2^-140 .. 2^127 (below 2^-128 counts as zero)
+                return sign * Math.scalb(1.0 + random.nextDouble(), random.nextInt(268) - 140);
+            case 2:  // a tie of the rounding to 31 bits: significand bit 22 set, bits below clear
+                long significand = (1L << 52) | ((random.nextLong() & 0x7FFF_FFFFL) << 22) | (1L << 21);
+                return sign * Math.scalb((double) significand, -52 + random.nextInt(40) - 20);
+            case 3:  // near the edges of the range
+                return sign * Math.scalb(1.0 + random.nextDouble(), random.nextBoolean() ? 126 : -128);
+            default:  // runs: magnitudes that grow with the row (anchors moving up), then drop back
+                return sign * (1.0 + random.nextDouble()) * Math.scalb(1.0, (row / 997) % 90 - 45);
+        }
+    }
+
+    private static void check(int rows, long seed) {
+        Random random = new Random(seed);
+        String[] names = {"a", "b", "c", "d", "e", "f", "g"};
+        int d = names.length;
+        PlainMoments plain = new PlainMoments(names);
+        GroupMoments[] fast = {new GroupMoments(names), new GroupMoments(names, 1000, 5000),
+                               new GroupMoments(names, 1, 7)};
+        // and the same rows in 3 partials round robin, each through its bytes, merged
+        GroupMoments[] parts = {new GroupMoments(names, 333, 100_000), new GroupMoments(names), new GroupMoments(names)};
+        double[] row = new double[d];
+        for (int r = 0; r < rows; r++) {
+            for (int k = 0; k < d; k++) {
+                row[k] = wide(random, r);
+            }
+            plain.add(row);
+            for (GroupMoments m : fast) {
+                m.add(row);
+            }
+            parts[r % 3].add(row);
+        }
+        GroupMoments merged = new GroupMoments(names);
+        for (GroupMoments part : parts) {
+            merged.merge(GroupMoments.fromBytes(part.toBytes()));
+        }
+        int terms = d + d * (d + 1) / 2;
+        byte[] expected = null;
+        for (GroupMoments m : new GroupMoments[] {fast[0], fast[1], fast[2], merged}) {
+            byte[] bytes = m.toBytes();
+            for (int t = 0; t < terms; t++) {
+                if (!m.value(t).equals(plain.value(t))) {
+                    System.out.println("DIFFERENT: term " + t + ": " + m.value(t) + " != " + plain.value(t));
+                    System.exit(1);
+                }
+            }
+            if (m.n != plain.n || expected != null && !java.util.Arrays.equals(bytes, expected)) {
+                System.out.println("DIFFERENT: bytes or count");
+                System.exit(1);
+            }
+            expected = bytes;
+        }
+        System.out.println("identical: " + rows + " rows, " + terms + " sums, 4 ways (" + expected.length + " bytes)");
+    }
+
+    /** CPU ns per row, plain vs accumulators alternating, the same 4,096 rows over and over; round 0 warms up. */
+    private static void bench(int rows) {
+        int d = 25;
+        String[] names = new String[d];
+        Random random = new Random(46);
+        double[][] data = new double[4096][d];
+        for (int k = 0; k < d; k++) {
+            names[k] = "x" + k;
+        }
+        for (double[] r : data) {
+            for (int k = 0; k < d; k++) {
+                r[k] = Math.round(random.nextGaussian() * 1e5) / 1e5;
+            }
+            r[1] = Math.round((0.8 * r[0] + 0.6 * r[1]) * 1e5) / 1e5;
+        }
+        for (int round = 0; round < 6; round++) {
+            PlainMoments plain = new PlainMoments(names);
+            long t0 = CPU.getCurrentThreadCpuTime();
+            for (int r = 0; r < rows; r++) {
+                plain.add(data[r & 4095]);
+            }
+            long t1 = CPU.getCurrentThreadCpuTime();
+            GroupMoments fast = new GroupMoments(names);
+            for (int r = 0; r < rows; r++) {
+                fast.add(data[r & 4095]);
+            }
+            long t2 = CPU.getCurrentThreadCpuTime();
+            byte[] bytes = fast.toBytes();
+            boolean same = true;
+            for (int t = 0; t < fast.terms(); t++) {
+                same &= fast.value(t).equals(plain.value(t));
+            }
+            System.out.printf("round %d: d = %d, %d rows: plain %.1f ns/row CPU, accumulators %.1f ns/row CPU, ratio %.2f; sums %s (%d bytes)%n",
+                    round, d, rows, (t1 - t0) / (double) rows, (t2 - t1) / (double) rows,
+                    (t1 - t0) / (double) (t2 - t1), same ? "identical" : "DIFFERENT", bytes.length);
+            if (!same) {
+                System.exit(1);
+            }
+        }
+    }
+
+    /** GroupMoments' accumulation before the accumulators (as it was), the reference of the checks. */
+    static final class PlainMoments {
+        private static final long MASK = 0xFFFFFFFFL;
+        final String[] names;
+        long n;
+        final long[] limbs;
+        private long pending;
+        private final long[] q;
+        private final int[] p;
+
+        PlainMoments(String[] names) {
+            this.names = names;
+            int d = names.length;
+            this.limbs = new long[(d + d * (d + 1) / 2) * GroupMoments.LIMBS];
+            this.q = new long[d];
+            this.p = new int[d];
+        }
+
+        void add(double[] row) {
+            int d = names.length;
+            for (int k = 0; k < d; k++) {
+                double x = row[k];
+                if (Math.abs(x) < GroupMoments.TINY) {
+                    q[k] = 0;
+                    p[k] = 0;
+                } else {
+                    int e = Math.getExponent(x);
+                    q[k] = (long) Math.rint(Math.scalb(x, 30 - e));
+                    p[k] = e - 30;
+                }
+            }
+            for (int k = 0; k < d; k++) {
+                addTerm(k, q[k], p[k] + GroupMoments.SCALE);
+            }
+            int t = d;
+            for (int i = 0; i < d; i++) {
+                long qi = q[i];
+                int pi = p[i] + GroupMoments.SCALE;
+                for (int j = i; j < d; j++, t++) {
+                    long v = qi * q[j];
+                    if (v != 0) {
+                        addTerm(t, v, pi + p[j]);
+                    }
+                }
+            }
+            n++;
+            if (++pending >= 1L << 30) {
+                throw new IllegalStateException("the reference does not normalise");
+            }
+        }
+
+        private void addTerm(int t, long v, int position) {
+            if (v == 0) {
+                return;
+            }
+            int base = t * GroupMoments.LIMBS + (position >>> 5);
+            int r = position & 31;
+            long carry = v >> (32 - r);
+            limbs[base] += (v << r) & MASK;
+            limbs[base + 1] += carry & MASK;
+            limbs[base + 2] += carry >> 32;
+        }
+
+        BigInteger value(int t) {
+            BigInteger total = BigInteger.ZERO;
+            for (int k = GroupMoments.LIMBS - 1; k >= 0; k--) {
+                total = total.shiftLeft(32).add(BigInteger.valueOf(limbs[t * GroupMoments.LIMBS + k]));
+            }
+            return total;
+        }
+    }
+}
