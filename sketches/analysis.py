@@ -181,7 +181,7 @@ def judge_groups(groups: Mapping[str, GroupMoments], references: Mapping[str, Gr
             rows.append((plain, None, None))
             continue
         try:
-            scores = group_scores(moments, ref.moments, ref.structure_only)
+            scores = group_scores(moments, ref.moments, ref.structure_only, parts=ref.parts())
             pvalues = group_pvalues(scores, ref)
         except Exception as exc:  # noqa: BLE001 - "not judged", the window goes on
             rows.append((dataclasses.replace(plain, error=f"not judged: {type(exc).__name__}", exception=exc), None, None))

@@ -29,7 +29,6 @@ True
 
 from __future__ import annotations
 
-from fractions import Fraction
 from typing import Sequence
 
 import numpy as np
@@ -147,11 +146,13 @@ class GroupMoments:
         """Mean of each feature over the complete rows (NaN when there are none)."""
         if self.n == 0:
             return np.full(self.d, np.nan)
-        return np.array([float(Fraction(s, self.n << SCALE)) for s in self.sums])
+        scale = self.n << SCALE
+        return np.array([s / scale for s in self.sums])  # int / int: correctly rounded, as float(Fraction) is
 
     def covariance(self, ddof: int = 1) -> np.ndarray:
         """The d x d covariance of the complete rows, from the exact sums: (n·S_ij - S_i·S_j) / (n·(n - ddof)),
-        computed in integers and rounded once (no cancellation); NaN when n <= ddof."""
+        computed in integers and rounded once (no cancellation: Python's int / int is correctly rounded, as
+        ``float(Fraction(...))`` is, without its gcd); NaN when n <= ddof."""
         d = self.d
         if self.n <= ddof:
             return np.full((d, d), np.nan)
@@ -159,7 +160,7 @@ class GroupMoments:
         scale = (self.n * (self.n - ddof)) << (2 * SCALE)
         for t, (i, j) in enumerate(zip(*term_pairs(d))):
             exact = self.n * (self.products[t] << SCALE) - self.sums[i] * self.sums[j]
-            cov[i, j] = cov[j, i] = float(Fraction(exact, scale))
+            cov[i, j] = cov[j, i] = exact / scale
         return cov
 
     def serialize(self) -> bytes:

@@ -75,39 +75,89 @@ class GroupScores:
                 "correlation_delta": self.matrix}
 
 
+@dataclass(frozen=True)
+class _Subspace:
+    """What the tests need of the reference restricted to some of its features (``idx``): their correlation
+    matrix, the floored eigen-decomposition of their covariance (mean shift) and the principal subspace of
+    their correlation matrix (reconstruction)."""
+
+    corr: np.ndarray
+    cov_values: np.ndarray
+    cov_vectors: np.ndarray
+    corr_values: np.ndarray  # descending
+    basis: np.ndarray  # the first q eigenvectors of corr
+
+    @classmethod
+    def of(cls, cov: np.ndarray, sd: np.ndarray, idx: np.ndarray) -> _Subspace:
+        """The subspace of the features ``idx`` of a reference with covariance ``cov`` and deviations ``sd``."""
+        sub = cov[np.ix_(idx, idx)]
+        corr = sub / np.outer(sd[idx], sd[idx])
+        cov_values, cov_vectors = np.linalg.eigh(sub) if idx.size else (np.empty(0), np.empty((0, 0)))
+        cov_values = np.maximum(cov_values, max(1e-6 * float(np.mean(np.abs(cov_values))), 1e-300)) \
+            if idx.size else cov_values
+        if idx.size < 2:
+            return cls(corr, cov_values, cov_vectors, np.empty(0), np.empty((idx.size, 0)))
+        values, vectors = np.linalg.eigh(corr)
+        values, vectors = values[::-1], vectors[:, ::-1]
+        kept = np.cumsum(np.clip(values, 0, None)) / max(float(np.sum(np.clip(values, 0, None))), _EPS)
+        q = int(min(np.searchsorted(kept, VARIANCE_KEPT - 1e-12) + 1, idx.size))
+        return cls(corr, cov_values, cov_vectors, values, vectors[:, :q])
+
+
+class ReferenceParts:
+    """A reference group's mean, covariance and deviations, and its :class:`_Subspace` per set of live
+    features: computed once per reference (not per window; they depend on the reference alone).
+    Build it from moments that no longer change (a :class:`GroupReference`'s)."""
+
+    def __init__(self, moments: GroupMoments) -> None:
+        self.moments = moments
+        self.mean, self.cov = moments.mean(), moments.covariance()
+        self.sd = np.sqrt(np.clip(np.diag(self.cov), 0, None))
+        self._subspaces: dict[bytes, _Subspace] = {}
+
+    def subspace(self, idx: np.ndarray) -> _Subspace:
+        """The reference restricted to the features ``idx`` (cached: a window usually has them all live)."""
+        key = idx.tobytes()
+        if key not in self._subspaces:
+            if len(self._subspaces) >= 64:  # windows with ever other live features: keep the memory bounded
+                self._subspaces.clear()
+            self._subspaces[key] = _Subspace.of(self.cov, self.sd, idx)
+        return self._subspaces[key]
+
+
 def group_scores(window: GroupMoments, reference: GroupMoments, structure_only: bool = False,
-                 top_pairs: int = 5) -> GroupScores:
+                 top_pairs: int = 5, parts: ReferenceParts | None = None) -> GroupScores:
     """Score a window's moments against the reference's (same features): see the module docstring
     (``structure_only``: a group of features; the mean shift is then 0 and the reconstruction is of the
-    window's correlation matrix)."""
-    mu_r, cov_r = reference.mean(), reference.covariance()
+    window's correlation matrix). ``parts``: the reference's :class:`ReferenceParts`, when kept (the same
+    scores, without recomputing them)."""
+    if parts is None or parts.moments is not reference:
+        parts = ReferenceParts(reference)
+    mu_r, sd_r = parts.mean, parts.sd
     mu_w, cov_w = window.mean(), window.covariance()
-    sd_r, sd_w = np.sqrt(np.clip(np.diag(cov_r), 0, None)), np.sqrt(np.clip(np.diag(cov_w), 0, None))
+    sd_w = np.sqrt(np.clip(np.diag(cov_w), 0, None))
     live = np.isfinite(sd_r) & (sd_r > 0) & np.isfinite(mu_w) & np.isfinite(np.diag(cov_w))
     n_eff = window.n * reference.n / max(window.n + reference.n, 1)
     idx = np.flatnonzero(live)
-    corr_r = cov_r[np.ix_(idx, idx)] / np.outer(sd_r[idx], sd_r[idx])
-    mean_shift, mahalanobis = _mean_shift(mu_w[idx] - mu_r[idx], cov_r[np.ix_(idx, idx)], n_eff)
-    correlation, pairs, matrix = _correlation(window.names, idx, corr_r, cov_w, sd_w, n_eff, top_pairs)
+    sub = parts.subspace(idx)
+    mean_shift, mahalanobis = _mean_shift(mu_w[idx] - mu_r[idx], sub, n_eff)
+    correlation, pairs, matrix = _correlation(window.names, idx, sub.corr, cov_w, sd_w, n_eff, top_pairs)
     if structure_only:
         mean_shift = 0.0
         with np.errstate(invalid="ignore", divide="ignore"):
             sd_own = np.where(sd_w[idx] > 0, sd_w[idx], 1.0)
-        recon, re_pair, lost, q = _reconstruction(corr_r, cov_w[np.ix_(idx, idx)], np.zeros(idx.size), sd_own, n_eff)
+        recon, re_pair, lost, q = _reconstruction(sub, cov_w[np.ix_(idx, idx)], np.zeros(idx.size), sd_own, n_eff)
     else:
-        recon, re_pair, lost, q = _reconstruction(corr_r, cov_w[np.ix_(idx, idx)], (mu_w - mu_r)[idx], sd_r[idx],
-                                                  n_eff)
+        recon, re_pair, lost, q = _reconstruction(sub, cov_w[np.ix_(idx, idx)], (mu_w - mu_r)[idx], sd_r[idx], n_eff)
     return GroupScores((mean_shift, correlation, recon), n_eff, mahalanobis, re_pair, lost, q, pairs, matrix)
 
 
-def _mean_shift(delta: np.ndarray, cov: np.ndarray, n_eff: float) -> tuple[float, float]:
+def _mean_shift(delta: np.ndarray, sub: _Subspace, n_eff: float) -> tuple[float, float]:
     """(n_eff · Δμᵀ Σ⁻¹ Δμ, the Mahalanobis distance) with Σ's eigenvalues floored."""
     if delta.size == 0:
         return 0.0, 0.0
-    values, vectors = np.linalg.eigh(cov)
-    values = np.maximum(values, max(1e-6 * float(np.mean(np.abs(values))), 1e-300))
-    projected = vectors.T @ delta
-    d2 = float(np.sum(projected ** 2 / values))
+    projected = sub.cov_vectors.T @ delta
+    d2 = float(np.sum(projected ** 2 / sub.cov_values))
     return n_eff * d2, math.sqrt(d2)
 
 
@@ -134,17 +184,15 @@ def _correlation(names: tuple[str, ...], idx: np.ndarray, corr_r: np.ndarray, co
     return statistic, pairs, matrix
 
 
-def _reconstruction(corr_r: np.ndarray, cov_w: np.ndarray, delta: np.ndarray, sd_r: np.ndarray,
+def _reconstruction(sub: _Subspace, cov_w: np.ndarray, delta: np.ndarray, sd_r: np.ndarray,
                     n_eff: float) -> tuple[float, tuple[float, float], float, int]:
     """(√n_eff · log(RE_w / RE_r), (RE_r, RE_w), share of variance lost, components kept)."""
+    corr_r = sub.corr
     k = corr_r.shape[0]
     if k < 2:
         return 0.0, (0.0, 0.0), 0.0, k
-    values, vectors = np.linalg.eigh(corr_r)
-    values, vectors = values[::-1], vectors[:, ::-1]
-    kept = np.cumsum(np.clip(values, 0, None)) / max(float(np.sum(np.clip(values, 0, None))), _EPS)
-    q = int(min(np.searchsorted(kept, VARIANCE_KEPT - 1e-12) + 1, k))
-    basis = vectors[:, :q]
+    values, basis = sub.corr_values, sub.basis
+    q = basis.shape[1]
     second = cov_w / np.outer(sd_r, sd_r) + np.outer(delta / sd_r, delta / sd_r)  # window's E[z zᵀ], z standardized
     resid_w = float(np.trace(second) - np.trace(basis.T @ second @ basis))
     resid_r = float(np.sum(np.clip(values[q:], 0, None)))
@@ -163,6 +211,14 @@ class GroupReference:
     moments: GroupMoments
     null_scores: np.ndarray = field(default_factory=lambda: np.empty((0, len(GROUP_TESTS))))
     structure_only: bool = True
+    _parts: ReferenceParts | None = field(default=None, init=False, repr=False, compare=False)
+
+    def parts(self) -> ReferenceParts:
+        """The reference's mean, covariance and subspaces, computed on first use and kept (for every window
+        judged against it; rebuilt should :attr:`moments` be replaced)."""
+        if self._parts is None or self._parts.moments is not self.moments:
+            self._parts = ReferenceParts(self.moments)
+        return self._parts
 
     @property
     def tests(self) -> tuple[str, ...]:

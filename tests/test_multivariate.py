@@ -90,6 +90,39 @@ def _reference(rng, windows=20, n=3000, rho=0.8, structure_only=True):
     return build_group_reference("g", moments, 5, structure_only)
 
 
+def test_the_covariance_is_the_exact_ratio_rounded_once():
+    """mean() and covariance() round each exact ratio once (int / int, no gcd): the float of the Fraction, on
+    values whose sums need hundreds of bits (a float division of the rounded integers would differ)."""
+    rng = np.random.default_rng(8)
+    rows = rng.lognormal(0, 30, size=(300, 3)) * rng.choice([-1, 1], size=(300, 3))
+    m = GroupMoments(NAMES).update(rows)
+    scale = (m.n * (m.n - 1)) << (2 * SCALE)
+    for t, (i, j) in enumerate(zip(*np.triu_indices(3))):
+        exact = m.n * (m.products[t] << SCALE) - m.sums[i] * m.sums[j]
+        assert m.covariance()[i, j] == float(Fraction(exact, scale))
+    assert m.mean().tolist() == [float(Fraction(s, m.n << SCALE)) for s in m.sums]
+
+
+@pytest.mark.parametrize("structure_only", [True, False])
+def test_scores_from_the_kept_reference_parts_are_the_scores_computed_afresh(structure_only):
+    """A reference's mean, covariance and subspaces are computed once (GroupReference.parts) and kept for every
+    window: the scores are those computed from the moments afresh, window after window, also when the reference
+    has a constant feature (left out of the subspace) and windows change between kinds."""
+    rng = np.random.default_rng(9)
+
+    def window(rho, n=2000):
+        rows = _correlated(rng, n, rho)
+        return GroupMoments(NAMES + ("k",)).update(np.c_[rows, np.full(n, 3.0)])
+    ref = build_group_reference("g", [window(0.8) for _ in range(8)], 3, structure_only=structure_only)
+    windows = [window(rho, int(n)) for rho, n in zip([0.8, -0.8, 0.0, 0.8, 0.5], rng.integers(500, 4000, size=5))]
+    windows.append(GroupMoments(NAMES + ("k",)).update(_correlated(rng, 1, 0.8) @ np.eye(3, 4)))  # n = 1: none live
+    for w in windows:
+        kept = group_scores(w, ref.moments, structure_only, parts=ref.parts())
+        fresh = group_scores(w, ref.moments, structure_only)
+        assert kept == fresh
+    assert ref.parts() is ref.parts() and len(ref.parts()._subspaces) == 2
+
+
 def test_a_correlation_flip_with_unchanged_marginals_is_found_with_its_pair():
     rng = np.random.default_rng(1)
     ref = _reference(rng)
