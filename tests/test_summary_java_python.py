@@ -273,9 +273,9 @@ def test_group_moments_of_wide_values_are_the_same_bytes_in_java_and_python(part
     for r in records:
         rows.add(r["features"], (r["topic"], r["partition"], r["offset"]))
     expected = rows.summarize("g", 1_767_225_600_000, 10_000)
+    kinds = GROUP_CONFIG.model("g").kinds
     java_rows = [{**{k: r[k] for k in ("model", "event_ms", "topic", "partition", "offset", "unknown")},
-                  "values": GROUP_SPEC.row_values("g", configured_values(r["features"], GROUP_CONFIG.model("g").kinds)[0])}
-                 for r in records]
+                  "values": GROUP_SPEC.row_values("g", configured_values(r["features"], kinds)[0])} for r in records]
     [(_, _, got)] = java_summaries(GROUP_SPEC.aggregate_spec(GROUP_CONFIG), java_rows, partials)
     moments = expected.groups["(numeric)"]
     assert moments.n > 25_000 and moments.incomplete > 0

@@ -11,13 +11,14 @@ import java.math.BigInteger;
  * order and split of the events give the same bytes.
  *
  * <p>The fast path: each feature has an anchor position {@code a}; a value whose position lies
- * within {@link #SPAN} above it is the exact integer {@code Q = q << (p - a)} (at most 55 bits),
- * a product {@code Q_i * Q_j} is an exact 128-bit integer at position {@code a_i + a_j}, and each
- * sum and product is added into a 128-bit accumulator of its term (two longs). A value above its
- * feature's window moves the anchor up (the accumulators flushed into the limbs first); a row with
- * a value below its window goes to the limbs directly, term by term (the plain path). The
- * accumulators are flushed into the limbs every {@link #FLUSH_AFTER} rows and before merging and
- * serialising: the sums, and so the bytes, are exactly those of the plain path.
+ * within {@link #SPAN} above it is the exact integer {@code Q = q << (p - a)} (at most 48 bits),
+ * split {@code Q = high * 2^24 + low}; a product {@code Q_i * Q_j} is then three partial products
+ * (high * high, high * low + low * high, low * low) at positions {@code a_i + a_j + 48, + 24, + 0},
+ * each summed in a plain long per term. A value above its feature's window moves the anchor up
+ * (everything flushed into the limbs first); a row with a value below its window goes to the limbs
+ * directly, term by term (the plain path). The accumulators are flushed into the limbs every
+ * {@link #FLUSH_AFTER} rows and before merging and serialising: the sums, and so the bytes, are
+ * exactly those of the plain path ({@link GroupMomentsCheck} compares them).
  */
 public final class GroupMoments {
     public static final int KIND = 23;
@@ -33,7 +34,7 @@ public final class GroupMoments {
     static final int SPAN = 17;
     /** A new anchor sits this many positions below the value that sets it (room for smaller values). */
     static final int BELOW = 13;
-    /** A value at its anchor, |Q| <= 2^48, is split {@code Q = high * 2^HALF + low}: |high| <= 2^24, 0 <= low < 2^24. */
+    /** A value at its anchor, |Q| <= 2^48, is {@code high * 2^HALF + low}: |high| <= 2^24, 0 <= low < 2^24. */
     private static final int HALF = 24;
     /** The lowest anchor: the position of a product's accumulator, 2 * MIN_ANCHOR + SCALE, stays >= 0. */
     private static final int MIN_ANCHOR = -SCALE / 2;
@@ -77,7 +78,8 @@ public final class GroupMoments {
     /** Moments whose accumulators are flushed and limbs normalised more often (the checks only). */
     GroupMoments(String[] names, long flushAfter, long normalizeAfter) {
         if (flushAfter < 1 || flushAfter > FLUSH_AFTER || normalizeAfter < 1 || normalizeAfter > NORMALIZE_AFTER) {
-            throw new IllegalArgumentException("flushAfter in 1 .. 2^13 and normalizeAfter in 1 .. 2^30 keep the sums exact");
+            throw new IllegalArgumentException(
+                    "flushAfter in 1 .. 2^13 and normalizeAfter in 1 .. 2^30 keep the sums exact");
         }
         this.names = names;
         int d = names.length;

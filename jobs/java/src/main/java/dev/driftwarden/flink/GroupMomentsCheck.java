@@ -1,5 +1,7 @@
 package dev.driftwarden.flink;
 
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
 import java.math.BigInteger;
 import java.util.Random;
 
@@ -10,11 +12,11 @@ import java.util.Random;
  *
  * <pre>
  * GroupMomentsCheck --check ROWS SEED   rows of 7 features with wide exponents: every sum identical, or exit 1
- * GroupMomentsCheck --bench ROWS        ns per row at d = 25 (normal values, 5 decimals), plain vs accumulators
+ * GroupMomentsCheck --bench ROWS        CPU ns per row at d = 25 (normal values, 5 decimals), plain vs fast path
  * </pre>
  */
 public final class GroupMomentsCheck {
-    private static final java.lang.management.ThreadMXBean CPU = java.lang.management.ManagementFactory.getThreadMXBean();
+    private static final ThreadMXBean CPU = ManagementFactory.getThreadMXBean();
 
     private GroupMomentsCheck() {
     }
@@ -57,7 +59,8 @@ public final class GroupMomentsCheck {
         GroupMoments[] fast = {new GroupMoments(names), new GroupMoments(names, 1000, 5000),
                                new GroupMoments(names, 1, 7)};
         // and the same rows in 3 partials round robin, each through its bytes, merged
-        GroupMoments[] parts = {new GroupMoments(names, 333, 100_000), new GroupMoments(names), new GroupMoments(names)};
+        GroupMoments[] parts = {new GroupMoments(names, 333, 100_000), new GroupMoments(names),
+                                new GroupMoments(names)};
         double[] row = new double[d];
         for (int r = 0; r < rows; r++) {
             for (int k = 0; k < d; k++) {
@@ -92,7 +95,7 @@ public final class GroupMomentsCheck {
         System.out.println("identical: " + rows + " rows, " + terms + " sums, 4 ways (" + expected.length + " bytes)");
     }
 
-    /** CPU ns per row, plain vs accumulators alternating, the same 4,096 rows over and over; round 0 warms up. */
+    /** CPU ns per row, plain vs fast path alternating, the same 4,096 rows over and over; round 0 warms up. */
     private static void bench(int rows) {
         int d = 25;
         String[] names = new String[d];
@@ -124,7 +127,8 @@ public final class GroupMomentsCheck {
             for (int t = 0; t < fast.terms(); t++) {
                 same &= fast.value(t).equals(plain.value(t));
             }
-            System.out.printf("round %d: d = %d, %d rows: plain %.1f ns/row CPU, accumulators %.1f ns/row CPU, ratio %.2f; sums %s (%d bytes)%n",
+            System.out.printf("round %d: d = %d, %d rows: plain %.1f ns/row CPU, fast path %.1f ns/row CPU,"
+                    + " ratio %.2f; sums %s (%d bytes)%n",
                     round, d, rows, (t1 - t0) / (double) rows, (t2 - t1) / (double) rows,
                     (t1 - t0) / (double) (t2 - t1), same ? "identical" : "DIFFERENT", bytes.length);
             if (!same) {
@@ -133,7 +137,7 @@ public final class GroupMomentsCheck {
         }
     }
 
-    /** GroupMoments' accumulation before the accumulators (as it was), the reference of the checks. */
+    /** GroupMoments' accumulation before its fast path (as it was), the reference of the checks. */
     static final class PlainMoments {
         private static final long MASK = 0xFFFFFFFFL;
         final String[] names;
