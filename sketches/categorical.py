@@ -257,10 +257,23 @@ class CategoricalSketch:
             return float("nan")
         return sum(c for item, c in judged.items() if item not in reference._counts) / total
 
+    def copy(self) -> CategoricalSketch:
+        """An independent copy, the same as ``deserialize(serialize())`` (values in the order their bytes
+        sort, as decoding gives them) without encoding them.
+
+        >>> sk = CategoricalSketch(name="c").update(["b", "a", "b", None])
+        >>> sk.copy().serialize() == sk.serialize(), list(sk.copy().frequencies())
+        (True, ['a', 'b'])
+        """
+        copy = type(self)(self.max_exact, self.name)
+        copy._n, copy.nulls, copy.threshold = self._n, self.nulls, self.threshold
+        copy._counts = Counter({value: self._counts[value] for value in _by_bytes(self._counts)})
+        return copy
+
     # ---------------------------------------------------------------- serialization
     def serialize(self) -> bytes:
         """Encode as versioned bytes (``sketches/FORMAT.md``, kind 7)."""
-        items = sorted(self._counts, key=lambda v: v.encode("utf-8"))
+        items = _by_bytes(self._counts)
         w = Writer(KIND_CATEGORICAL_CAPPED).pack("IQQq", self.max_exact, self._n, self.nulls, self.threshold)
         counts = b"".join(int(self._counts[v]).to_bytes(8, "little", signed=True) for v in items)
         return w.texts(items).blob(counts).getvalue()
@@ -282,3 +295,8 @@ class CategoricalSketch:
 
     def __repr__(self) -> str:
         return f"CategoricalSketch(max_exact={self.max_exact}, n={self._n}, exact={self.is_exact})"
+
+
+def _by_bytes(values) -> list[str]:
+    """``values`` sorted by their UTF-8 bytes (the order the frame stores them in)."""
+    return sorted(values, key=lambda v: v.encode("utf-8"))

@@ -285,6 +285,19 @@ class HistogramSketch:
             self._derived[key] = compute()
         return self._derived[key]
 
+    def copy(self) -> HistogramSketch:
+        """An independent copy, the same as ``deserialize(serialize())`` without encoding the buckets.
+
+        >>> sk = HistogramSketch(name="x").update([1.0, 2.0, None])
+        >>> sk.copy().serialize() == sk.serialize(), sk.copy().name
+        (True, 'x')
+        """
+        copy = type(self)(self.precision, self.max_buckets, self.name)
+        copy.shift, copy._keys, copy._counts = self.shift, self._keys.copy(), self._counts.copy()
+        copy.nulls, copy.nans, copy.pos_inf, copy.neg_inf = self.nulls, self.nans, self.pos_inf, self.neg_inf
+        copy.min, copy.max = self.min, self.max
+        return copy
+
     # ---------------------------------------------------------------- serialization
     def serialize(self) -> bytes:
         """Encode as versioned bytes (``sketches/FORMAT.md``, kind 25): the keys as their first and

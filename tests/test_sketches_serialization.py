@@ -112,6 +112,37 @@ def test_categorical_round_trip_any_text(values: list, max_exact: int) -> None:
     assert again.serialize() == sk.serialize()
 
 
+def _attributes(sketch) -> dict:
+    """A sketch's attributes (not a categorical's hash cache): arrays as lists, floats by their repr (NaN, -0.0), a
+    categorical's counts as (value, count) pairs in their order."""
+    def plain(name, value):
+        if isinstance(value, np.ndarray):
+            return value.tolist()
+        if isinstance(value, float):
+            return repr(value)
+        return list(value.items()) if isinstance(sketch, CategoricalSketch) and name == "_counts" else value
+    return {name: plain(name, value) for name, value in vars(sketch).items() if name != "_hashes"}
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(max_size=3)), max_size=200), st.sampled_from([2, 1000]),
+       st.lists(st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True)), max_size=300),
+       st.sampled_from([16, 1024]))
+def test_a_copy_is_the_sketch_its_bytes_decode_to_and_independent(texts, max_exact, floats, max_buckets) -> None:
+    """copy_sketch (each pipeline sketch's own copy) gives what decoding the sketch's bytes gives: every
+    attribute, a categorical's values in the same (byte) order; merging into the copy leaves the original."""
+    from driftwarden.sketches import copy_sketch
+
+    for sketch in (CategoricalSketch(max_exact=max_exact, name="c").update(texts[::-1]),
+                   HistogramSketch(max_buckets=max_buckets, name="x").update(floats)):
+        decoded = type(sketch).deserialize(sketch.serialize())
+        decoded.name = sketch.name
+        before, copy = sketch.serialize(), copy_sketch(sketch)
+        assert _attributes(copy) == _attributes(decoded)
+        copy.merge(type(sketch).deserialize(before)).update([None])
+        assert sketch.serialize() == before
+
+
 def test_reservoir_round_trip_keeps_the_random_stream() -> None:
     a = ReservoirSample(capacity=50, seed=7).update(NUMERIC[:500])
     b = ReservoirSample.deserialize(a.serialize())
