@@ -9,8 +9,8 @@ its wall time, CPU time and peak RSS (``ru_maxrss`` of that child, from ``wait4`
 - ``replay``: ``replay --input`` of the same file against that reference, in one process (``--workers 0``):
   the speed the build is held to, measured in the same run.
 
-``--baseline PYTHON`` also runs ``inferred`` with another checkout's interpreter (e.g. main's) and checks the
-reference bytes are the same. Events/s are per CPU second (the machine is shared: wall time is printed, not
+``--baseline PYTHON`` also runs ``config`` first with another checkout's interpreter (e.g. main's: its code) and
+checks the reference bytes are the same; ``--baseline-run inferred`` runs ``inferred`` with it instead. Events/s are per CPU second (the machine is shared: wall time is printed, not
 compared). Targets: peak RSS <= 1 GiB whatever the input size; a build at least replay's events/s.
 
     .venv/bin/python bench/bench_reference_build.py [--events 2000000] [--runs inferred,config,replay]
@@ -65,8 +65,8 @@ def run(name: str, argv: list[str], log: Path) -> dict:
     return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss_mib": usage.ru_maxrss / 1024}
 
 
-def commands(python: str, path: Path, events: int, baseline: str | None,
-             runs: list[str]) -> list[tuple[str, list[str], Path]]:
+def commands(python: str, path: Path, events: int, baseline: str | None, runs: list[str],
+             baseline_run: str = "config") -> list[tuple[str, list[str], Path]]:
     """(name, argv, output) of each run, in order (outputs and logs under .run/bench, named for the size)."""
     config = CACHE / "reference_bench.yaml"
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -74,12 +74,16 @@ def commands(python: str, path: Path, events: int, baseline: str | None,
     cli = ["-m", "driftwarden.cli"]
     build = ["reference", "build", "-i", str(path), "-o"]
     out = {name: CACHE / f"{path.stem}_{name}.dwref" for name in ("baseline", *RUNS)}
-    chosen = [("baseline", [baseline, *cli, *build, str(out["baseline"])], out["baseline"])] if baseline else []
     every = {"inferred": [python, *cli, *build, str(out["inferred"])],
              "config": [python, *cli, *build, str(out["config"]), "-c", str(config)],
              "replay": [python, *cli, "replay", "--input", str(path), "--reference", str(out["config"]),
                         "--config", str(config), "--workers", "0", "--no-progress",
                         "--report-json", str(out["replay"].with_suffix(".json"))]}
+    chosen = []
+    if baseline:
+        argv = [baseline, *every[baseline_run][1:-1], str(out["baseline"])] if baseline_run == "inferred" else \
+            [baseline, *every["config"][1:-3], str(out["baseline"]), "-c", str(config)]
+        chosen = [("baseline", argv, out["baseline"])]
     return chosen + [(name, every[name], out[name]) for name in runs]
 
 
@@ -89,7 +93,9 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=2_000_000, help="events in the snapshot (default 2,000,000)")
     parser.add_argument("--runs", default=",".join(RUNS),
                         help=f"comma-separated runs among {', '.join(RUNS)} (default: all; replay needs config's)")
-    parser.add_argument("--baseline", help="another checkout's Python to run `inferred` first (e.g. main's)")
+    parser.add_argument("--baseline", help="another checkout's Python (e.g. main's) to run --baseline-run first")
+    parser.add_argument("--baseline-run", choices=("config", "inferred"), default="config",
+                        help="the build the baseline runs (default: config)")
     parser.add_argument("--step-ms", type=float, default=STEP_MS,
                         help=f"event time between events (default {STEP_MS:g}: 6,000 events a 60 s window; 100: 600 "
                              "events, so 2 M events span as many windows as 20 M at the default)")
@@ -105,7 +111,8 @@ def main() -> None:
           f"{args.events * args.step_ms / 60_000:,.0f} windows of 60 s); "
           f"load {os.getloadavg()[0]:.1f}")
     results = {}
-    for name, argv, out in commands(str(REPO / ".venv" / "bin" / "python"), path, args.events, args.baseline, runs):
+    for name, argv, out in commands(str(REPO / ".venv" / "bin" / "python"), path, args.events, args.baseline, runs,
+                                       args.baseline_run):
         results[name] = r = run(name, argv, out.with_suffix(".log"))
         print(f"{name:9s} wall {r['wall']:7.1f} s  cpu {r['cpu']:7.1f} s  {args.events / r['cpu']:9,.0f} events/cpu-s  "
               f"{r['cpu'] / args.events * 1e6:5.1f} us/event  peak RSS {r['rss_mib']:6,.0f} MiB", flush=True)
@@ -113,12 +120,13 @@ def main() -> None:
         for name in ("inferred", "config", "baseline"):
             if name in results:
                 print(f"{name} / replay events per CPU second: {results['replay']['cpu'] / results[name]['cpu']:.2f}")
-    outputs = [out for name, _argv, out in commands("", path, args.events, args.baseline, runs) if name != "replay"]
+    outputs = [out for name, _argv, out in commands("", path, args.events, args.baseline, runs, args.baseline_run) if name != "replay"]
     if len(outputs) > 1:
         same = len({out.read_bytes() for out in outputs}) == 1
         print(f"same reference bytes ({', '.join(o.stem.split('_')[-1] for o in outputs)}): {same}")
-    if "baseline" in results and "inferred" in results:
-        print(f"inferred / baseline CPU: {results['inferred']['cpu'] / results['baseline']['cpu']:.2f}")
+    if "baseline" in results and args.baseline_run in results:
+        print(f"{args.baseline_run} / baseline CPU: "
+              f"{results[args.baseline_run]['cpu'] / results['baseline']['cpu']:.2f}")
     if args.delete:
         path.unlink()
 

@@ -29,11 +29,14 @@ segment volumes from them and keeps the columns in a temporary file; the second
 them into partial window summaries and merges those as they come (a summary does not depend on how
 its events were split into partials, ``pipeline/summary.py``: the reference's bytes are those of
 one summary per whole window). Without a config the scan infers the kinds from the events and the
-build parses the file again. A window's summary is written to a temporary file
-(:class:`pipeline.reference_rows.BlobFile`) once no rows came to it in the last flush, and
-calibration goes one feature at a time (each window's summary cut into one part per feature, kept
-in that file until the feature's turn): what memory holds besides the flush's rows is one feature's
-window sketches at a time and, per categorical feature and window, each distinct value's count.
+build parses the file again. A window is finished once no rows came to it in the last flush; finished
+windows' summaries stay in memory while they add up to at most :data:`HELD_SUMMARY_BYTES` serialized, and
+past that every one is written to a temporary file (:class:`pipeline.reference_rows.BlobFile`).
+Calibration takes as many features at a time as keep that bound: all of them, from the whole summaries,
+when they fit; else each window's summary is cut into one part per group of features, kept in that file
+until the group's turn. What memory holds besides the flush's rows is at most about that bound of window
+summaries (some 4x their serialized bytes), the leave-one-out merges of one feature at a time and, per
+categorical feature and window, each distinct value's count.
 Input in time order keeps few windows open at once; in shuffled order every window stays in memory
 until the end. A seasonal reference keeps every window's summary whole (``ReferenceSet.windows``).
 """
@@ -69,6 +72,12 @@ from driftwarden.sketches.sample import EventSample
 _INFERRED = {str: "categorical", bool: "boolean", int: "numeric", float: "numeric"}
 #: Events the second pass holds at most before summarizing them into partial window summaries.
 HELD_EVENTS = 50_000
+#: Bytes (serialized) of whole windows' summaries the second pass keeps in memory before it writes them to its
+#: temporary file, and that calibration holds at once (about 4x as many bytes as objects): 16 MiB is about 400
+#: windows of 13 features.
+HELD_SUMMARY_BYTES = 16 * 2**20
+#: Finished windows between two measures of a summary's serialized size (the first one is measured).
+_MEASURE_EVERY = 16
 #: Batches between two collections of cycles while the collector is paused (as replay: ``replay/run.py``).
 GC_EVERY_BATCHES = 200
 #: Events per batch handed to the builder by :func:`build_reference_set`.
@@ -134,8 +143,11 @@ class _Window:
     their members' indices), the categorical values' counts (per folded segment key, None: the whole window)."""
 
     summarized: int = 0
-    #: the summary so far: an object while rows came in the last flush, then serialized to a file (its handle)
+    #: the summary so far: an object while rows came in the last flush and while finished windows fit in memory,
+    #: else serialized to a file (its handle)
     summary: WindowSummary | tuple[int, int] | None = None
+    #: no rows came to it in the last flush (its summary counts among the kept ones)
+    finished: bool = False
     held: list[tuple[ModelRows, np.ndarray]] = field(default_factory=list)
     counts: dict[SegmentKey | None, dict[str, Counter]] = field(
         default_factory=lambda: defaultdict(lambda: defaultdict(Counter)))
@@ -145,8 +157,8 @@ class _ModelWindows:
     """A model's windows (or slices) as its rows come, each event's sample key its rank in its window."""
 
     def __init__(self, name: str, model: ModelConfig, scan: SnapshotScan, window_ms: int,
-                 policy: DriftPolicy, blobs: BlobFile, slices: bool = True) -> None:
-        self.name, self.model, self.window_ms, self.blobs = name, model, window_ms, blobs
+                 policy: DriftPolicy, kept: "_KeptSummaries", slices: bool = True) -> None:
+        self.name, self.model, self.window_ms, self.kept, self.blobs = name, model, window_ms, kept, kept.blobs
         few = slices and len(scan.starts[name]) < policy.min_windows
         self.slices = policy.min_windows * 2 if few else None
         self.top = (top_segments(scan.volumes[name], model.segments.top)
@@ -167,13 +179,21 @@ class _ModelWindows:
             self.windows[key].held.append((rows, members))
 
     def flush(self) -> None:
-        """Summarize every window's held rows and merge them into its summary so far; serialize the summaries
-        of the windows that had none."""
+        """Summarize every window's held rows and merge them into its summary so far; the summaries of the
+        windows that had none are finished: kept in memory while they fit :data:`HELD_SUMMARY_BYTES`, else
+        serialized to the file (:class:`_KeptSummaries`)."""
         for start, window in self.windows.items():
             if window.held:
+                if window.finished:
+                    self.kept.reopen(window)
                 self._flush(start, window)
-            elif isinstance(window.summary, WindowSummary):
-                window.summary = self.blobs.put(window.summary.serialize())
+            elif not window.finished and window.summary is not None:
+                window.finished = True
+                self.kept.finish(window)
+        if self.kept.spilling:
+            for window in self.windows.values():
+                if window.finished and isinstance(window.summary, WindowSummary):
+                    window.summary = self.blobs.put(window.summary.serialize())
 
     def _flush(self, start: int, window: _Window) -> None:
         rows = WindowRows(self.model)
@@ -212,7 +232,8 @@ class _ModelWindows:
         and samples at a time, the rest waits in the builder's file."""
         self.flush()
         keys = (None,) if self.top is None else (None, *self.top, other_key(self.model.segments.by))
-        parts = {key: _FeatureParts(tuple(self.model.sketch_kinds), self.blobs) for key in keys}
+        groups = _feature_groups(tuple(self.model.sketch_kinds), self.kept.bytes_of(self.windows.values()))
+        parts = {key: _FeatureParts(groups, self.blobs) for key in keys}
         for start in sorted(self.windows):
             window = self.windows.pop(start)
             summary = self._summary(window)
@@ -231,49 +252,103 @@ class _ModelWindows:
         return WindowSummary.deserialize(self.blobs.get(summary)) if isinstance(summary, tuple) else summary
 
     def _reference(self, parts: "_FeatureParts", policy: DriftPolicy) -> Reference:
-        """One reference out of each window's summary, feature by feature, and its categorical value counts."""
-        features = {}
-        for name, kind in self.model.sketch_kinds.items():
-            counts = {name: [c.get(name, {}) for c in parts.counts]} if name in self.categorical else None
-            features.update(reference_from_summaries(parts.summaries(name), {name: kind}, policy, counts,
-                                                     prediction=self.model.monitor_prediction).features)
-        groups = reference_from_summaries(parts.summaries(None), {}, policy).groups
-        return Reference(features, groups)
+        """One reference out of each window's summary, a group of features at a time, and its categorical value
+        counts."""
+        features, groups = {}, {}
+        for index, names in enumerate(parts.groups):
+            kinds = {name: self.model.sketch_kinds[name] for name in names if name is not None}
+            counts = {name: [c.get(name, {}) for c in parts.counts] for name in kinds if name in self.categorical}
+            reference = reference_from_summaries(parts.summaries(index), kinds, policy, counts or None,
+                                                 prediction=self.model.monitor_prediction)
+            features.update(reference.features)
+            groups.update(reference.groups)
+        return Reference({name: features[name] for name in self.model.sketch_kinds if name in features}, groups)
 
 
 class _FeatureParts:
-    """Each window's summary cut into one summary per feature (its sketch and sample only; None: the
-    multivariate groups' moments only), kept in the builder's file until its feature is calibrated, and the window's
-    categorical value counts. A reference calibrated from these parts, feature by feature, is the one of
-    the whole summaries (:func:`pipeline.references.reference_from_summaries` reads each feature's own)."""
+    """Each window's summary and categorical value counts, for calibration a group of features at a time
+    (``groups``, :func:`_feature_groups`). One group: the whole summaries, in memory (they fit
+    :data:`HELD_SUMMARY_BYTES`). Several: each summary cut into one part per group (those features' sketches and
+    sample columns only; None in a group: the multivariate groups' moments too), kept in the builder's file
+    until the group's turn. A reference calibrated from these parts, group by group, is the one of the whole
+    summaries (:func:`pipeline.references.reference_from_summaries` reads each feature's own)."""
 
-    def __init__(self, names: tuple[str, ...], blobs: BlobFile) -> None:
-        self.names, self.blobs, self.windows = names, blobs, 0
-        self.parts: dict[str | None, list[tuple[int, int]]] = defaultdict(list)
+    def __init__(self, groups: list[tuple[str | None, ...]], blobs: BlobFile) -> None:
+        self.groups, self.blobs, self.windows = groups, blobs, 0
+        self.parts: list[list[WindowSummary | tuple[int, int]]] = [[] for _ in groups]
         self.counts: list[dict[str, dict[str, int]]] = []
 
     def add(self, summary: WindowSummary, counts: Mapping[str, Counter]) -> None:
-        """Cut one more window's summary (in window order) into its features' parts."""
+        """One more window's summary (in window order): kept whole (one group) or cut into its groups' parts."""
         self.windows += 1
-        for name in (*self.names, None):
-            self.parts[name].append(self.blobs.put(_one_feature(summary, name).serialize()))
+        if len(self.groups) == 1:
+            self.parts[0].append(summary)
+        else:
+            for part, names in zip(self.parts, self.groups):
+                part.append(self.blobs.put(_some_features(summary, names).serialize()))
         self.counts.append({name: dict(counter) for name, counter in counts.items()})
 
-    def summaries(self, name: str | None) -> list[WindowSummary]:
-        """The windows' parts of feature ``name`` (None: the groups), in window order; given once."""
-        return [WindowSummary.deserialize(self.blobs.get(part)) for part in self.parts.pop(name, [])]
+    def summaries(self, index: int) -> list[WindowSummary]:
+        """The windows' parts of group ``index``, in window order; given once."""
+        parts, self.parts[index] = self.parts[index], []
+        return [part if isinstance(part, WindowSummary) else WindowSummary.deserialize(self.blobs.get(part))
+                for part in parts]
 
 
-def _one_feature(summary: WindowSummary, name: str | None) -> WindowSummary:
-    """``summary`` with feature ``name``'s sketch and sample column only (None: no feature, its groups)."""
-    kinds = {n: kind for n, kind in summary.sample.kinds.items() if n == name}
+def _feature_groups(names: tuple[str, ...], summary_bytes: int) -> list[tuple[str | None, ...]]:
+    """The features (and None: the multivariate groups) cut into as few groups, in order, as keep one group's
+    parts of every window within :data:`HELD_SUMMARY_BYTES` (``summary_bytes``: the windows' whole summaries,
+    serialized); one feature a group at most.
+
+    >>> _feature_groups(("a", "b", "c"), 1), _feature_groups(("a", "b", "c"), 2 * HELD_SUMMARY_BYTES + 1)
+    ([('a', 'b', 'c', None)], [('a',), ('b',), ('c', None)])
+    """
+    every = (*names, None)
+    count = min(len(every) - 1, -(-summary_bytes // max(HELD_SUMMARY_BYTES, 1))) or 1
+    if count <= 1:
+        return [every]
+    bounds = [round(i * len(names) / count) for i in range(count + 1)]
+    return [(*names[a:b], *((None,) if b == len(names) else ())) for a, b in zip(bounds, bounds[1:])]
+
+
+def _some_features(summary: WindowSummary, names: tuple[str | None, ...]) -> WindowSummary:
+    """``summary`` with features ``names``' sketches and sample columns only (None among them: its groups too)."""
+    kinds = {n: kind for n, kind in summary.sample.kinds.items() if n in names}
     sample = EventSample(summary.sample.capacity, kinds)
     if kinds:
         sample.keys, sample.columns = summary.sample.keys, {n: summary.sample.columns[n] for n in kinds}
     return WindowSummary(summary.model, summary.window_start_ms, summary.window_end_ms, events=summary.events,
-                         sketches={name: summary.sketches[name]} if name in summary.sketches else {}, sample=sample,
-                         booleans=summary.booleans & {name},
-                         groups=summary.groups if name is None else {})
+                         sketches={n: sketch for n, sketch in summary.sketches.items() if n in names}, sample=sample,
+                         booleans=summary.booleans & set(names),
+                         groups=summary.groups if None in names else {})
+
+
+class _KeptSummaries:
+    """Where finished windows' summaries are kept: in memory while their serialized size (measured on the first
+    finished window and every :data:`_MEASURE_EVERY`-th after, the largest taken for each) adds up to at most
+    :data:`HELD_SUMMARY_BYTES`; past it every finished window of every model goes to the builder's file
+    (:attr:`spilling`) and stays there."""
+
+    def __init__(self, blobs: BlobFile) -> None:
+        self.blobs, self.spilling = blobs, False
+        self.finished, self.estimate, self.held = 0, 0, 0
+
+    def finish(self, window: _Window) -> None:
+        """Count a window whose summary is finished (no rows came to it in the last flush)."""
+        if not self.spilling and self.finished % _MEASURE_EVERY == 0 and isinstance(window.summary, WindowSummary):
+            self.estimate = max(self.estimate, len(window.summary.serialize()))
+        self.finished += 1
+        self.held += 1
+        self.spilling = self.spilling or self.held * self.estimate > HELD_SUMMARY_BYTES
+
+    def reopen(self, window: _Window) -> None:
+        """A finished window got rows again (input out of time order): it no longer counts."""
+        window.finished = False
+        self.held -= 1
+
+    def bytes_of(self, windows: Iterable[_Window]) -> int:
+        """The windows' summaries' serialized size: in the file, their length; in memory, the estimate."""
+        return sum(w.summary[1] if isinstance(w.summary, tuple) else self.estimate for w in windows)
 
 
 def _invalid_among(batch: ModelRows, members: np.ndarray) -> list[tuple[int, str, InvalidValue]]:
@@ -299,7 +374,8 @@ class ReferenceBuilder:
         self.policy, self.where, self.season = policy, where, Season.of(config)
         self.window_ms = config.window.size_ms
         self.blobs = BlobFile()
-        self.models = {name: _ModelWindows(name, model, scan, self.window_ms, policy, self.blobs, self.season is None)
+        kept = _KeptSummaries(self.blobs)
+        self.models = {name: _ModelWindows(name, model, scan, self.window_ms, policy, kept, self.season is None)
                        for name in scan.events if (model := config.model(name)) is not None}
         self.held = 0
 

@@ -119,15 +119,29 @@ def jsonl(tmp_path_factory):
     return path
 
 
-def test_merged_partials_give_the_whole_window_bytes(jsonl, tmp_path, monkeypatch):
-    """Held events capped at 37: every window of the file is built from many partial summaries."""
+#: Summary bytes kept in memory (reference_build.HELD_SUMMARY_BYTES), and the most features calibrated at once
+#: for model ``m`` (5 sketches, ~400 kB of window summaries): all in memory, 3 groups from the file, one by one.
+HELD_BYTES = {"in memory": (None, 5), "groups": (150_000, 2), "one feature": (0, 1)}
+
+
+@pytest.mark.parametrize("held", list(HELD_BYTES))
+def test_merged_partials_give_the_whole_window_bytes(jsonl, tmp_path, monkeypatch, held):
+    """Held events capped at 37: every window of the file is built from many partial summaries; whole summaries
+    kept in memory, or written to the file and calibrated a group of features at a time, give the same bytes."""
     policy = drift_policy(CONFIG.thresholds)
     events, rejected = load_events(jsonl, EventRules.of(CONFIG.source), feature_kinds_lookup(CONFIG))
     assert len(rejected) == 1 and any(e.invalid for e in events)
     expected = _bytes(_whole_window_reference_set(events, CONFIG, policy), tmp_path, "oracle")
     monkeypatch.setattr(reference_build, "HELD_EVENTS", 37)
     monkeypatch.setattr(reference_build, "_LIST_BATCH", 50)
+    budget, widest = HELD_BYTES[held]
+    if budget is not None:
+        monkeypatch.setattr(reference_build, "HELD_SUMMARY_BYTES", budget)
+    groups, cut = [], reference_build._feature_groups
+    monkeypatch.setattr(reference_build, "_feature_groups", lambda names, size: groups.append(cut(names, size)) or
+                        groups[-1])
     streamed = build_reference_set(events, CONFIG, policy)
+    assert max(len([n for n in g if n is not None]) for g in groups[-1]) == widest  # model m's groups
     assert len(streamed.segments["m"]) == 3  # two top segments and the other one
     assert streamed.models["m"].features["merchant"].profile is not None  # high cardinality: every value seen
     assert _bytes(streamed, tmp_path, "streamed") == expected
