@@ -262,7 +262,7 @@ class _ModelWindows:
                                                  prediction=self.model.monitor_prediction)
             features.update(reference.features)
             groups.update(reference.groups)
-        return Reference({name: features[name] for name in self.model.sketch_kinds if name in features}, groups)
+        return Reference(features, groups)  # the groups are in the features' order: so are their references
 
 
 class _FeatureParts:

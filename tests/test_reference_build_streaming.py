@@ -36,8 +36,8 @@ T0 = 1_767_225_600_000  # 2026-01-01, window-aligned
 CONFIG = MonitorConfig.model_validate({
     "window": {"size": "60s"},
     "models": [
-        {"name": "m", "features": {"x": "numeric", "country": "categorical", "merchant": "categorical",
-                                   "ok": "boolean"},
+        {"name": "m", "features": {"x": "numeric", "z": "numeric", "country": "categorical",
+                                   "merchant": "categorical", "ok": "boolean"},
          "monitor_prediction": True, "segments": {"by": ["country"], "top": 2}},
         {"name": "few", "features": {"y": "numeric"}},  # 2 windows: the slice fallback
     ]})
@@ -55,7 +55,7 @@ def _records(n: int = 4000, seed: int = 48) -> list[dict]:
                             "features": {"y": float(rng.normal())}})
             continue
         features = {"x": float(rng.normal()) if i % 23 else "bad", "country": str(countries[i]) if i % 13 else None,
-                    "merchant": f"id{int(rng.integers(0, 30_000))}", "ok": bool(i % 3)}
+                    "merchant": f"id{int(rng.integers(0, 30_000))}", "ok": bool(i % 3), "z": (i % 17) / 3}
         records.append({"event_time": T0 + int(times[i]), "model": "m", "features": features,
                         "prediction": float(rng.random()) if i % 4 else None})
     return records
@@ -120,8 +120,9 @@ def jsonl(tmp_path_factory):
 
 
 #: Summary bytes kept in memory (reference_build.HELD_SUMMARY_BYTES), and the most features calibrated at once
-#: for model ``m`` (5 sketches, ~400 kB of window summaries): all in memory, 3 groups from the file, one by one.
-HELD_BYTES = {"in memory": (None, 5), "groups": (150_000, 2), "one feature": (0, 1)}
+#: for model ``m`` (6 sketches and the numeric group, ~410 kB of window summaries): all in memory, 3 groups from the
+#: file, one by one.
+HELD_BYTES = {"in memory": (None, 6), "groups": (150_000, 2), "one feature": (0, 1)}
 
 
 @pytest.mark.parametrize("held", list(HELD_BYTES))
