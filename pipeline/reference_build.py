@@ -28,8 +28,9 @@ segment volumes from them and keeps the columns in a temporary file; the second
 (:class:`ReferenceBuilder`) reads them back, holds at most :data:`HELD_EVENTS` events, summarizes
 them into partial window summaries and merges those as they come (a summary does not depend on how
 its events were split into partials, ``pipeline/summary.py``: the reference's bytes are those of
-one summary per whole window). Without a config the scan infers the kinds from the events and the
-build parses the file again. A window is finished once no rows came to it in the last flush; finished
+one summary per whole window). Without a config the scan infers the kinds from the events and keeps
+the valid events themselves in the temporary file (:class:`pipeline.reference_rows.EventSpill`): the
+build makes their rows with the inferred kinds without parsing the file again. A window is finished once no rows came to it in the last flush; finished
 windows' summaries stay in memory while they add up to at most :data:`HELD_SUMMARY_BYTES` serialized, and
 past that every one is written to a temporary file (:class:`pipeline.reference_rows.BlobFile`).
 Calibration takes as many features at a time as keep that bound: all of them, from the whole summaries,
@@ -61,7 +62,7 @@ from driftwarden.pipeline.summary import WindowRows, WindowSummary, merge_summar
 from driftwarden.pipeline.reference_set import ReferenceSet
 from driftwarden.pipeline.references import reference_from_summaries
 from driftwarden.pipeline.seasons import Season, check_reference_windows
-from driftwarden.pipeline.reference_rows import BlobFile, ModelRows, RowSpill, model_rows
+from driftwarden.pipeline.reference_rows import BlobFile, EventSpill, ModelRows, RowSpill, model_rows
 from driftwarden.pipeline.segments import SegmentKey, other_key, segment_members, segment_volumes, top_segments
 from driftwarden.schemas.config import ModelConfig, MonitorConfig, WindowConfig, feature_kinds_lookup
 from driftwarden.schemas.events import DEFAULT_RULES, Event, EventRules, InvalidValue, validate_event
@@ -442,22 +443,24 @@ def build_reference_file(path: str | Path, config: MonitorConfig | None,
                          inferred_config: Callable[[dict[str, dict[str, str]]], MonitorConfig],
                          policy_of: Callable[[MonitorConfig], DriftPolicy],
                          progress: Progress | None = None, where: str | None = None) -> SnapshotBuild:
-    """The references of ``path``'s events, read in batches, never whole, and parsed once when ``config``
-    is given: the scan keeps each batch's rows in a temporary file (:class:`RowSpill`) that the build
-    reads back.
+    """The references of ``path``'s events, read in batches, never whole, and parsed once: the scan keeps
+    each batch's rows in a temporary file (:class:`RowSpill`) that the build reads back.
 
-    ``config`` None: the scan parses the file to infer the feature kinds, ``inferred_config`` makes the
-    config of them, and the build parses the file again with it; ``policy_of``: the drift policy of a
-    config; ``where`` names the file in errors (default: its path).
+    ``config`` None: the scan validates the events without kinds to infer them, keeps the valid events in a
+    temporary file (:class:`EventSpill`), ``inferred_config`` makes the config of the kinds, and the build
+    reads the events back and makes their rows with it (the same rows as validating them with it: the
+    default rules reject no event for a kind); ``policy_of``: the drift policy of a config; ``where`` names
+    the file in errors (default: its path).
     """
     report = progress or (lambda _pass, _read, _total: None)
     rules = EventRules.of(config.source) if config else DEFAULT_RULES
     scan, counts = SnapshotScan(config), {"read": 0, "rejected": 0}
-    with gc_paused(), RowSpill() as spill:
+    with gc_paused(), RowSpill() as spill, EventSpill() as valid:
         for events in _valid_batches(path, rules, feature_kinds_lookup(config) if config else _no_kinds, counts,
                                      config):
             if config is None:
                 scan.add(events)
+                valid.write(events)
             else:
                 scan.add_rows(events)
                 spill.write(events)
@@ -468,8 +471,7 @@ def build_reference_file(path: str | Path, config: MonitorConfig | None,
         config = config or inferred_config(scan.kinds_by_model())
         builder = ReferenceBuilder(config, policy_of(config), scan, where or str(path))
         total, done = sum(scan.events[name] for name in builder.models), 0
-        batches = spill.read() if parsed_once else _valid_batches(path, rules, feature_kinds_lookup(config),
-                                                                  {"read": 0, "rejected": 0}, config)
+        batches = spill.read() if parsed_once else (model_rows(events, config) for events in valid.read())
         for number, rows in enumerate(batches, start=1):
             builder.add(rows)
             done += sum(len(r) for r in rows.values())

@@ -5,7 +5,9 @@ values split by kind as :meth:`pipeline.summary.WindowRows.add` splits a raw eve
 column per monitored name, :func:`pipeline.columns.feature_columns`). :class:`RowSpill` keeps them
 in a temporary file between the build's two passes, as Arrow IPC streams, so that the snapshot is
 parsed once: the file is as large as the rows' columns (about a third of a JSONL snapshot), in
-the system's temporary folder (``TMPDIR``), removed when the build ends.
+the system's temporary folder (``TMPDIR``), removed when the build ends. Without a config the kinds
+are known only once the whole snapshot was read: :class:`EventSpill` keeps the valid events instead,
+as compact JSON, and the second pass makes their rows with the inferred kinds.
 """
 
 from __future__ import annotations
@@ -144,6 +146,35 @@ def _rows_from_ipc(blob: bytes) -> tuple[str, ModelRows]:
     invalid = [(i, n, InvalidValue(r, v)) for i, n, r, v in meta["invalid"]]
     return meta["model"], ModelRows(arrays[0].to_numpy(), dict(zip(meta["names"], arrays[2:])),
                                     arrays[1].to_numpy().tolist(), invalid)
+
+
+class EventSpill:
+    """Batches of valid events (validated without kinds) written to a temporary file, then read back in the same
+    order (a context manager: the file is removed on exit): each batch one JSON array of [model, event time,
+    features, prediction], so that reading them back needs no validation. Their values came from JSON (every
+    snapshot format is read as JSON records, ``core/event_files.py``), so they read back the same."""
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile(prefix="driftwarden-reference-")
+
+    def __enter__(self) -> "EventSpill":
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self._file.close()
+
+    def write(self, events: Iterable[Event]) -> None:
+        """Append one batch of events."""
+        blob = orjson.dumps([[e.model, e.event_ms, e.features, e.prediction] for e in events])
+        self._file.write(_LENGTH.pack(len(blob)) + blob)
+
+    def read(self) -> Iterator[list[Event]]:
+        """Every batch written, in order (request ids left out: a reference does not use them)."""
+        self._file.flush()
+        self._file.seek(0)
+        while header := self._file.read(_LENGTH.size):
+            (length,) = _LENGTH.unpack(header)
+            yield [Event(*fields) for fields in orjson.loads(self._file.read(length))]
 
 
 class BlobFile:

@@ -44,7 +44,8 @@ CONFIG = MonitorConfig.model_validate({
 
 
 def _records(n: int = 4000, seed: int = 48) -> list[dict]:
-    """Events of two models in shuffled time order (windows interleave), some with invalid values."""
+    """Events of two models in shuffled time order (windows interleave), some with invalid values (a text
+    prediction among them)."""
     rng = np.random.default_rng(seed)
     countries = rng.choice(["US", "FR", "DE", "BR", "JP"], size=n, p=[0.4, 0.25, 0.15, 0.1, 0.1])
     times = rng.integers(0, 8 * WINDOW_MS, size=n)
@@ -57,7 +58,7 @@ def _records(n: int = 4000, seed: int = 48) -> list[dict]:
         features = {"x": float(rng.normal()) if i % 23 else "bad", "country": str(countries[i]) if i % 13 else None,
                     "merchant": f"id{int(rng.integers(0, 30_000))}", "ok": bool(i % 3), "z": (i % 17) / 3}
         records.append({"event_time": T0 + int(times[i]), "model": "m", "features": features,
-                        "prediction": float(rng.random()) if i % 4 else None})
+                        "prediction": ("high" if i % 29 == 0 else float(rng.random())) if i % 4 else None})
     return records
 
 
@@ -163,7 +164,8 @@ def test_parquet_is_read_in_row_groups_with_the_same_bytes(jsonl, tmp_path, monk
     path = tmp_path / "snapshot.parquet"
     pq.write_table(pa.Table.from_pylist([{"event_time": r["event_time"], "model": r["model"],
                                           "features": {k: (str(v) if k == "x" else v) for k, v in r["features"].items()},
-                                          "prediction": r.get("prediction")} for r in records]), path, row_group_size=300)
+                                          "prediction": r.get("prediction") if r.get("prediction") != "high" else None}
+                                         for r in records]), path, row_group_size=300)
     assert pq.ParquetFile(path).num_row_groups > 10
     events, _ = load_events(path, EventRules.of(CONFIG.source), feature_kinds_lookup(CONFIG))
     expected = _bytes(_whole_window_reference_set(events, CONFIG, policy), tmp_path, "oracle")
