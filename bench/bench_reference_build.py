@@ -10,8 +10,9 @@ its wall time, CPU time and peak RSS (``ru_maxrss`` of that child, from ``wait4`
   the speed the build is held to, measured in the same run.
 
 ``--baseline PYTHON`` also runs ``config`` first with another checkout's interpreter (e.g. main's: its code) and
-checks the reference bytes are the same; ``--baseline-run inferred`` runs ``inferred`` with it instead. Events/s are per CPU second (the machine is shared: wall time is printed, not
-compared). Targets: peak RSS <= 1 GiB whatever the input size; a build at least replay's events/s.
+checks the reference bytes are the same; ``--baseline-run inferred`` runs ``inferred`` with it instead. Events/s
+are per CPU second (the machine is shared: wall time is printed, not compared). Targets: peak RSS <= 1 GiB
+whatever the input size; a build at least replay's events/s.
 
     .venv/bin/python bench/bench_reference_build.py [--events 2000000] [--runs inferred,config,replay]
         [--baseline /work/main/.venv/bin/python] [--snapshot-dir /tmp] [--delete]
@@ -120,7 +121,8 @@ def main() -> None:
         for name in ("inferred", "config", "baseline"):
             if name in results:
                 print(f"{name} / replay events per CPU second: {results['replay']['cpu'] / results[name]['cpu']:.2f}")
-    outputs = [out for name, _argv, out in commands("", path, args.events, args.baseline, runs, args.baseline_run) if name != "replay"]
+    outputs = [out for name, _argv, out in commands("", path, args.events, args.baseline, runs, args.baseline_run)
+               if name != "replay"]
     if len(outputs) > 1:
         same = len({out.read_bytes() for out in outputs}) == 1
         print(f"same reference bytes ({', '.join(o.stem.split('_')[-1] for o in outputs)}): {same}")

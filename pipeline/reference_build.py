@@ -22,24 +22,26 @@ that does not cover enough seasons at every phase is refused (ConfigError naming
 ``reference.season``); there is no fallback to slices in file order.
 
 Memory stays bounded whatever the snapshot's size, as in the streaming job, and each record is
-parsed once when a config is given: a first pass (:class:`SnapshotScan`) validates each batch into
-each configured model's columns (:mod:`pipeline.reference_rows`), learns the models' windows and
-segment volumes from them and keeps the columns in a temporary file; the second
-(:class:`ReferenceBuilder`) reads them back, holds at most :data:`HELD_EVENTS` events, summarizes
-them into partial window summaries and merges those as they come (a summary does not depend on how
-its events were split into partials, ``pipeline/summary.py``: the reference's bytes are those of
-one summary per whole window). Without a config the scan infers the kinds from the events and keeps
-the valid events themselves in the temporary file (:class:`pipeline.reference_rows.EventSpill`): the
-build makes their rows with the inferred kinds without parsing the file again. A window is finished once no rows came to it in the last flush; finished
-windows' summaries stay in memory while they add up to at most :data:`HELD_SUMMARY_BYTES` serialized, and
-past that every one is written to a temporary file (:class:`pipeline.reference_rows.BlobFile`).
-Calibration takes as many features at a time as keep that bound: all of them, from the whole summaries,
-when they fit; else each window's summary is cut into one part per group of features, kept in that file
-until the group's turn. What memory holds besides the flush's rows is at most about that bound of window
-summaries (some 4x their serialized bytes), the leave-one-out merges of one feature at a time and, per
-categorical feature and window, each distinct value's count.
-Input in time order keeps few windows open at once; in shuffled order every window stays in memory
-until the end. A seasonal reference keeps every window's summary whole (``ReferenceSet.windows``).
+parsed once: a first pass (:class:`SnapshotScan`) validates each batch into each configured model's
+columns (:mod:`pipeline.reference_rows`), learns the models' windows and segment volumes from them
+and keeps the columns in a temporary file; the second (:class:`ReferenceBuilder`) reads them back,
+holds at most :data:`HELD_EVENTS` events, summarizes them into partial window summaries and merges
+those as they come (a summary does not depend on how its events were split into partials,
+``pipeline/summary.py``: the reference's bytes are those of one summary per whole window). Without a
+config the scan infers the kinds from the events and keeps the valid events themselves in the
+temporary file (:class:`pipeline.reference_rows.EventSpill`); the build makes their rows with the
+inferred kinds.
+
+A window is finished once no rows came to it in the last flush. Finished windows' summaries stay in
+memory while they add up to at most :data:`HELD_SUMMARY_BYTES` serialized; past that every one is
+written to a temporary file (:class:`pipeline.reference_rows.BlobFile`). Calibration takes as many
+features at a time as keep that bound: all of them, from the whole summaries, when they fit; else
+each window's summary is cut into one part per group of features, kept in that file until the
+group's turn. What memory holds besides the flush's rows is about that bound of window summaries
+(some 4x their serialized bytes), the leave-one-out merges of one feature at a time and, per
+categorical feature and window, each distinct value's count. Input in time order keeps few windows
+open at once; in shuffled order every window stays in memory until the end. A seasonal reference
+keeps every window's summary whole (``ReferenceSet.windows``).
 """
 
 from __future__ import annotations
@@ -115,14 +117,19 @@ class SnapshotScan:
 
     def add(self, events: Sequence[Event]) -> None:
         """Learn from a batch of valid events (in file order) without a config: their kinds too."""
-        window_ms = self.window_ms
+        times: dict[str, list[int]] = defaultdict(list)
         for event in events:
-            self.events[event.model] += 1
-            self.starts[event.model].add(window_start(event.event_ms, window_ms))
+            times[event.model].append(event.event_ms)
             seen = self.kinds[event.model]
+            if seen.keys() >= event.features.keys():  # every feature's kind known already (the common case)
+                continue
             for name, value in event.features.items():
                 if name not in seen and type(value) in _INFERRED:
                     seen[name] = _INFERRED[type(value)]
+        for model, event_ms in times.items():
+            self.events[model] += len(event_ms)
+            starts = window_start(np.array(event_ms, dtype=np.int64), self.window_ms)
+            self.starts[model].update(np.unique(starts).tolist())
 
     def add_rows(self, rows: Mapping[str, ModelRows]) -> None:
         """Learn from a batch of configured models' rows."""

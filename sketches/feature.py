@@ -56,7 +56,8 @@ def is_numeric(sketch: FeatureSketch) -> bool:
 
 def copy_sketch(sketch: FeatureSketch) -> FeatureSketch:
     """Return an independent copy, the same as decoding the sketch's bytes (the pipeline's sketches copy
-    themselves; datasketches objects cannot be copied or pickled, so a :class:`NumericSketch` goes through its bytes)."""
+    themselves; datasketches objects cannot be copied or pickled: a :class:`NumericSketch` goes through its
+    bytes)."""
     if isinstance(sketch, (HistogramSketch, CategoricalSketch)):
         return sketch.copy()
     copy = type(sketch).deserialize(sketch.serialize())
