@@ -64,9 +64,14 @@ def leave_one_out_scores(windows: list[FeatureSketch], bins: int = 10,
 
 
 def leave_one_out(items: list, merge) -> list:
-    """For each position, the merge of every other item (prefix and suffix merges)."""
+    """For each position, the merge of every other item (prefix and suffix merges, each let go once used: at
+    most two merged items a position are held at once, not three)."""
     prefix, suffix = _prefix_suffix(items, merge)
-    return [merge(prefix[i], suffix[i]) for i in range(len(items))]
+    others = []
+    for i in range(len(items)):
+        others.append(merge(prefix[i], suffix[i]))
+        prefix[i] = suffix[i] = None
+    return others
 
 
 def leave_group_out(items: list, merge, groups: list[int] | None = None) -> list:
