@@ -330,10 +330,10 @@ def reference_build_command(
 ) -> None:
     """Turn a training snapshot into reference sketches, samples and calibrated gate thresholds.
 
-    The file is read in batches, never whole: memory stays bounded whatever its size. With a config
-    each record is parsed once (the scan keeps its columns in a temporary file for the build); without
-    one the scan infers the kinds and the build parses the file again. A progress bar shows the records
-    scanned, then the events built.
+    The file is read in batches, never whole, and each record parsed once: memory stays bounded whatever
+    its size. The scan keeps each batch's columns (with a config) or its valid events (without one: the
+    scan infers the kinds) in a temporary file for the build. A progress bar shows the records scanned,
+    then the events built.
     """
     from driftwarden.pipeline.judging import drift_policy
     from driftwarden.pipeline.reference_build import build_reference_file

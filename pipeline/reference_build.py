@@ -38,7 +38,7 @@ written to a temporary file (:class:`pipeline.reference_rows.BlobFile`). Calibra
 features at a time as keep that bound: all of them, from the whole summaries, when they fit; else
 each window's summary is cut into one part per group of features, kept in that file until the
 group's turn. What memory holds besides the flush's rows is about that bound of window summaries
-(some 4x their serialized bytes), the leave-one-out merges of one feature at a time and, per
+(some 5x their serialized bytes), the leave-one-out merges of one feature at a time and, per
 categorical feature and window, each distinct value's count. Input in time order keeps few windows
 open at once; in shuffled order every window stays in memory until the end. A seasonal reference
 keeps every window's summary whole (``ReferenceSet.windows``).
@@ -76,8 +76,8 @@ _INFERRED = {str: "categorical", bool: "boolean", int: "numeric", float: "numeri
 #: Events the second pass holds at most before summarizing them into partial window summaries.
 HELD_EVENTS = 50_000
 #: Bytes (serialized) of whole windows' summaries the second pass keeps in memory before it writes them to its
-#: temporary file, and that calibration holds at once (about 4x as many bytes as objects): 16 MiB is about 400
-#: windows of 13 features.
+#: temporary file, and that calibration holds at once (about 5x as many bytes as objects): 16 MiB is about 390
+#: windows of 13 features (43 KiB serialized, about 220 KiB in memory).
 HELD_SUMMARY_BYTES = 16 * 2**20
 #: Finished windows between two measures of a summary's serialized size (the first one is measured).
 _MEASURE_EVERY = 16
@@ -236,8 +236,9 @@ class _ModelWindows:
     def references(self, policy: DriftPolicy) -> tuple[Reference, dict[SegmentKey, Reference] | None]:
         """The model's reference, and its segments' (None when it has none), from its whole windows.
 
-        Calibrated one feature at a time (:class:`_FeatureParts`): memory holds one feature's window sketches
-        and samples at a time, the rest waits in the builder's file."""
+        Calibrated a group of features at a time (:class:`_FeatureParts`): all of them from the whole summaries
+        when they fit :data:`HELD_SUMMARY_BYTES`, else one group's parts at a time, the rest waiting in the
+        builder's file."""
         self.flush()
         keys = (None,) if self.top is None else (None, *self.top, other_key(self.model.segments.by))
         groups = _feature_groups(tuple(self.model.sketch_kinds), self.kept.bytes_of(self.windows.values()))
