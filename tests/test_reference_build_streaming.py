@@ -188,3 +188,15 @@ def test_the_command_shows_progress_and_infers_kinds_as_before(jsonl, tmp_path):
         {"name": m, "features": k, "monitor_prediction": "prediction" not in k} for m, k in kinds.items()]})
     oracle = _whole_window_reference_set(events, config, drift_policy(config.thresholds))
     assert out.read_bytes() == _bytes(oracle, tmp_path, "oracle")
+
+
+def test_kinds_are_inferred_from_each_features_first_typed_value_in_the_order_they_first_come():
+    """A feature's kind is its first typed value's (a null or a list first tells nothing); features and models
+    in the order they first come, also when an event brings no new feature name but one still unknown."""
+    from driftwarden.schemas.events import Event
+
+    events = [Event("m", T0, {"b": None, "a": 1.0}), Event("n", T0, {"z": [1]}), Event("m", T0, {"a": 2, "c": "x"}),
+              Event("m", T0 + 1, {"c": "y", "b": True}), Event("n", T0, {"z": 3})]
+    kinds = reference_build.infer_feature_kinds(events)
+    assert [(model, list(features.items())) for model, features in kinds.items()] == [
+        ("m", [("a", "numeric"), ("c", "categorical"), ("b", "boolean")]), ("n", [("z", "numeric")])]
