@@ -271,7 +271,7 @@ class _ModelWindows:
                                                  prediction=self.model.monitor_prediction)
             features.update(reference.features)
             groups.update(reference.groups)
-        return Reference(features, groups)  # the groups are in the features' order: so are their references
+        return Reference(features, groups)  # the feature groups follow the config's order: so do the features
 
 
 class _FeatureParts:
