@@ -75,9 +75,18 @@ def probs_from_cdfs(cdfs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     >>> probs.tolist(), starts.tolist()
     ([0.25, 0.25, 0.5, 1.0, 0.0], [0, 3])
     """
-    sizes = np.array([c.size for c in cdfs])
+    return probs_from_cdf_rows(np.concatenate(cdfs), np.array([c.size for c in cdfs]))
+
+
+def probs_from_cdf_rows(at: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`probs_from_cdfs` of CDFs given end to end: ``at`` holds each one's values at its ``sizes[i]`` edges.
+
+    >>> probs, starts = probs_from_cdf_rows(np.array([0.25, 0.5, 1.0]), np.array([2, 1]))
+    >>> probs.tolist(), starts.tolist()
+    ([0.25, 0.25, 0.5, 1.0, 0.0], [0, 3])
+    """
     firsts = np.cumsum(sizes) - sizes
-    at = np.clip(np.concatenate(cdfs), 0.0, 1.0)
+    at = np.clip(at, 0.0, 1.0)
     steps = np.diff(at, prepend=0.0)
     steps[firsts] = at[firsts] - 0.0  # a CDF's first bin starts from 0, not from the CDF before it
     return np.insert(steps, firsts + sizes, 1.0 - at[firsts + sizes - 1]), firsts + np.arange(sizes.size)

@@ -40,7 +40,7 @@ from driftwarden.core.errors import SketchError
 from driftwarden.sketches import distances
 from driftwarden.sketches.categorical import CategoricalSketch
 from driftwarden.sketches.feature import FeatureSketch, is_numeric
-from driftwarden.sketches.histogram import HistogramSketch, curve_at
+from driftwarden.sketches.histogram import HistogramSketch, curves_at
 from driftwarden.sketches.histogram_stack import StackedHistograms, stack
 from driftwarden.sketches.numeric import NumericSketch
 from driftwarden.sketches.profile import CategoricalProfile
@@ -274,28 +274,25 @@ def _stacked_scores(pairs: Sequence[tuple[HistogramSketch, HistogramSketch]],
 
 def _stacked_ks(references: list[HistogramSketch], windows: StackedHistograms) -> np.ndarray:
     """:func:`ks_estimate` of each reference against its stacked window: the largest CDF gap at either's support."""
-    ref_at_ref, win_at_ref, ref_at_win = [], [], []
-    for i, reference in enumerate(references):
-        points = reference.support()
-        ref_at_ref.append(reference.cdf(points))
-        win_at_ref.append(curve_at(points, *windows.curve(i)))
-        ref_at_win.append(reference.cdf(windows.support(i)))
-    starts = np.cumsum([0] + [points.size for points in ref_at_ref[:-1]])
-    on_ref = np.maximum.reduceat(np.abs(np.concatenate(ref_at_ref) - np.concatenate(win_at_ref)), starts)
-    on_win = np.maximum.reduceat(np.abs(np.concatenate(ref_at_win) - windows.support_ranks), windows.support_rows[:-1])
+    on_ref_points = [reference.support() for reference in references]
+    ref_at_ref = np.concatenate([reference.cdf(points) for reference, points in zip(references, on_ref_points)])
+    win_at_ref = curves_at([(points, *windows.curve(i)) for i, points in enumerate(on_ref_points)])
+    ref_at_win = curves_at([(windows.support(i), *reference.curve()) for i, reference in enumerate(references)])
+    starts = np.cumsum([0] + [points.size for points in on_ref_points[:-1]])
+    on_ref = np.maximum.reduceat(np.abs(ref_at_ref - win_at_ref), starts)
+    on_win = np.maximum.reduceat(np.abs(ref_at_win - windows.support_ranks), windows.support_rows[:-1])
     return np.maximum(on_ref, on_win)
 
 
 def _stacked_psi(references: list[HistogramSketch], windows: StackedHistograms, bins: int) -> list[float]:
     """:func:`psi_estimate` of each reference against its stacked window: the bins of all of them end to end."""
-    at_edges, ref_probs = [], []
-    for i, reference in enumerate(references):
-        edges, probs = reference.remember(("psi_bins", bins), lambda r=reference: _reference_bins(r, bins))
-        at_edges.append(curve_at(edges, *windows.curve(i)))
-        ref_probs.append(probs)
-    win_probs, starts = distances.probs_from_cdfs(at_edges)
-    sizes = np.array([probs.size for probs in ref_probs])
-    terms = distances.psi_terms(np.concatenate(ref_probs), distances.smooth(win_probs, np.repeat(sizes, sizes)))
+    bins_of = [reference.remember(("psi_bins", bins), lambda r=reference: _reference_bins(r, bins))
+               for reference in references]
+    at_edges = curves_at([(edges, *windows.curve(i)) for i, (edges, _) in enumerate(bins_of)])
+    sizes = np.array([probs.size for _, probs in bins_of])
+    win_probs, starts = distances.probs_from_cdf_rows(at_edges, sizes - 1)
+    terms = distances.psi_terms(np.concatenate([probs for _, probs in bins_of]),
+                                distances.smooth(win_probs, np.repeat(sizes, sizes)))
     return [float(np.sum(terms[start:start + size])) for start, size in zip(starts.tolist(), sizes.tolist())]
 
 

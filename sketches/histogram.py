@@ -19,7 +19,7 @@ Null, NaN, +inf and -inf are counted exactly; min and max are exact.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Hashable
+from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -247,6 +247,12 @@ class HistogramSketch:
             return np.empty(0)
         return self._cdf_curve()[2]
 
+    def curve(self) -> tuple[np.ndarray, np.ndarray]:
+        """The CDF as (knots, ranks), read-only: ``curve_at(x, knots, ranks)`` is :meth:`cdf` at x (but at NaN);
+        computed once per sketch state. Needs at least one finite value."""
+        knots, ranks, _, _ = self._cdf_curve()
+        return knots, ranks
+
     def _cdf_curve(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The CDF as a piecewise-linear curve through (knot, rank) points (:func:`cdf_curves`), the
         distinct knots and the CDF at each (the rank after the last of its repeats, what ``np.interp``
@@ -412,6 +418,28 @@ def curve_at(x: np.ndarray, knots: np.ndarray, ranks: np.ndarray) -> np.ndarray:
         width = knots[j + 1] - knots[j]
         fraction = np.clip((x[bad] - knots[j]) / np.where(width > 0, width, 1.0), 0.0, 1.0)
         out[bad] = ranks[j] + fraction * (ranks[j + 1] - ranks[j])
+    return out
+
+
+def curves_at(queries: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> np.ndarray:
+    """:func:`curve_at` of each (x, knots, ranks) of ``queries``, end to end in one array: the same values, with
+    np.interp's per-call work done once (its error state, and the check for a bucket too narrow for its slope,
+    which :func:`curve_at` then redoes for the few curves that need it).
+
+    >>> a = (np.array([0.5, 2e-310]), np.array([0.0, 3e-310, 1.0]), np.array([0.0, 0.5, 1.0]))
+    >>> curves_at([a, a]).tolist() == np.concatenate([curve_at(*a), curve_at(*a)]).tolist()
+    True
+    """
+    if not queries:
+        return np.empty(0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        parts = [np.interp(x, knots, ranks, left=0.0, right=1.0) for x, knots, ranks in queries]
+    out = np.concatenate(parts)
+    bad = ~np.isfinite(out)
+    if bad.any():
+        starts = np.cumsum([0] + [part.size for part in parts])
+        for i in np.unique(np.searchsorted(starts, np.flatnonzero(bad), side="right") - 1).tolist():
+            out[starts[i]:starts[i + 1]] = curve_at(*queries[i])
     return out
 
 

@@ -29,6 +29,7 @@ True
 
 from __future__ import annotations
 
+import struct
 from typing import Sequence
 
 import numpy as np
@@ -184,7 +185,7 @@ class GroupMoments:
         n, incomplete, terms = r.unpack("qqI")
         if terms != d + d * (d + 1) // 2 or n < 0 or incomplete < 0:
             raise SerializationError(f"corrupt group moments: {terms} sums for {d} features, n={n}")
-        values = [_read_integer(r) for _ in range(terms)]
+        values = _read_integers(r, terms)
         r.done()
         return cls(names, n, incomplete, values[:d], values[d:])
 
@@ -226,9 +227,27 @@ def _write_integer(w: Writer, value: int) -> None:
     w.pack("I", zeros).blob(odd.to_bytes(size, "little", signed=True))
 
 
-def _read_integer(r: Reader) -> int:
-    (zeros,) = r.unpack("I")
-    data = r.blob()
-    if zeros > 4096 or len(data) > 512:
-        raise SerializationError(f"corrupt group moments: an integer of {len(data)} bytes shifted by {zeros}")
-    return int.from_bytes(data, "little", signed=True) << zeros
+def _read_integers(r: Reader, count: int) -> list[int]:
+    """``count`` integers written by :func:`_write_integer`: a ``u32`` shift, then a blob (``u32`` length, bytes).
+
+    One loop over the frame's bytes (a group of 25 features has 350 of them in each segment of each window)."""
+    data, start = r.rest()
+    pos, end, values = start, len(data), []
+    for _ in range(count):
+        if pos + 8 > end:
+            raise SerializationError(f"truncated sketch bytes: need {pos + 8 if pos + 4 <= end else pos + 4} bytes, "
+                                     f"have {end}")
+        zeros, size = _INTEGER_HEAD.unpack_from(data, pos)
+        pos += 8
+        if pos + size > end:
+            raise SerializationError(f"truncated sketch bytes: need {pos + size} bytes, have {end}")
+        if zeros > 4096 or size > 512:
+            raise SerializationError(f"corrupt group moments: an integer of {size} bytes shifted by {zeros}")
+        values.append(int.from_bytes(data[pos:pos + size], "little", signed=True) << zeros)
+        pos += size
+    r.skip(pos - start)
+    return values
+
+
+#: An integer's head: its trailing zero bits and the length of its bytes.
+_INTEGER_HEAD = struct.Struct("<II")

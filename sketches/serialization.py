@@ -184,6 +184,15 @@ class Reader:
             raise SerializationError(f"corrupt array field: {len(raw)} bytes for shape {shape}")
         return np.frombuffer(raw, dtype="<f8").reshape(shape).copy()
 
+    def rest(self) -> tuple[memoryview, int]:
+        """The frame's bytes and the position of the first unread one: for a reader of many small fields that
+        parses them itself, then calls :meth:`skip` with how many bytes it read."""
+        return self._data, self._pos
+
+    def skip(self, size: int) -> None:
+        """Pass over ``size`` bytes (read by the caller from :meth:`rest`)."""
+        self._take(size)
+
     def at_end(self) -> bool:
         """Whether every byte has been read (an optional trailing section is absent)."""
         return self._pos == len(self._data)

@@ -85,3 +85,20 @@ def test_a_cell_of_two_kinds_is_named_in_the_error() -> None:
     cells = mixed_cells(4) + [GateCell(HistogramSketch().update([1.0]), CategoricalSketch().update(["a"]), name="age")]
     with pytest.raises(SketchError, match="feature 'age': cannot compare a CategoricalSketch window"):
         gate_scores_many(cells)
+
+
+def test_curves_end_to_end_give_each_curve_at_its_points() -> None:
+    """``curves_at`` (the gate's interpolations of a stack, in one pass) is ``curve_at`` of each (points, curve),
+    end to end, bit for bit: also where a bucket is too narrow for np.interp's slope (subnormal values), at NaN
+    and at no points."""
+    from driftwarden.sketches.histogram import curve_at, curves_at
+
+    sketches = tricky_histograms()
+    queries = [(sketches[(i + 3) % len(sketches)].support(), *sketch.curve()) for i, sketch in enumerate(sketches)]
+    queries += [(np.array([np.nan, 0.5, 2e-310]), np.array([0.0, 3e-310, 1.0]), np.array([0.0, 0.5, 1.0])),
+                (np.empty(0), *sketches[0].curve())]
+    expected = np.concatenate([curve_at(*query) for query in queries])
+    assert np.array_equal(curves_at(queries), expected, equal_nan=True)
+    narrow = expected[-1]  # 2e-310 inside a bucket 3e-310 wide: np.interp alone gives inf or NaN there
+    assert 0.0 < narrow < 0.5 and not np.isfinite(np.interp(2e-310, [0.0, 3e-310, 1.0], [0.0, 0.5, 1.0]))
+    assert curves_at([]).size == 0

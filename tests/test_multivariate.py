@@ -345,3 +345,33 @@ def test_worker_processes_give_the_same_report_and_the_page_escapes_the_group(re
     assert strip(one) == strip(two)
     assert HOSTILE_GROUP not in page and "&lt;b&gt;core&amp;&lt;/b&gt;" in page
     assert "share of variance the reference" in page and "a / b" in page
+
+
+def test_moments_frames_cut_short_or_out_of_range_are_refused_with_their_reason():
+    """The sums are read in one loop over the frame's bytes (a segmented window has a frame per segment): exact
+    integers of any sign and size back, and a frame cut inside an integer or with one out of range refused."""
+    from driftwarden.core.errors import SerializationError
+    from driftwarden.sketches.moments import KIND_GROUP_MOMENTS
+    from driftwarden.sketches.serialization import Writer
+
+    rows = np.array([[1.5, -2.0, 0.0], [4.0, -5.0, -6.25], [2.0 ** 60, -(2.0 ** -40), 6.25]])
+    moments = GroupMoments(NAMES).update(rows)
+    back = GroupMoments.deserialize(moments.serialize())
+    assert (back.sums, back.products, back.n) == (moments.sums, moments.products, 3)
+    assert 0 in back.sums and any(v < 0 for v in back.sums) and max(abs(v) for v in back.products) > 2 ** 200
+    whole = moments.serialize()
+    for cut in (1, 4, 6, 9):  # inside the last integer's bytes, its length, its shift
+        with pytest.raises(SerializationError, match="truncated sketch bytes"):
+            GroupMoments.deserialize(whole[:-cut])
+
+    def frame(zeros: int, data: bytes) -> bytes:
+        w = Writer(KIND_GROUP_MOMENTS).pack("I", 1).text("x").pack("qqI", 1, 0, 2)
+        return w.pack("I", 0).blob(b"").pack("I", zeros).blob(data).getvalue()
+
+    assert GroupMoments.deserialize(frame(3, b"\xff")).products == [-8]
+    with pytest.raises(SerializationError, match="an integer of 1 bytes shifted by 5000"):
+        GroupMoments.deserialize(frame(5000, b"\x01"))
+    with pytest.raises(SerializationError, match="an integer of 600 bytes"):
+        GroupMoments.deserialize(frame(0, b"\x01" * 600))
+    with pytest.raises(SerializationError, match="trailing"):
+        GroupMoments.deserialize(frame(0, b"\x01") + b"\x00")
