@@ -25,7 +25,7 @@ from driftwarden.pipeline.segments import segment_members
 from driftwarden.schemas.config import ModelConfig
 from driftwarden.schemas.events import BOOLEAN, CATEGORICAL, NUMERIC, InvalidValue, check_feature_kinds
 from driftwarden.sketches import ReservoirSample, new_sketch
-from driftwarden.sketches.feature import FeatureSketch, copy_sketch, deserialize_sketch, is_numeric
+from driftwarden.sketches.feature import FeatureSketch, copy_sketch, deserialize_sketches, is_numeric
 from driftwarden.sketches.moments import GroupMoments
 from driftwarden.sketches.hashing import event_keys, split_coordinates, window_seed
 from driftwarden.sketches.histogram import HistogramSketch, segment_shift
@@ -155,10 +155,8 @@ class WindowSummary:
     def _read_window(cls, r: Reader) -> "WindowSummary":
         model = r.text()
         start, end, events, unknown, count = r.unpack("qqqqI")
-        sketches = {}
-        for _ in range(count):
-            name = r.text()
-            sketches[name] = deserialize_sketch(r.blob())
+        named = [(r.text(), r.blob()) for _ in range(count)]
+        sketches = dict(zip([name for name, _ in named], deserialize_sketches([blob for _, blob in named])))
         sample = EventSample.deserialize(r.blob()).categorical_only()
         summary = cls(model, start, end, events, unknown, sketches, sample)
         if not r.at_end():

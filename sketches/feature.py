@@ -7,7 +7,7 @@ stays for offline use through the Python API, where a randomised sketch is accep
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Sequence, Union
 
 from driftwarden.sketches.categorical import CategoricalSketch
 from driftwarden.sketches.histogram import HistogramSketch
@@ -38,6 +38,20 @@ def deserialize_sketch(data: bytes) -> FeatureSketch:
     if kind in HISTOGRAM_KINDS:
         return HistogramSketch.deserialize(data)
     return NumericSketch.deserialize(data)
+
+
+def deserialize_sketches(blobs: Sequence[bytes]) -> list[FeatureSketch]:
+    """:func:`deserialize_sketch` of each of ``blobs`` (a window's features), the histograms among them decoded
+    together (:meth:`HistogramSketch.deserialize_many`).
+
+    >>> deserialize_sketches([HistogramSketch().update([1.0]).serialize(), CategoricalSketch().update(["a"]).serialize()])
+    [HistogramSketch(precision=52, max_buckets=1024, n=1, count=1), CategoricalSketch(max_exact=1000, n=1, exact=True)]
+    """
+    out: list[FeatureSketch | None] = [None] * len(blobs)
+    histograms = [i for i, blob in enumerate(blobs) if blob[5:6] == bytes([KIND_NUMERIC_HIST_VARINT])]
+    for i, sketch in zip(histograms, HistogramSketch.deserialize_many([blobs[i] for i in histograms])):
+        out[i] = sketch
+    return [sketch if sketch is not None else deserialize_sketch(blob) for sketch, blob in zip(out, blobs)]
 
 
 def new_sketch(kind: str, name: str | None = None, max_buckets: int = 1024, max_exact: int = 1000) -> FeatureSketch:

@@ -27,7 +27,7 @@ from numpy.typing import ArrayLike
 from driftwarden.core.errors import SerializationError, SketchError
 from driftwarden.sketches._values import as_float_array
 from driftwarden.sketches.serialization import (KIND_NUMERIC_HIST, KIND_NUMERIC_HIST_PACKED, KIND_NUMERIC_HIST_VARINT,
-                                                Reader, Writer)
+                                                Reader, Writer, decode_varints_many)
 
 _INF_BITS = 0x7FF0000000000000
 #: Mantissa bits kept before any coarsening: 52, every distinct value starts in its own bucket.
@@ -333,6 +333,45 @@ class HistogramSketch:
             raise SerializationError(f"corrupt histogram: {sk._keys.size} keys, {sk._counts.size} counts, n={n}")
         return sk
 
+    @classmethod
+    def deserialize_many(cls, blobs: Sequence[bytes]) -> list[HistogramSketch]:
+        """:meth:`deserialize` of each of ``blobs``, the same sketches, with the varints of all of them (kind 25)
+        decoded in one pass (:func:`serialization.decode_varints_many`): a segmented window has hundreds of
+        small histograms. Any other kind, or bytes that are not a sound histogram, are decoded one by one
+        (and refused with :meth:`deserialize`'s error)."""
+        heads, steps, counts = [], [], []
+        for data in blobs:
+            r = Reader(data, (KIND_NUMERIC_HIST_VARINT, KIND_NUMERIC_HIST_PACKED, KIND_NUMERIC_HIST))
+            if r.kind != KIND_NUMERIC_HIST_VARINT:
+                return [cls.deserialize(data) for data in blobs]
+            heads.append((*r.unpack("BIBQ"), *r.unpack("qqqqdd"), *r.unpack("Iq")))
+            steps.append(r.blob())
+            counts.append(r.blob())
+            if not r.at_end():
+                return [cls.deserialize(data) for data in blobs]
+        sizes = np.array([head[-2] for head in heads], dtype=np.int64)
+        try:
+            keys, all_counts = _buckets_of_many(sizes, np.array([head[-1] for head in heads], dtype=np.int64),
+                                                decode_varints_many(steps, np.maximum(sizes - 1, 0).tolist()),
+                                                decode_varints_many(counts, sizes.tolist()).view(np.int64))
+        except SerializationError:
+            keys = None
+        rows = np.concatenate(([0], np.cumsum(sizes)))
+        if keys is None:
+            return [cls.deserialize(data) for data in blobs]
+        running = np.concatenate(([0], np.cumsum(all_counts)))
+        if (running[rows[1:]] - running[rows[:-1]]).tolist() != [head[3] for head in heads]:  # each one's n
+            return [cls.deserialize(data) for data in blobs]
+        out = []
+        for (precision, max_buckets, shift, _, *fields, _, _), a, b in zip(heads, rows[:-1], rows[1:]):
+            sk = cls(precision, max_buckets)
+            sk.shift = shift
+            sk.nulls, sk.nans, sk.pos_inf, sk.neg_inf, sk.min, sk.max = fields
+            sk._keys, sk._counts = keys[a:b].copy(), all_counts[a:b].copy()
+            sk._forget()
+            out.append(sk)
+        return out
+
     def __repr__(self) -> str:
         return f"HistogramSketch(precision={self.precision}, max_buckets={self.max_buckets}, n={self.n}, " \
                f"count={self.count})"
@@ -348,6 +387,27 @@ def _read_buckets(r: Reader, integers: Callable[[int], np.ndarray]) -> tuple[np.
         return np.empty(0, np.int64), counts
     keys = np.cumsum(np.concatenate((np.array([first]).view(np.uint64), steps))).view(np.int64)  # wraps as written
     if (keys[1:] <= keys[:-1]).any() or (counts <= 0).any():  # a step of 0, or one that wraps past the first
+        raise SerializationError("corrupt histogram: keys not ascending or a count not positive")
+    return keys, counts
+
+
+def _buckets_of_many(sizes: np.ndarray, firsts: np.ndarray, steps: np.ndarray,
+                     counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_read_buckets` of several histograms at once: their keys (each the running sum of its first key
+    and its steps, in 64-bit wrapping arithmetic) and counts end to end; a :class:`SerializationError` when
+    any histogram's keys are not ascending or a count is not positive."""
+    total = int(sizes.sum())
+    starts = (np.cumsum(sizes) - sizes)[sizes > 0]
+    increments = np.empty(total, np.uint64)
+    is_first = np.zeros(total, dtype=bool)
+    is_first[starts] = True
+    increments[is_first] = firsts[sizes > 0].view(np.uint64)
+    increments[~is_first] = steps
+    running = np.cumsum(increments)  # wraps: each histogram's keys are this less the sum before its first
+    before = np.repeat(running[starts] - increments[starts], sizes[sizes > 0])
+    keys = (running - before).view(np.int64)
+    ascending = keys[1:] > keys[:-1]
+    if not (ascending | is_first[1:]).all() or (counts <= 0).any():
         raise SerializationError("corrupt histogram: keys not ascending or a count not positive")
     return keys, counts
 
