@@ -1,0 +1,92 @@
+#!/usr/bin/env python
+"""The sink's Python work on one segmented window, in process: decode, judge, store (CPU per window).
+
+Builds bench_job's segmented reference (``--train-windows`` windows of its generator, 20 segments by
+``country``) and the summaries of the first ``--windows`` windows of its topic (the bytes the live job's
+Java aggregate emits: tests/test_segments_attribution.py), then times, each the fastest of ``--repeats``
+passes in CPU seconds: ``WindowSummary.deserialize``; decode and ``analyze_summary`` (as
+``jobs.udfs.AnalyzeWindow`` judges); ``store_window`` of the reports into a fresh SQLite store.
+
+A ratio, not a figure: run it from two checkouts in turns (the same sizes) and compare, e.g.
+``for c in /path/to/other .; do (cd $c && .venv/bin/python $OLDPWD/bench/bench_segment_judging.py); done``. With ``--digest``
+it also prints a digest of the reports' repr (every verdict, p-value and score): equal digests from two
+checkouts mean the same decisions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_job  # noqa: E402  (the bench's generator, config and reference)
+
+
+def fastest_ms(step: Callable[[], object], windows: int, repeats: int) -> float:
+    """The fastest of ``repeats`` runs of ``step``, in ms of process CPU per window."""
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.process_time()
+        step()
+        best = min(best, time.process_time() - started)
+    return 1000 * best / windows
+
+
+def main() -> None:
+    """Print decode, decode + judge and store CPU per segmented window (and the reports' digest)."""
+    from driftwarden.core.store import make_engine
+    from driftwarden.pipeline.judging import analyze_summary, drift_policy, segment_references
+    from driftwarden.pipeline.reference_set import ReferenceSet
+    from driftwarden.pipeline.results import store_window
+    from driftwarden.pipeline.summary import WindowSummary
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--window-seconds", type=int, default=60, help="1,000 events a second of event time")
+    parser.add_argument("--segments", type=int, default=20, help="top segments (of 2N values of the segment feature)")
+    parser.add_argument("--train-windows", type=int, default=3, help="windows of the reference's training snapshot")
+    parser.add_argument("--windows", type=int, default=3, help="windows judged")
+    parser.add_argument("--repeats", type=int, default=5, help="passes timed; the fastest counts")
+    parser.add_argument("--digest", action="store_true", help="print a digest of the reports")
+    args = parser.parse_args()
+    bench_job.WINDOW_SECONDS = args.window_seconds
+    folder = Path(tempfile.mkdtemp(prefix="dw-segjudge-"))
+    reference = folder / "segments.dwref"
+    bench_job.build_segment_reference(reference, args.segments, args.train_windows)
+    config = bench_job.config_for("bench", args.segments, True, str(reference))
+    blobs = bench_job.bench_summaries(config, reference, args.windows * 1000 * args.window_seconds, args.segments,
+                                      args.windows)
+    references = ReferenceSet.load(reference)
+    model, policy = config.model("bench"), drift_policy(config.thresholds, config.window.size_ms)
+
+    def judge(data: bytes):
+        summary = WindowSummary.deserialize(data)
+        segments = segment_references(summary, references.segment_reference, model)
+        return summary, analyze_summary(summary, references.models["bench"], policy, None, *segments)
+
+    judged = [judge(data) for data in blobs]
+    engine = make_engine(f"sqlite:///{folder / 'store.db'}", create=True)
+
+    def store() -> None:
+        for summary, report in judged:
+            with engine.begin() as conn:
+                store_window(conn, report, summary.events, 0, None)
+
+    decode = fastest_ms(lambda: [WindowSummary.deserialize(data) for data in blobs], len(blobs), args.repeats)
+    both = fastest_ms(lambda: [judge(data) for data in blobs], len(blobs), args.repeats)
+    stored = fastest_ms(store, len(blobs), args.repeats)
+    rows = len(judged[0][1].features)
+    checkout = Path(analyze_summary.__code__.co_filename).resolve().parents[1]  # whose driftwarden was timed
+    print(f"{checkout}: {args.window_seconds} s windows of "
+          f"{1000 * args.window_seconds:,} events, {len(judged[0][0].segments)} segments, {rows} result rows a window: "
+          f"decode {decode:.1f} ms, decode + judge {both:.1f} ms, store {stored:.1f} ms CPU per window")
+    if args.digest:
+        print("reports digest", hashlib.sha256("\n".join(repr(r) for _, r in judged).encode()).hexdigest()[:16])
+
+
+if __name__ == "__main__":
+    main()
