@@ -261,24 +261,14 @@ def decode_varints_many(raws: Sequence[bytes], counts: Sequence[int]) -> np.ndar
     >>> decode_varints_many([bytes.fromhex("00017f"), b"", bytes.fromhex("8001ac02")], [3, 0, 2]).tolist()
     [0, 1, 127, 128, 300]
     """
-    data = np.frombuffer(b"".join(raws), dtype=np.uint8)
+    joined = b"".join(raws)
+    ends = np.flatnonzero(np.frombuffer(joined, dtype=np.uint8) < 0x80)
     bounds = np.cumsum(np.fromiter(map(len, raws), np.int64, len(raws)))
-    ends = np.flatnonzero(data < 0x80)
     found = np.diff(np.searchsorted(ends, bounds, side="left"), prepend=0)  # complete values in each blob
-    closed = np.array([not raw or raw[-1] < 0x80 for raw in raws], dtype=bool)  # no value runs on past its blob
-    if not (np.array_equal(found, np.asarray(counts, dtype=np.int64)) and closed.all()) or not data.size:
+    closed = all(not raw or raw[-1] < 0x80 for raw in raws)  # no value runs on past its blob
+    if not (closed and np.array_equal(found, np.asarray(counts, dtype=np.int64))):
         return np.concatenate([decode_varints(raw, count) for raw, count in zip(raws, counts)] or [np.empty(0, np.uint64)])
-    if data.size == ends.size:  # every value one byte (most counts)
-        return data.astype(np.uint64)
-    starts = np.concatenate(([0], ends[:-1] + 1))
-    lengths = ends - starts + 1
-    if int(lengths.max()) > VARINT_MAX_BYTES or np.any((lengths == VARINT_MAX_BYTES) & (data[ends] > 1)):
-        raise SerializationError("corrupt varints: a value over 64 bits")
-    values = (data[starts] & np.uint8(0x7F)).astype(np.uint64)
-    for k in range(1, int(lengths.max())):  # each value's k-th byte, where it has one
-        has = np.flatnonzero(lengths > k)
-        values[has] |= (data[starts[has] + k] & np.uint8(0x7F)).astype(np.uint64) << _VARINT_SHIFTS[k]
-    return values
+    return decode_varints(joined, int(found.sum()))  # each blob holds its own values: they decode as one
 
 
 def wrap_native(what: str, loader, data: bytes):
