@@ -88,9 +88,11 @@ def analyze_summary(summary: WindowSummary, reference: Reference, policy: DriftP
     """
     reference, features = judged_features(summary, reference)
     windows = {key: judged_features(seg, reference)[1] for key, seg in summary.segments.items()}
+    segment_groups = {key: seg.groups for key, seg in summary.segments.items()}
+    _say_if_segment_groups_skipped(summary, reference, segment_references or {})
     try:
         verdicts, by_segment = analyze_segments(features, windows, reference, segment_references or {}, policy,
-                                                segment_min_count, state, summary.groups)
+                                                segment_min_count, state, summary.groups, segment_groups)
     except Exception as exc:  # noqa: BLE001 - a step across features failed: every feature not judged, none lost
         verdicts, by_segment = _none_judged(features, reference, exc), {
             key: _none_judged(seg, (segment_references or {}).get(key) or Reference(), exc)
@@ -108,6 +110,26 @@ def analyze_summary(summary: WindowSummary, reference: Reference, policy: DriftP
                      for v in segment_verdicts]
     return WindowReport(model=summary.model, window_start=utc_from_ms(summary.window_start_ms),
                         window_end=utc_from_ms(summary.window_end_ms), features=outcomes)
+
+
+#: Models whose segment references were found without groups (said once each; see :func:`analyze_summary`).
+_SEGMENT_GROUPS_SKIPPED: set[str] = set()
+
+
+def _say_if_segment_groups_skipped(summary: WindowSummary, reference: Reference,
+                                   segment_references: Mapping[tuple[str, ...], Reference]) -> None:
+    """Log once per model when its reference judges groups but a segment reference has none (a reference
+    built before groups were calibrated per segment): those segments' groups are not judged; rebuild it."""
+    if not reference.groups or summary.model in _SEGMENT_GROUPS_SKIPPED:
+        return
+    without = [key for key, ref in segment_references.items()
+               if not ref.groups and key in summary.segments and summary.segments[key].groups]
+    if without:
+        _SEGMENT_GROUPS_SKIPPED.add(summary.model)
+        log.warning("model %r: %d segment reference(s) have no multivariate groups (a reference built before groups "
+                    "were calibrated per segment): their groups are judged on the global view only; rebuild the "
+                    "reference (driftwarden reference build) to judge them per segment", summary.model[:200],
+                    len(without))
 
 
 def value_facts(outcome: FeatureOutcome, summary: WindowSummary) -> FeatureOutcome:

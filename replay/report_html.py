@@ -189,11 +189,17 @@ def _plots(doc: dict, outcome: ReplayOutcome, cells: list[Cell]) -> str:
 
 
 def _segment_section(doc: dict, cell: Cell) -> str:
-    """A feature that drifted only inside a segment: that segment's score timeline against the global view's."""
-    image = segment_timeline_png(doc, cell)
+    """A feature that drifted only inside a segment: that segment's score timeline against the global view's
+    (a group's: also its evidence and correlation difference in the segment's first drifted window)."""
+    images, text = [segment_timeline_png(doc, cell)], ""
+    if cell.kind == "group":
+        first = next(entry for start, entry in sorted(cell.notable, key=lambda w: w[0]) if entry["drifted"])
+        detail = DriftDetail(cell.model, cell.feature, cell.kind, 0, None, None, evidence=first.get("evidence"))
+        images.insert(0, correlation_png(detail))
+        text = _group_text(detail)
     return (f"<div class='feature'><h2>{_e(cell.model)} / {_e(cell.feature)} [{_e(cell.segment_text)}] ({cell.kind})"
-            f"</h2><p>drifted only inside this segment, first in the window starting {cell.first_drifted}</p>"
-            + (f"<img src='data:image/png;base64,{image}'>" if image else "") + "</div>")
+            f"</h2><p>drifted only inside this segment, first in the window starting {cell.first_drifted}</p>{text}"
+            + "".join(f"<img src='data:image/png;base64,{image}'>" for image in images if image) + "</div>")
 
 
 def _drifted_details(cells: list[Cell], ids: dict[tuple, str], window_ms: int) -> str:

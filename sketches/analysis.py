@@ -106,6 +106,7 @@ def analyze_segments(window: dict[str, tuple[FeatureSketch, ReservoirSample]],
                      reference: Reference, segment_references: Mapping[tuple[str, ...], Reference],
                      policy: DriftPolicy, min_count: int, state: Mapping[str, CusumState] | None = None,
                      groups: Mapping[str, GroupMoments] | None = None,
+                     segment_groups: Mapping[tuple[str, ...], Mapping[str, GroupMoments]] | None = None,
                      ) -> tuple[list[FeatureVerdict], dict[tuple[str, ...], list[FeatureVerdict]]]:
     """Judge one window's global view and its segments under one false-alarm budget.
 
@@ -124,8 +125,13 @@ def analyze_segments(window: dict[str, tuple[FeatureSketch, ReservoirSample]],
     ``segment_windows``, that segment's verdicts.
 
     ``groups``: the window's multivariate group moments; each group of the reference is judged on
-    them (:func:`judge_groups`), its p-value one more family of the FDR step, its verdict after the
-    features' (kind ``group``).
+    them (:func:`judge_groups`), its verdict after the features' (kind ``group``). ``segment_groups``:
+    each segment's group moments; a segment's groups are judged against its reference's groups when the
+    segment is judged (``min_count`` events, as its features) and, as for the global view, has at least
+    ``max(policy.min_count, d + 1)`` complete rows of the group; in a segment not judged (or whose
+    reference has the group but too few rows) the group is reported with its counts only; a segment
+    reference without groups (built before they were kept per segment) reports none. A group's family
+    in the FDR step is its global test plus its judged segments, as a feature's.
     """
     names = list(reference.features) + [n for n in window if n not in reference.features]
     cells = {None: [(name, window.get(name), reference.features.get(name)) for name in names]}
@@ -140,14 +146,15 @@ def analyze_segments(window: dict[str, tuple[FeatureSketch, ReservoirSample]],
             seg_names = list(ref.features) + [n for n in seg if n not in ref.features]
             cells[key] = [(name, seg.get(name), ref.features.get(name)) for name in seg_names]
     staged = _stage_all(cells, policy)
-    group_rows = judge_groups(groups or {}, reference.groups, policy)
-    staged[None] = staged[None] + [(fv, deep) for fv, deep, _ in group_rows]
+    group_rows = _group_rows(groups, segment_groups, reference, segment_references, refs, policy)
+    for key, rows in group_rows.items():
+        staged[key] = staged[key] + [(fv, deep) for fv, deep, _ in rows]
     families: dict[str, list[tuple[tuple[str, ...] | None, int]]] = {}
     for key, rows in staged.items():
         for i, (fv, _) in enumerate(rows):
             if refs[key] is not None and fv.name in refs[key].features and fv.name in windows[key] and fv.error is None:
                 families.setdefault(fv.name, []).append((key, i))
-            elif key is None and fv.kind == GROUP and fv.error is None and fv.count:
+            elif refs[key] is not None and fv.kind == GROUP and fv.error is None and fv.count:
                 families.setdefault(fv.name, []).append((key, i))
     adjusted = hierarchical_adjusted([[_pvalue(staged[k][i][1]) for k, i in family] for family in families.values()],
                                      policy.alpha)
@@ -155,9 +162,25 @@ def analyze_segments(window: dict[str, tuple[FeatureSketch, ReservoirSample]],
              if staged[k][i][1] is not None}
     judged = {key: [_guarded(fv, _finish, fv, deep, p_adj.get((key, i)), policy) for i, (fv, deep) in enumerate(rows)]
               for key, rows in staged.items()}
-    first = len(judged[None]) - len(group_rows)
-    judged[None][first:] = [_group_severity(fv, scores) for fv, (_, _, scores) in zip(judged[None][first:], group_rows)]
+    for key, rows in group_rows.items():
+        first = len(judged[key]) - len(rows)
+        judged[key][first:] = [_group_severity(fv, scores) for fv, (_, _, scores) in zip(judged[key][first:], rows)]
     return _with_cusum(judged.pop(None), window, reference, policy, state), judged
+
+
+def _group_rows(groups: Mapping[str, GroupMoments] | None,
+                segment_groups: Mapping[tuple[str, ...], Mapping[str, GroupMoments]] | None,
+                reference: Reference, segment_references: Mapping[tuple[str, ...], Reference],
+                judged_refs: Mapping[tuple[str, ...] | None, Reference | None], policy: DriftPolicy,
+                ) -> dict[tuple[str, ...] | None, list[tuple[FeatureVerdict, DeepResult | None, object]]]:
+    """:func:`judge_groups` of the global view (key None) and of each segment whose reference has groups
+    (``judged_refs``: the segments judged; the others' groups get their counts only)."""
+    rows = {None: judge_groups(groups or {}, reference.groups, policy)}
+    for key, moments in (segment_groups or {}).items():
+        ref = segment_references.get(key)
+        if key in judged_refs and ref is not None and ref.groups:
+            rows[key] = judge_groups(moments, ref.groups, policy, judged=judged_refs[key] is not None)
+    return rows
 
 
 #: The kind of a multivariate group's verdict.
@@ -165,19 +188,21 @@ GROUP = "group"
 
 
 def judge_groups(groups: Mapping[str, GroupMoments], references: Mapping[str, GroupReference], policy: DriftPolicy,
-                 ) -> list[tuple[FeatureVerdict, DeepResult | None, object]]:
+                 judged: bool = True) -> list[tuple[FeatureVerdict, DeepResult | None, object]]:
     """Each reference group's verdict before the FDR step, its tests (None: not tested) and its scores.
 
-    A group is tested when the window has at least ``policy.min_count`` complete rows of it and
-    its reference was calibrated (``policy.min_windows`` windows); its p-value is the Bonferroni
-    combination of :data:`sketches.multivariate.GROUP_TESTS`. Judging one group never stops the rest.
+    A group is tested when the window has at least ``max(policy.min_count, d + 1)`` complete rows of
+    it (d: its features) and its reference was calibrated (``policy.min_windows`` windows); its p-value
+    is the Bonferroni combination of :data:`sketches.multivariate.GROUP_TESTS`. ``judged`` False (a
+    segment with too few events): counts only. Judging one group never stops the rest.
     """
     rows = []
     for name, ref in references.items():
         moments = groups.get(name)
         count, missing = (moments.n + moments.incomplete, moments.incomplete) if moments is not None else (0, 0)
         plain = FeatureVerdict(name, GROUP, count, missing, GateScores(), False, None, None, False, "none")
-        if moments is None or moments.names != ref.features or moments.n < max(policy.min_count, moments.d + 1):
+        if not judged or moments is None or moments.names != ref.features \
+                or moments.n < max(policy.min_count, moments.d + 1):
             rows.append((plain, None, None))
             continue
         try:
