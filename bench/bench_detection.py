@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_detection.py [--seed 0] [--windows 30] [--quick]
     .venv/bin/python bench/bench_detection.py --multivariate [--mv-events 3000] [--mv-windows 100]
+    .venv/bin/python bench/bench_detection.py --multivariate --segments 4 [--mv-ref-windows 12 30]
     .venv/bin/python bench/bench_detection.py --segments 20 [--segment-windows 1000] [--segment-events 10000] [--segment-alpha A]
                                               [--segment-change-windows 50]
     .venv/bin/python bench/bench_detection.py --cycles [--cycle-seeds 3] [--cycle-days 4] [--cycle-lengths 24 96]
@@ -45,7 +46,9 @@ to the first drifted verdict.
 
 With ``--multivariate``, instead: groups and vector features (``bench/detection_multivariate.py``: a
 correlation flip with unchanged marginals, an embedding shifted off its subspace or whose spread shrinks,
-and drift-free streams of each) against naive per-feature tests, on the same data.
+and drift-free streams of each) against naive per-feature tests, on the same data. With ``--multivariate
+--segments N``: a correlation flip confined to one of N segments and drift-free segmented windows, the groups
+judged per segment (``bench/detection_mv_segments.py``).
 
 Baseline, same data, same run: per window and feature, two-sample KS (scipy's asymptotic p-value,
 full window against the full reference data) for numeric features and chi-square of homogeneity for
@@ -562,7 +565,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--orth-shift", type=float, nargs="+", default=[0.03, 0.05],
                         help="lengths of the embedding's shift orthogonal to its subspace with --multivariate")
     parser.add_argument("--mv-changed", type=int, default=8, help="changed windows per change with --multivariate")
+    parser.add_argument("--mv-features", type=int, default=5,
+                        help="numeric features of the group with --multivariate --segments")
+    parser.add_argument("--mv-ref-windows", type=int, nargs="+", default=[12, 30],
+                        help="reference windows with --multivariate --segments (one run each)")
+    parser.add_argument("--mv-ref-seeds", type=int, default=5,
+                        help="references of each length (other draws of the same law) with --multivariate --segments")
     args = parser.parse_args(argv)
+    if args.multivariate and args.segments > 0:
+        policy = drift_policy(ThresholdConfig(), window_ms=int(args.window_minutes * 60_000))
+        print(f"policy: alpha (BH, per window) {policy.alpha:.3g} at a {args.window_minutes:g}-minute window")
+        from bench import detection_mv_segments
+
+        detection_mv_segments.run(args, policy)
+        return 0
     if args.multivariate:
         policy = drift_policy(ThresholdConfig(), window_ms=int(args.window_minutes * 60_000))
         print(f"policy: alpha (BH, per window) {policy.alpha:.3g} at a {args.window_minutes:g}-minute window")

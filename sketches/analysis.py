@@ -23,8 +23,8 @@ Rules for the awkward cases (each tested):
   budget: ``sketches.policy.budget_alpha``), so a drift-free window reports anything with
   probability <= alpha however many features it has.
 * With segments (:func:`analyze_segments`) the Benjamini-Hochberg step becomes hierarchical FDR
-  (``sketches/fdr.py``): per feature a family of its global test and its judged segments (Simes),
-  BH across features, then BH within each selected feature; the same bound holds.
+  (``sketches/fdr.py``): per feature (and multivariate group) a family of its global test and its
+  judged segments (Simes), BH across features, then BH within each selected feature; the same bound holds.
 * Gate thresholds follow the window's count (``sketches.calibration.thresholds_for_count``).
 * Judging one feature never stops the others: should any step of one feature's judging raise (no
   input is known to make one: ``tests/test_judging_never_raises.py`` searches for one), that

@@ -126,7 +126,7 @@ def test_each_segment_reference_calibrates_its_group_from_that_segments_windows(
                   or (key == other_key(("country",)) and e["features"]["country"] not in top)]
         rows = np.array([[e["features"][f] for f in "abc"] for e in chosen])
         assert group.moments.n == len(chosen) and group.null_scores.shape == (12, 3), key
-        assert group.parts().cov == pytest.approx(np.cov(rows.T), rel=1e-7, abs=1e-8), key  # its rows alone (values rounded to 31 bits)
+        assert group.parts().cov == pytest.approx(np.cov(rows.T), rel=1e-7, abs=1e-8), key  # its rows (31-bit values)
 
 
 def test_replay_finds_the_flip_in_its_segments_group_alone(replayed):
