@@ -104,9 +104,10 @@ def _flip_delay(args, model, generator, top, reference, segments, policy) -> Non
           f"{caught} of {args.segment_change_windows} changed windows; other segments' group cells drifted: {others}")
 
 
-def _drift_free(args, model, generator, top, reference, segments, policy) -> tuple[int, int, int, int, int]:
-    """(cells, drifted cells, group cells judged, drifted group cells, windows with a drifted group cell)."""
-    cells = drifted = group_cells = group_drifted = windows_any = 0
+def _drift_free(args, model, generator, top, reference, segments, policy) -> tuple[int, int, int, int, int, int]:
+    """(cells, drifted cells, group cells judged, drifted group cells, windows with a drifted group cell, drifted
+    global group cells)."""
+    cells = drifted = group_cells = group_drifted = windows_any = global_drifted = 0
     for w in range(args.mv_windows):
         report = analyze_summary(_summary(model, generator.columns(), 10_000 + w, top), reference, policy,
                                  None, segments, 200)
@@ -116,7 +117,8 @@ def _drift_free(args, model, generator, top, reference, segments, policy) -> tup
         group_cells += sum(f.kind == GROUP and f.p_adjusted is not None for f in judged)
         group_drifted += sum(f.kind == GROUP and f.drifted for f in judged)
         windows_any += any(f.kind == GROUP and f.drifted for f in judged)
-    return cells, drifted, group_cells, group_drifted, windows_any
+        global_drifted += sum(f.kind == GROUP and f.drifted and f.segment is None for f in judged)
+    return cells, drifted, group_cells, group_drifted, windows_any, global_drifted
 
 
 def run(args, policy) -> None:
@@ -131,7 +133,7 @@ def run(args, policy) -> None:
           f"flipped segment {top[FLIPPED][0]} ({share:.0%} of events, about {share * args.mv_events:.0f} rows a "
           f"window), rho 0.7 -> -0.7; {args.mv_windows} drift-free windows per reference")
     for ref_windows in args.mv_ref_windows:
-        totals = np.zeros(5, dtype=np.int64)
+        totals = np.zeros(6, dtype=np.int64)
         for ref_seed in range(args.mv_ref_seeds):
             generator.rng = np.random.default_rng((args.seed, ref_windows, ref_seed))
             reference, segments = _references(model, generator, ref_windows, top, policy)
@@ -140,13 +142,14 @@ def run(args, policy) -> None:
             counts = _drift_free(args, model, generator, top, reference, segments, policy)
             totals += counts
             print(f"  drift-free: {counts[1]} of {counts[0]} cells drifted; group cells judged {counts[2]}, drifted "
-                  f"{counts[3]}; windows with a drifted group cell {counts[4]} of {args.mv_windows}")
-        cells, drifted, _, group_drifted, windows_any = (int(v) for v in totals)
+                  f"{counts[3]} ({counts[5]} global); windows with a drifted group cell {counts[4]} of {args.mv_windows}")
+        cells, drifted, _, group_drifted, windows_any, global_drifted = (int(v) for v in totals)
         n = args.mv_windows * args.mv_ref_seeds
         lo, hi = interval(drifted, cells)
         lo_w, hi_w = interval(windows_any, n)
         print(f"reference {ref_windows} windows, {args.mv_ref_seeds} draws pooled: {drifted} of {cells} cells drifted "
-              f"({drifted / cells:.4%}, 95% [{lo:.4%}, {hi:.4%}]), {group_drifted} of them group cells; windows with "
+              f"({drifted / cells:.4%}, 95% [{lo:.4%}, {hi:.4%}]), {group_drifted} of them group cells ({global_drifted} "
+              f"global); windows with "
               f"a drifted group cell {windows_any} of {n} (95% [{lo_w:.4%}, {hi_w:.4%}]) against alpha "
               f"{policy.alpha:.3g}")
     print(f"\nfinished in {time.process_time() - started:.0f} s CPU")
