@@ -5,7 +5,9 @@ Builds bench_job's segmented reference (``--train-windows`` windows of its gener
 ``country``) and the summaries of the first ``--windows`` windows of its topic (the bytes the live job's
 Java aggregate emits: tests/test_segments_attribution.py), then times, each the fastest of ``--repeats``
 passes in CPU seconds: ``WindowSummary.deserialize``; decode and ``analyze_summary`` (as
-``jobs.udfs.AnalyzeWindow`` judges); ``store_window`` of the reports into a fresh SQLite store.
+``jobs.udfs.AnalyzeWindow`` judges), and the same with the segments' references stripped of their groups
+(the segments' groups not judged: the cost of judging them, in the same run); ``store_window`` of the
+reports into a fresh SQLite store.
 
 A ratio, not a figure: run it from two checkouts in turns (the same sizes) and compare, e.g.
 ``for c in /path/to/other .; do (cd $c && .venv/bin/python $OLDPWD/bench/bench_segment_judging.py); done``. With ``--digest``
@@ -44,6 +46,7 @@ def main() -> None:
     from driftwarden.pipeline.reference_set import ReferenceSet
     from driftwarden.pipeline.results import store_window
     from driftwarden.pipeline.summary import WindowSummary
+    from driftwarden.sketches import Reference
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--window-seconds", type=int, default=60, help="1,000 events a second of event time")
@@ -63,10 +66,12 @@ def main() -> None:
     references = ReferenceSet.load(reference)
     model, policy = config.model("bench"), drift_policy(config.thresholds, config.window.size_ms)
 
-    def judge(data: bytes):
+    def judge(data: bytes, segment_groups: bool = True):
         summary = WindowSummary.deserialize(data)
-        segments = segment_references(summary, references.segment_reference, model)
-        return summary, analyze_summary(summary, references.models["bench"], policy, None, *segments)
+        segments, min_count = segment_references(summary, references.segment_reference, model)
+        if not segment_groups:  # the segments' references without their groups: groups judged globally only
+            segments = {key: Reference(ref.features) for key, ref in segments.items()}
+        return summary, analyze_summary(summary, references.models["bench"], policy, None, segments, min_count)
 
     judged = [judge(data) for data in blobs]
     engine = make_engine(f"sqlite:///{folder / 'store.db'}", create=True)
@@ -78,12 +83,14 @@ def main() -> None:
 
     decode = fastest_ms(lambda: [WindowSummary.deserialize(data) for data in blobs], len(blobs), args.repeats)
     both = fastest_ms(lambda: [judge(data) for data in blobs], len(blobs), args.repeats)
+    without = fastest_ms(lambda: [judge(data, False) for data in blobs], len(blobs), args.repeats)
     stored = fastest_ms(store, len(blobs), args.repeats)
     rows = len(judged[0][1].features)
     checkout = Path(analyze_summary.__code__.co_filename).resolve().parents[1]  # whose driftwarden was timed
     print(f"{checkout}: {args.window_seconds} s windows of "
           f"{1000 * args.window_seconds:,} events, {len(judged[0][0].segments)} segments, {rows} result rows a window: "
-          f"decode {decode:.1f} ms, decode + judge {both:.1f} ms, store {stored:.1f} ms CPU per window")
+          f"decode {decode:.1f} ms, decode + judge {both:.1f} ms (segments' groups left out: {without:.1f} ms), "
+          f"store {stored:.1f} ms CPU per window")
     if args.digest:
         print("reports digest", hashlib.sha256("\n".join(repr(r) for _, r in judged).encode()).hexdigest()[:16])
 
