@@ -179,7 +179,8 @@ def _group_rows(groups: Mapping[str, GroupMoments] | None,
     for key, moments in (segment_groups or {}).items():
         ref = segment_references.get(key)
         if key in judged_refs and ref is not None and ref.groups:
-            rows[key] = judge_groups(moments, ref.groups, policy, judged=judged_refs[key] is not None)
+            rows[key] = judge_groups(moments, ref.groups, policy, judged=judged_refs[key] is not None,
+                                     min_windows=policy.segment_group_min_windows)
     return rows
 
 
@@ -188,13 +189,15 @@ GROUP = "group"
 
 
 def judge_groups(groups: Mapping[str, GroupMoments], references: Mapping[str, GroupReference], policy: DriftPolicy,
-                 judged: bool = True) -> list[tuple[FeatureVerdict, DeepResult | None, object]]:
+                 judged: bool = True, min_windows: int = 0) -> list[tuple[FeatureVerdict, DeepResult | None, object]]:
     """Each reference group's verdict before the FDR step, its tests (None: not tested) and its scores.
 
     A group is tested when the window has at least ``max(policy.min_count, d + 1)`` complete rows of
     it (d: its features) and its reference was calibrated (``policy.min_windows`` windows); its p-value
     is the Bonferroni combination of :data:`sketches.multivariate.GROUP_TESTS`. ``judged`` False (a
-    segment with too few events): counts only. Judging one group never stops the rest.
+    segment with too few events): counts only; so is a group whose reference was calibrated on fewer than
+    ``min_windows`` windows (a segment's: ``policy.segment_group_min_windows``). Judging one group never
+    stops the rest.
     """
     rows = []
     for name, ref in references.items():
@@ -202,7 +205,7 @@ def judge_groups(groups: Mapping[str, GroupMoments], references: Mapping[str, Gr
         count, missing = (moments.n + moments.incomplete, moments.incomplete) if moments is not None else (0, 0)
         plain = FeatureVerdict(name, GROUP, count, missing, GateScores(), False, None, None, False, "none")
         if not judged or moments is None or moments.names != ref.features \
-                or moments.n < max(policy.min_count, moments.d + 1):
+                or moments.n < max(policy.min_count, moments.d + 1) or ref.null_scores.shape[0] < min_windows:
             rows.append((plain, None, None))
             continue
         try:

@@ -46,6 +46,9 @@ class DriftPolicy:
     ``sequential_alpha``: per-window false-alarm probability spent by the slow-drift CUSUM across all
     features and both directions (``sketches/sequential.py``); 0 turns it off (the default here;
     ``pipeline.judging.drift_policy`` gives it half the monitor's budget).
+    ``segment_group_min_windows``: a segment's multivariate group is tested only when its reference
+    group was calibrated on at least this many windows (its null is fitted on one score per window; a
+    segment's smaller windows fitted on fewer gave 100x the false-alarm budget, docs/multivariate.md).
     """
 
     alpha: float = 0.05
@@ -65,6 +68,7 @@ class DriftPolicy:
     head_size: int = 20
     membership_fpr: float = 0.01
     sequential_alpha: float = 0.0
+    segment_group_min_windows: int = 30
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1 or not 0 < self.false_alarm_rate < 1:

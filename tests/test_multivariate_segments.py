@@ -13,6 +13,8 @@ PostgreSQL. Drift-free segmented windows stay within the false-alarm budget (bin
 
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 
 import numpy as np
@@ -82,11 +84,12 @@ def _write(path, events):
 
 @pytest.fixture(scope="module")
 def replayed(tmp_path_factory):
-    """The reference built from 12 drift-free windows, and replay's JSON and HTML reports of the stream."""
+    """The reference built from 30 drift-free windows (a segment's group is judged from 30 calibration windows,
+    ``DriftPolicy.segment_group_min_windows``), and replay's JSON and HTML reports of the stream."""
     folder = tmp_path_factory.mktemp("mvseg")
     config = folder / "monitor.yaml"
     config.write_text(yaml.safe_dump({**CONFIG, "reference": {"mode": "file", "path": str(folder / "ref.dwref")}}))
-    reference_events = _write(folder / "ref.jsonl", _events(12, T0 - 3_600_000, seed=1))
+    reference_events = _write(folder / "ref.jsonl", _events(30, T0 - 3_600_000, seed=1))
     events = _events(STREAM_WINDOWS, T0, seed=2, flip_from=FLIP_FROM)
     stream = _write(folder / "stream.jsonl", events)
     runner = CliRunner()
@@ -118,14 +121,14 @@ def _cells(doc: dict) -> dict[tuple[str, str | None], list[dict]]:
 
 def test_each_segment_reference_calibrates_its_group_from_that_segments_windows(replayed):
     references = ReferenceSet.load(replayed["reference"])
-    events = _events(12, T0 - 3_600_000, seed=1)
+    events = _events(30, T0 - 3_600_000, seed=1)
     for key in [*references.segment_keys("m"), other_key(("country",))]:
         group = references.segment_reference("m", key).groups[GROUP]
         top = [k[0] for k in references.segment_keys("m")]
         chosen = [e for e in events if e["features"]["country"] == key[0]
                   or (key == other_key(("country",)) and e["features"]["country"] not in top)]
         rows = np.array([[e["features"][f] for f in "abc"] for e in chosen])
-        assert group.moments.n == len(chosen) and group.null_scores.shape == (12, 3), key
+        assert group.moments.n == len(chosen) and group.null_scores.shape == (30, 3), key
         assert group.parts().cov == pytest.approx(np.cov(rows.T), rel=1e-7, abs=1e-8), key  # its rows (31-bit values)
 
 
@@ -267,6 +270,31 @@ def test_drift_free_segment_groups_stay_within_the_false_alarm_budget():
     for name, policy in policies.items():
         bound = stats.binom.ppf(0.999, windows, policy.alpha) / windows
         assert flagged[name] / windows <= bound, (name, flagged[name], bound)
+
+
+def test_a_segment_group_calibrated_on_fewer_windows_than_the_policys_minimum_is_counted_not_tested():
+    """Under the production policy a segment's group whose reference was calibrated on 12 windows (fewer than
+    ``segment_group_min_windows``, 30) is reported with its counts and no test, so no false alarm comes from its
+    noisy null; the global group (calibrated on the same 12 windows) is tested; with the minimum at 12 the
+    segments' groups are tested too."""
+    config = MonitorConfig.model_validate(CONFIG)
+    policy = drift_policy(config.thresholds, WINDOW_MS)
+    assert policy.segment_group_min_windows == 30
+    top = (("US",), ("FR",), ("DE",))
+    kinds = config.model("m").sketch_kinds
+    reference_windows = _summaries(config, 12, 5, top)
+    reference = reference_from_summaries(reference_windows, kinds, policy)
+    segments = {key: reference_from_summaries([s.segments[key] for s in reference_windows], kinds, policy)
+                for key in (*top, other_key(("country",)))}
+    summary = _summaries(config, 1, 6, top)[0]
+    for minimum, segment_tested in ((30, False), (12, True)):
+        judged_policy = dataclasses.replace(policy, segment_group_min_windows=minimum)
+        groups = [f for f in analyze_summary(summary, reference, judged_policy, None, segments, 100).features
+                  if f.kind == "group"]
+        assert {f.segment is None for f in groups} == {True, False}
+        assert all(f.count > 0 for f in groups)
+        assert [f.p_adjusted is not None for f in groups if f.segment is None] == [True]
+        assert {f.p_adjusted is not None for f in groups if f.segment is not None} == {segment_tested}, minimum
 
 
 def test_a_segment_reference_without_groups_still_judges_and_says_so_once(caplog, monkeypatch):
