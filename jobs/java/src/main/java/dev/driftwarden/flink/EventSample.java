@@ -30,6 +30,11 @@ public final class EventSample {
     private long[] keys = new long[0];
     private int[] heap = new int[0];  // slots, a max-heap on keys[slot]
     private String[] texts = new String[0];  // slot * names.length + feature
+    /**
+     * Read by {@link #fromBytes} from a frame that {@link #toBytes} gives back unchanged: a kind 26 frame with no
+     * numeric column, every event kept (as the Java and Python writers make them, which write the same bytes).
+     */
+    transient boolean readAsWritten;
 
     /** A sample of {@code k} events with the values of the (categorical) features {@code names}. */
     public EventSample(int k, String[] names) {
@@ -230,11 +235,13 @@ public final class EventSample {
         }
         List<String> names = new ArrayList<>();
         List<String[]> texts = new ArrayList<>();
+        boolean numericDropped = false;
         for (int f = 0; f < features; f++) {
             String name = in.text();
             int kind = in.u8();
             if (kind == NUMERIC) {
                 in.longs(m);  // dropped: no numeric feature is sampled any more
+                numericDropped = true;
             } else if (kind == CATEGORICAL) {
                 names.add(name);
                 texts.add(in.kind == KIND ? readCoded(in, (int) m) : readTexts(in, (int) m));
@@ -253,6 +260,7 @@ public final class EventSample {
                 s.setText(slot, f, texts.get(f)[i]);
             }
         }
+        s.readAsWritten = in.kind == KIND && !numericDropped && s.m == m;
         return s;
     }
 

@@ -25,10 +25,17 @@ public class EventSegment extends ScalarFunction {
     private final String specText;
     private transient Map<String, Model> models;
 
-    /** One segmented model: which arguments form its key, and each top key's index. */
+    /**
+     * One segmented model: which arguments form its key, and each top key's index. A one-value key is looked up
+     * by its value ({@link #single}); a longer one through {@link #probe}, a key holder refilled per event (a
+     * function instance serves one task thread), so a lookup allocates nothing.
+     */
     private static final class Model {
         final int[] args;
         final Map<List<String>, Integer> index = new HashMap<>();
+        final Map<String, Integer> single = new HashMap<>();
+        final Map<Key, Integer> multi = new HashMap<>();
+        final Key probe;
 
         Model(JsonNode node) {
             JsonNode argNodes = node.get("args");
@@ -46,6 +53,51 @@ public class EventSegment extends ScalarFunction {
                             + args.length + " values long");
                 }
             }
+            index.forEach((key, i) -> {
+                if (args.length == 1) {
+                    single.put(key.get(0), i);
+                } else {
+                    multi.put(new Key(key.toArray(new String[0])), i);
+                }
+            });
+            probe = new Key(new String[args.length]);
+        }
+
+        /** The index of the key whose values are {@code values[columns[args[i]]]}; the other segment when none. */
+        int lookup(Object[] values, int[] columns) {
+            if (args.length == 1) {
+                return single.getOrDefault((String) values[columns[args[0]]], index.size());
+            }
+            for (int i = 0; i < args.length; i++) {
+                probe.values[i] = (String) values[columns[args[i]]];
+            }
+            probe.rehash();
+            return multi.getOrDefault(probe, index.size());
+        }
+    }
+
+    /** A key of several values, equal to another with the same values (nulls included). */
+    private static final class Key {
+        final String[] values;
+        int hash;
+
+        Key(String[] values) {
+            this.values = values;
+            rehash();
+        }
+
+        void rehash() {
+            hash = Arrays.hashCode(values);
+        }
+
+        @Override
+        public int hashCode() {
+            return hash;
+        }
+
+        @Override
+        public boolean equals(Object other) {
+            return other instanceof Key k && Arrays.equals(values, k.values);
         }
     }
 
@@ -73,5 +125,17 @@ public class EventSegment extends ScalarFunction {
             key[i] = values[segmented.args[i]];
         }
         return segmented.index.getOrDefault(Arrays.asList(key), segmented.index.size());
+    }
+
+    /**
+     * {@link #eval} of an event whose argument {@code i} is {@code values[columns[i]]} (a String or null), without
+     * copying the arguments out: the source task's per-event lookup.
+     */
+    int segmentOf(String model, Object[] values, int[] columns) {
+        if (models == null) {
+            models = parse(specText);
+        }
+        Model segmented = model == null ? null : models.get(model);
+        return segmented == null ? -1 : segmented.lookup(values, columns);
     }
 }

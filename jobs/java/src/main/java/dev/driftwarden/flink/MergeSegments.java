@@ -130,8 +130,8 @@ public class MergeSegments extends AggregateFunction<byte[], SegmentPartials> {
         for (int segment : present) {
             byte[][] key = spec.keys.get(segment);
             WindowSummary part = parts.get(segment);
-            part.coarsenToWhole(whole);
-            out.texts(key, key.length).blob(part.toBytes());
+            part.coarsenToWhole(whole);  // the histograms only: the sample is copied through as it came
+            out.texts(key, key.length).blob(part.toBytesWithSampleAsRead());
         }
         return out.toBytes();
     }

@@ -62,8 +62,9 @@ public final class SourceSummaries extends AbstractStreamOperator<Row> implement
     private transient SummarySpec spec;
     private transient EventSegment segments;
     private transient EventTimeRules rules;
-    private transient WindowKey lastKey;  // the key of the partial the last summarized event went to
-    private transient WindowSummary lastPartial;
+    private transient String lastModel;  // the (model, window start) the last summarized event was in
+    private transient long lastStart;
+    private transient WindowSummary[] lastPartials;  // that window's open partials, by segment + 1 (null: not yet looked up)
     private transient Map<WindowKey, WindowSummary> open;
     private transient ListState<Tuple3<String, Integer, Long>> marksState;
     private transient ListState<byte[]> openState;
@@ -148,27 +149,30 @@ public final class SourceSummaries extends AbstractStreamOperator<Row> implement
 
     /** Adds a vouched record to its (model, segment, window starting at {@code start})'s partial summary. */
     private void summarize(KafkaRecord record, String model, long eventMs, long start, Object[] values, int unknown) {
-        int segment = -1;
-        if (segments != null) {
-            String[] by = new String[settings.segmentColumns.length];
-            for (int i = 0; i < by.length; i++) {
-                by[i] = (String) values[settings.segmentColumns[i]];
-            }
-            segment = segments.eval(model, by);
-        }
+        int segment = segments == null ? -1 : segments.segmentOf(model, values, settings.segmentColumns);
         Summaries.accumulate(partial(model, segment, start), spec, model, eventMs, topicCrc.of(record.topic),
                 record.partition, record.offset, unknown, values);
         summarized.inc();
     }
 
-    /** The open partial of (model, segment, window start), made when new; the last one is at hand without a lookup. */
+    /**
+     * The open partial of (model, segment, window start), made when new. The partials of the last event's (model,
+     * window) are at hand by segment, so consecutive events of one window need no key and no lookup.
+     */
     private WindowSummary partial(String model, int segment, long start) {
-        WindowKey key = lastKey;
-        if (key == null || key.start() != start || key.segment() != segment || !key.model().equals(model)) {
-            lastKey = key = new WindowKey(model, segment, start);
-            lastPartial = open.computeIfAbsent(key, k -> new WindowSummary());
+        if (lastPartials == null || lastStart != start || !lastModel.equals(model)) {
+            lastModel = model;
+            lastStart = start;
+            lastPartials = new WindowSummary[Math.max(segment + 2, 2)];
+        } else if (segment + 1 >= lastPartials.length) {
+            lastPartials = Arrays.copyOf(lastPartials, segment + 2);
         }
-        return lastPartial;
+        WindowSummary partial = lastPartials[segment + 1];
+        if (partial == null) {
+            partial = lastPartials[segment + 1] = open.computeIfAbsent(new WindowKey(model, segment, start),
+                    k -> new WindowSummary());
+        }
+        return partial;
     }
 
     /** Emits the partials of the windows the watermark has passed (in window, model, segment order), then the watermark. */
@@ -184,8 +188,8 @@ public final class SourceSummaries extends AbstractStreamOperator<Row> implement
         closed.sort(Comparator.comparingLong(WindowKey::start).thenComparing(WindowKey::model)
                 .thenComparingInt(WindowKey::segment));
         if (!closed.isEmpty()) {
-            lastKey = null;
-            lastPartial = null;
+            lastModel = null;
+            lastPartials = null;
         }
         for (WindowKey key : closed) {
             long end = key.start() + spec.windowMs;

@@ -29,6 +29,11 @@ public final class WindowSummary {
     /** The spec's model bound to this state (null: not yet bound, or the model is not configured). */
     transient SummarySpec.Model bound;
     transient boolean boundChecked;
+    /**
+     * The sample's bytes as {@link #fromBytes} read them, when writing the sample again would give the same bytes
+     * ({@link EventSample#readAsWritten}); null otherwise. Only {@link #toBytesWithSampleAsRead} uses it.
+     */
+    private transient byte[] sampleAsRead;
 
     public boolean isEmpty() {
         return model == null;
@@ -206,8 +211,19 @@ public final class WindowSummary {
         if (isEmpty()) {
             throw new IllegalStateException("an empty window summary has no bytes");
         }
+        return toBytes(sample.toBytes());
+    }
+
+    /**
+     * {@link #toBytes} of a summary read by {@link #fromBytes} whose sample has not changed since (the caller's
+     * promise): the sample's bytes are copied through instead of written again (the same bytes, cheaper).
+     */
+    byte[] toBytesWithSampleAsRead() {
+        return sampleAsRead == null ? toBytes() : toBytes(sampleAsRead);
+    }
+
+    private byte[] toBytes(byte[] sampleBytes) {
         byte[][] sketches = new byte[names.length][];
-        byte[] sampleBytes = sample.toBytes();
         long size = 64L + 4L * model.length() + sampleBytes.length;  // a UTF-16 unit is at most 3 UTF-8 bytes
         for (int i = 0; i < names.length; i++) {
             sketches[i] = histograms[i] != null ? histograms[i].toBytes() : counts[i].toBytes();
@@ -327,7 +343,9 @@ public final class WindowSummary {
                 throw new IllegalArgumentException("corrupt window summary: feature " + s.names[i] + " has sketch kind " + kind);
             }
         }
-        s.sample = EventSample.fromBytes(in.blob());
+        byte[] sampleBytes = in.blob();
+        s.sample = EventSample.fromBytes(sampleBytes);
+        s.sampleAsRead = s.sample.readAsWritten ? sampleBytes : null;
         s.booleans = new boolean[(int) f];
         s.invalid = new InvalidValues[(int) f];
         if (!in.atEnd()) {
