@@ -151,9 +151,11 @@ def _text_columns(table: Table) -> dict[str, int | None]:
     return found
 
 
-def upsert(conn: Connection, table: Table, rows: Iterable[Mapping[str, Any]], keys: tuple[str, ...]) -> int:
-    """Insert rows, replacing those whose unique ``keys`` already exist; return the row count."""
-    rows = storable_rows(table, rows)
+def upsert(conn: Connection, table: Table, rows: Iterable[Mapping[str, Any]], keys: tuple[str, ...],
+           storable: bool = False) -> int:
+    """Insert rows, replacing those whose unique ``keys`` already exist; return the row count (``storable``: the
+    rows are :func:`storable_rows`' already, not checked again)."""
+    rows = list(rows) if storable else storable_rows(table, rows)
     if not rows:
         return 0
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite

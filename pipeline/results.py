@@ -35,16 +35,16 @@ def store_window(conn: Connection, report: WindowReport, events: int, unknown_fe
     now = now or datetime.now(timezone.utc)
     if store_text(report.model, MODEL_CHARS) != report.model:
         report = replace(report, model=store_text(report.model, MODEL_CHARS))
-    plain = [_result_row(report, f, now) for f in report.features if f.segment is None]
-    segmented = [{**_result_row(report, f, now), "segment": segment_key(f.segment)}
-                 for f in report.features if f.segment is not None]
+    plain = storable_rows(window_results, [_result_row(report, f, now) for f in report.features if f.segment is None])
+    segmented = storable_rows(segment_results, [{**_result_row(report, f, now), "segment": segment_key(f.segment)}
+                                                for f in report.features if f.segment is not None])
     # what the rows this write replaces (a window judged again after a restart) had added to the totals
     old = (result_totals(_stored(conn, window_results, report, "feature", plain), segmented=False)
            + result_totals(_stored(conn, segment_results, report, "feature", segmented), segmented=True))
-    upsert(conn, window_results, plain, ("model", "feature", "window_start"))
-    upsert(conn, segment_results, segmented, ("model", "feature", "segment", "window_start"))
-    new = result_totals(storable_rows(window_results, plain), segmented=False)
-    new.update(result_totals(storable_rows(segment_results, segmented), segmented=True))
+    upsert(conn, window_results, plain, ("model", "feature", "window_start"), storable=True)
+    upsert(conn, segment_results, segmented, ("model", "feature", "segment", "window_start"), storable=True)
+    new = result_totals(plain, segmented=False)
+    new.update(result_totals(segmented, segmented=True))
     lock_window(conn, report.model, report.window_start)  # before counting its late events
     deep_checked = any(f.alarm for f in report.features)
     counts = {"model": report.model, "window_start": report.window_start, "window_end": report.window_end,
@@ -67,10 +67,10 @@ def store_counts(conn: Connection, counts: dict, extra_totals: Counter | None = 
 
 
 def _stored(conn: Connection, table: Table, report: WindowReport, key: str, rows: list[dict]) -> list:
-    """The stored rows of ``table`` for the report's model and window among those ``rows`` will replace."""
+    """The stored rows of ``table`` for the report's model and window among those ``rows`` (storable rows:
+    :func:`core.store.storable_rows`) will replace."""
     if not rows:
         return []
-    rows = storable_rows(table, rows)
     keys = {(r[key], r.get("segment")) for r in rows}
     found = conn.execute(select(table).where(table.c.window_start == report.window_start,
                                              table.c.model == report.model)).mappings().all()
