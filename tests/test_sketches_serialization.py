@@ -338,3 +338,25 @@ def test_a_corrupt_histogram_is_refused() -> None:
     bad_width[steps_at] = 3
     with pytest.raises(SerializationError, match="width 3"):
         HistogramSketch.deserialize(bytes(bad_width))
+
+
+def test_a_frame_cut_anywhere_is_refused_naming_the_bytes_its_next_field_needs() -> None:
+    """Reader.unpack and Reader.blob check the frame's end before reading: a frame cut at any byte raises
+    "truncated" with the end the field needed (never a struct error, never a short blob read as whole)."""
+    from driftwarden.sketches.serialization import Reader, Writer
+
+    frame = Writer(17).pack("qI", -5, 3).blob(b"abcdef").text("naïve").pack("B", 7).getvalue()
+    header = len(MAGIC) + 2
+    ends = [header + 12, header + 16, header + 22, header + 26, header + 32, header + 33]  # each field's last byte
+
+    def read(data: bytes) -> tuple:
+        r = Reader(data, (17,))
+        out = (r.unpack("qI"), r.blob(), r.text(), r.unpack("B"))
+        r.done()
+        return out
+
+    assert read(frame) == ((-5, 3), b"abcdef", "naïve", (7,))
+    for cut in range(header, len(frame)):
+        need = next(end for end in ends if end > cut)
+        with pytest.raises(SerializationError, match=f"^truncated sketch bytes: need {need} bytes, have {cut}$"):
+            read(frame[:cut])
