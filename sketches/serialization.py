@@ -103,7 +103,6 @@ _PACKED_DTYPES = {width: np.dtype(f"<u{width}") for width in PACKED_WIDTHS}
 
 #: Compiled ``struct`` layouts of the formats readers ask for (a few dozen).
 _LAYOUTS: dict[str, struct.Struct] = {}
-_U32 = struct.Struct("<I")  # a blob's length
 
 
 class Reader:
@@ -132,24 +131,13 @@ class Reader:
         """Read fixed-width fields in ``struct`` format ``fmt``."""
         layout = _LAYOUTS.get(fmt) or _LAYOUTS.setdefault(fmt, struct.Struct("<" + fmt))
         start = self._pos
-        end = start + layout.size
-        if end > len(self._data):
-            self._take(layout.size)  # raises: truncated
-        self._pos = end
+        self._take(layout.size)
         return layout.unpack_from(self._data, start)
 
     def blob(self) -> bytes:
         """Read a length-prefixed byte string."""
-        start = self._pos
-        if start + 4 > len(self._data):
-            self._take(4)  # raises: truncated
-        (size,) = _U32.unpack_from(self._data, start)
-        end = start + 4 + size
-        if end > len(self._data):
-            self._pos = start + 4
-            self._take(size)  # raises: truncated
-        self._pos = end
-        return bytes(self._data[start + 4:end])
+        (size,) = self.unpack("I")
+        return bytes(self._take(size))
 
     def text(self) -> str:
         """Read a length-prefixed UTF-8 string."""
