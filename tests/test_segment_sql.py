@@ -67,3 +67,29 @@ def test_the_live_segment_of_every_event_is_the_replay_one():
     # every kind of outcome was met: each top key, the other segment, and no segments
     seen = {(rows[i][0], index) for i, index in live.items()}
     assert {("shop", i) for i in range(5)} | {("app", i) for i in range(4)} | {("plain", -1), ("unknown", -1)} == seen
+
+
+def test_the_source_tasks_segment_lookup_is_the_replay_one(tmp_path):
+    """The source task's allocation-free lookup (Java ``EventSegment.segmentOf``: a one-value key by its value, a
+    longer one through a reused key holder) gives every event replay's segment, as ``dw_segment`` above does."""
+    import json
+    import subprocess
+
+    from driftwarden.jobs.drift_job import _segment_columns
+    from driftwarden.jobs.java_summary import SUMMARY_DUMP, flink_classpath, udf_jar
+
+    spec = FeatureColumnSpec.from_config(CONFIG)
+    columns = _segment_columns(SEGMENTS, spec)  # the lookup's arguments, in this order
+    names = {spec.columns_of["shop"]["country"]: "country", spec.columns_of["app"]["device"]: "device"}
+    rows = [(model, c, d) for model in ("shop", "app", "plain", "unknown", None)
+            for c, d in itertools.product(VALUES, VALUES)]
+    spec_file = tmp_path / "segments.json"
+    spec_file.write_text(segment_spec_json(SEGMENTS, spec))
+    lines = "".join(json.dumps({"model": m, "values": [{"country": c, "device": d}[names[col]] for col in columns]}) + "\n"
+                    for m, c, d in rows)
+    classpath = ":".join(str(p) for p in [udf_jar(), *flink_classpath()])
+    out = subprocess.run(["java", "-cp", classpath, SUMMARY_DUMP, "--segment-lookup", str(spec_file)], input=lines,
+                         capture_output=True, text=True, timeout=120, check=True).stdout.split()
+    expected = [_replay_segment(m, {"country": c, "device": d}) if m is not None else -1 for m, c, d in rows]
+    assert [int(s) for s in out] == expected
+    assert {("shop", i) for i in range(5)} | {("app", i) for i in range(4)} <= {(r[0], int(s)) for r, s in zip(rows, out)}

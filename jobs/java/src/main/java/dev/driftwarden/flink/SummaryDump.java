@@ -31,6 +31,7 @@ import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMap
  * <pre>
  * SummaryDump SPEC_FILE [--partials N] [--segments SEGMENTS_FILE]   &lt; records.jsonl
  * SummaryDump --bench EVENTS [--segments N]
+ * SummaryDump --segment-lookup SEGMENT_SPEC_FILE   &lt; {"model": ..., "values": [...]} lines
  * </pre>
  *
  * Each stdin line is {@code {"model", "event_ms", "topic", "partition", "offset", "unknown", "values": [c0..cN]}}
@@ -59,6 +60,10 @@ public final class SummaryDump {
         }
         if (args.length == 4 && args[0].equals("--bench") && args[2].equals("--segments")) {
             benchSegments(Integer.parseInt(args[1]), Integer.parseInt(args[3]));
+            return;
+        }
+        if (args.length == 2 && args[0].equals("--segment-lookup")) {
+            segmentLookup(Files.readString(Path.of(args[1])));
             return;
         }
         int partials = 1;
@@ -272,6 +277,29 @@ public final class SummaryDump {
                     + " summary %d bytes (%.0f per feature), state %d events%n", run, events,
                     (t1 - t0) / (double) events, (c1 - c0) / (double) events, (t2 - t1) / 1e6, bytes.length, bytes.length / 25.0, back.events());
         }
+    }
+
+    /**
+     * Each stdin line {@code {"model": ..., "values": [v0, ..., vN]}} (the {@link EventSegment} arguments; null
+     * values allowed): its segment as the source task looks it up ({@link EventSegment#segmentOf}), one per line.
+     */
+    private static void segmentLookup(String specJson) throws IOException {
+        EventSegment segments = new EventSegment(specJson);
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        StringBuilder out = new StringBuilder();
+        for (String line = in.readLine(); line != null; line = in.readLine()) {
+            JsonNode row = MAPPER.readTree(line);
+            JsonNode values = row.get("values");
+            Object[] args = new Object[values.size()];
+            int[] columns = new int[values.size()];
+            for (int i = 0; i < args.length; i++) {
+                args[i] = values.get(i).isNull() ? null : values.get(i).asText();
+                columns[i] = i;
+            }
+            out.append(segments.segmentOf(row.get("model").isNull() ? null : row.get("model").asText(), args, columns))
+                    .append('\n');
+        }
+        System.out.print(out);
     }
 
     /** The bench spec: model m, 20 numeric + 5 categorical columns (FORMAT.md defaults), one-hour windows. */
