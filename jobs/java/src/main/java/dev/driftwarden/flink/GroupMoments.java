@@ -12,11 +12,13 @@ import java.math.BigInteger;
  *
  * <p>The fast path: each feature has an anchor position {@code a}; a value whose position lies
  * within {@link #SPAN} above it is the exact integer {@code Q = q << (p - a)} (at most 48 bits),
- * split {@code Q = high * 2^24 + low}; a product {@code Q_i * Q_j} is then three partial products
- * (high * high, high * low + low * high, low * low) at positions {@code a_i + a_j + 48, + 24, + 0},
- * each summed in a plain long per term. A value above its feature's window moves the anchor up
- * (everything flushed into the limbs first); a row with a value below its window goes to the limbs
- * directly, term by term (the plain path). The accumulators are flushed into the limbs every
+ * split {@code Q = high * 2^24 + low} ({@code |high| <= 2^24}, {@code |low| <= 2^23}); a product
+ * {@code Q_i * Q_j} is then three partial products (high * high, high * low + low * high, low * low)
+ * at positions {@code a_i + a_j + 48, + 24, + 0}, each at most 2^48 in magnitude. Fast rows wait in a
+ * batch of {@link #BATCH}; a full batch's partial products are summed per term in doubles (exact: at
+ * most 2^53, integers), then added to a plain long per term. A value above its feature's window
+ * moves the anchor up (everything flushed into the limbs first); a row with a value below its window
+ * goes to the limbs directly, term by term (the plain path). The accumulators are flushed into the limbs every
  * {@link #FLUSH_AFTER} rows and before merging and serialising: the sums, and so the bytes, are
  * exactly those of the plain path ({@link GroupMomentsCheck} compares them).
  */
@@ -39,10 +41,16 @@ public final class GroupMoments {
     /** The lowest anchor: the position of a product's accumulator, 2 * MIN_ANCHOR + SCALE, stays >= 0. */
     private static final int MIN_ANCHOR = -SCALE / 2;
     /**
-     * Rows between flushes of the accumulators: per row a partial product adds at most 2^49 (the
-     * middle one: two products of 2^24 * 2^24), a sum at most 2^48; 2^13 rows stay below 2^62.
+     * Rows between flushes of the accumulators: per row a partial product or a sum adds at most 2^48;
+     * 2^13 rows stay below 2^61.
      */
     static final long FLUSH_AFTER = 1L << 13;
+    /**
+     * Fast rows kept before their partial products are summed: a partial product of one row is at most
+     * 2^48 in magnitude (|high| <= 2^24, |low| <= 2^23), so the sum over 32 rows stays within 2^53,
+     * where every integer is exact in a double.
+     */
+    static final int BATCH = 32;
     /** The anchor of a feature with no value since the last flush. */
     private static final int UNSET = Integer.MIN_VALUE / 4;
 
@@ -58,11 +66,17 @@ public final class GroupMoments {
     private final long[] upper;
     private final long[] middle;
     private final long[] lower;
-    /** Per feature, its anchor position (UNSET: none yet), and the current row's value at it, whole and split. */
+    /**
+     * The fast rows not yet in those sums, feature by feature ({@code k * BATCH + r}): each value at its
+     * anchor split {@code high * 2^HALF + low}, as doubles (exact integers).
+     */
+    private final double[] batchHigh;
+    private final double[] batchLow;
+    /** Rows in the batch. */
+    private int batched;
+    /** Per feature, its anchor position (UNSET: none yet), and the current row's value at it. */
     private final int[] anchor;
     private final long[] big;
-    private final long[] high;
-    private final long[] low;
     /** Rows since the accumulators were last flushed. */
     private long unflushed;
     /** Rows between flushes and between normalisations (the constants; smaller only in the checks). */
@@ -93,8 +107,8 @@ public final class GroupMoments {
         this.anchor = new int[d];
         java.util.Arrays.fill(anchor, UNSET);
         this.big = new long[d];
-        this.high = new long[d];
-        this.low = new long[d];
+        this.batchHigh = new double[d * BATCH];
+        this.batchLow = new double[d * BATCH];
         this.flushAfter = flushAfter;
         this.normalizeAfter = normalizeAfter;
         this.q = new long[d];
@@ -164,8 +178,6 @@ public final class GroupMoments {
     private boolean atAnchor(int k) {
         if (q[k] == 0) {
             big[k] = 0;
-            high[k] = 0;
-            low[k] = 0;
             return true;
         }
         int shift = p[k] - anchor[k];
@@ -177,37 +189,63 @@ public final class GroupMoments {
         if (shift < 0) {
             return false;
         }
-        long value = q[k] << shift;
-        big[k] = value;
-        high[k] = value >> HALF;
-        low[k] = value & ((1L << HALF) - 1);
+        big[k] = q[k] << shift;
         return true;
     }
 
     /**
-     * The row's sums and products into the accumulators (every value within its window): value k at
-     * its anchor is {@code high[k] * 2^HALF + low[k]}, a product the three partial products.
+     * The row's sums into the accumulators and its values into the batch (every value within its
+     * window), split {@code high * 2^HALF + low} with high rounded: {@code |low| <= 2^23}.
      */
     private void addFast(int d) {
-        long[] high = this.high;
-        long[] low = this.low;
+        int r = batched;
         for (int k = 0; k < d; k++) {
-            sums[k] += big[k];
+            long value = big[k];
+            long high = (value + (1L << (HALF - 1))) >> HALF;
+            sums[k] += value;
+            batchHigh[k * BATCH + r] = high;
+            batchLow[k * BATCH + r] = value - (high << HALF);
         }
-        int row = 0;  // index of the term (i, i) among the products
+        if (++batched == BATCH) {
+            addBatch();
+        }
+    }
+
+    /**
+     * The batch's partial products into the accumulators: for each product (i, j), the sums over the
+     * batch's rows of high * high, high * low + low * high and low * low, each exact in a double.
+     */
+    private void addBatch() {
+        int d = names.length;
+        int rows = batched;
+        if (rows == 0) {
+            return;
+        }
+        double[] high = batchHigh;
+        double[] low = batchLow;
+        int u = 0;
         for (int i = 0; i < d; i++) {
-            long hi = high[i];
-            long li = low[i];
-            int base = row - i;  // (i, j) is base + j: one induction variable, so range checks are hoisted
-            for (int j = i; j < d; j++) {
-                long hj = high[j];
-                long lj = low[j];
-                upper[base + j] += hi * hj;
-                middle[base + j] += hi * lj + li * hj;
-                lower[base + j] += li * lj;
+            int a = i * BATCH;
+            for (int j = i; j < d; j++, u++) {
+                int b = j * BATCH;
+                double up = 0;
+                double mid = 0;
+                double lo = 0;
+                for (int r = 0; r < rows; r++) {
+                    double hi = high[a + r];
+                    double li = low[a + r];
+                    double hj = high[b + r];
+                    double lj = low[b + r];
+                    up += hi * hj;
+                    mid += hi * lj + li * hj;
+                    lo += li * lj;
+                }
+                upper[u] += (long) up;
+                middle[u] += (long) mid;
+                lower[u] += (long) lo;
             }
-            row += d - i;
         }
+        batched = 0;
     }
 
     /** The row's sums and products into the limbs, term by term. */
@@ -233,6 +271,7 @@ public final class GroupMoments {
      * never anchored is 0: addTerm skips it).
      */
     private void flush() {
+        addBatch();
         int d = names.length;
         for (int k = 0; k < d; k++) {
             addTerm(k, sums[k], anchor[k] + SCALE);

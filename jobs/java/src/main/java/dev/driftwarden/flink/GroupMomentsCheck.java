@@ -11,7 +11,8 @@ import java.util.Random;
  * each sum and product added into three 32-bit limbs).
  *
  * <pre>
- * GroupMomentsCheck --check ROWS SEED   rows of 7 features with wide exponents: every sum identical, or exit 1
+ * GroupMomentsCheck --check ROWS SEED   rows of 7 features with wide exponents, then rows at the fast path's
+ *                                       bounds: every sum identical, or exit 1
  * GroupMomentsCheck --bench ROWS        CPU ns per row at d = 25 (normal values, 5 decimals), plain vs fast path
  * </pre>
  */
@@ -51,8 +52,32 @@ public final class GroupMomentsCheck {
         }
     }
 
+    /**
+     * One value of a row whose fast-path partial products are as large as they get: |high| = 2^24 - 1 and
+     * low = 63 * 2^17 (odd products), one sign per feature, so each double sum of a full batch is within
+     * 2^30 of 2^53 and one row more would round. The first row of every 8,192 (each flush of the default
+     * moments) sets the anchors 4 positions lower, putting the others at the top of their windows.
+     */
+    static double atBounds(int feature, int row) {
+        double sign = feature % 3 == 0 ? -1.0 : 1.0;
+        if (row % 8192 == 0) {
+            return sign;  // q = 2^30 at 2^-30: the anchor 2^-43
+        }
+        return sign * Math.scalb((double) ((1L << 31) - 65), -26);  // q = 2^31 - 65 at 2^-26: 17 above it
+    }
+
+    /** A source of check rows: the value of feature {@code k} in row {@code row}. */
+    interface Values {
+        double value(Random random, int row, int k);
+    }
+
     private static void check(int rows, long seed) {
-        Random random = new Random(seed);
+        compare(rows, new Random(seed), (random, row, k) -> wide(random, row), "");
+        compare(rows, new Random(seed), (random, row, k) -> atBounds(k, row), " at the fast path's bounds");
+    }
+
+    /** {@code rows} rows of {@code values} through the plain limbs and the fast path 4 ways: every sum identical. */
+    private static void compare(int rows, Random random, Values values, String label) {
         String[] names = {"a", "b", "c", "d", "e", "f", "g"};
         int d = names.length;
         PlainMoments plain = new PlainMoments(names);
@@ -64,7 +89,7 @@ public final class GroupMomentsCheck {
         double[] row = new double[d];
         for (int r = 0; r < rows; r++) {
             for (int k = 0; k < d; k++) {
-                row[k] = wide(random, r);
+                row[k] = values.value(random, r, k);
             }
             plain.add(row);
             for (GroupMoments m : fast) {
@@ -92,7 +117,8 @@ public final class GroupMomentsCheck {
             }
             expected = bytes;
         }
-        System.out.println("identical: " + rows + " rows, " + terms + " sums, 4 ways (" + expected.length + " bytes)");
+        System.out.println("identical" + label + ": " + rows + " rows, " + terms + " sums, 4 ways ("
+                + expected.length + " bytes)");
     }
 
     /** CPU ns per row, plain vs fast path alternating, the same 4,096 rows over and over; round 0 warms up. */
