@@ -663,8 +663,9 @@ def compare_multivariate(events: int, vector_events: int, folder: Path, run: str
     empty_config = multivariate_config(empty)
     run_driftwarden(empty, folder / f"{run}-mv-warm.db", None, empty_config)  # starts the JVM
     run_driftwarden(numeric, folder / f"{run}-mv-warm-full.db", None, configs["on"])  # JIT warm-up, not counted
-    startup, startup_cpu = median_startup([timed_by_thread(run_driftwarden, empty, folder / f"{run}-mv-empty-{i}.db",
-                                                           None, empty_config) for i in range(STARTUP_RUNS)])
+    startups = [timed_by_thread(run_driftwarden, empty, folder / f"{run}-mv-empty-{i}.db", None, empty_config)
+                for i in range(STARTUP_RUNS)]
+    startup, startup_cpu = median_startup(startups)
     figures: dict[str, list[tuple[float, float]]] = {name: [] for name in configs}
     second: dict[str, list[tuple[float, float]]] = {name: [] for name in halves}
     where: dict[str, list[dict[str, float]]] = {name: [] for name in configs}
@@ -672,7 +673,7 @@ def compare_multivariate(events: int, vector_events: int, folder: Path, run: str
         for name in (("on", "off") if r % 2 == 0 else ("off", "on")) + ("vector",):
             wall, cpu = timed_by_thread(run_driftwarden, configs[name].source.topics[0],
                                         folder / f"{run}-mv-{name}-{r}.db", None, configs[name])
-            figures[name].append((counts[name] / max(wall - startup, 1e-9),
+            figures[name].append((net_rate(counts[name], wall, [w for w, _ in startups]),
                                   1e6 * max(cpu.seconds - startup_cpu.seconds, 1e-9) / counts[name]))
             started = startup_cpu.by_where()
             where[name].append({k: 1e6 * (v - started.get(k, 0.0)) / counts[name] for k, v in cpu.by_where().items()})
@@ -694,6 +695,41 @@ def compare_multivariate(events: int, vector_events: int, folder: Path, run: str
           f"({', '.join(f'{x:.3f}' for x in rate_ratios)}), CPU per event off / on {np.median(cpu_ratios):.3f} "
           f"({', '.join(f'{x:.3f}' for x in cpu_ratios)}); target >= 0.85")
     print_group_cpu_by_where(where["off"], where["on"])
+
+
+def net_rate(events: int, wall: float, startups: list[float]) -> float:
+    """Events per second of a run, start-up left out: ``events`` over ``wall`` less the median of ``startups``
+    (the empty-topic runs' wall seconds); nan when that difference is no larger than the start-up runs' spread
+    (their max less their min), where the run cannot be told from its start-up.
+
+    >>> net_rate(20_000, 12.0, [9.0, 10.0, 10.5])
+    10000.0
+    >>> net_rate(20_000, 10.2, [9.0, 10.0, 10.5])
+    nan
+    """
+    spent = wall - float(np.median(startups))
+    return events / spent if spent > max(startups) - min(startups) else float("nan")
+
+
+def nan_median(values: list[float]) -> float:
+    """The median of the values that are not nan; nan when none is.
+
+    >>> nan_median([3.0, float("nan"), 1.0])
+    2.0
+    >>> nan_median([float("nan")])
+    nan
+    """
+    kept = [v for v in values if not np.isnan(v)]
+    return float(np.median(kept)) if kept else float("nan")
+
+
+def rate_text(rate: float) -> str:
+    """A rate for the printouts: ``n/a`` for nan (a run not told from its start-up).
+
+    >>> rate_text(8737.4), rate_text(float("nan"))
+    ('8,737', 'n/a')
+    """
+    return "n/a" if np.isnan(rate) else f"{rate:,.0f}"
 
 
 def print_group_cpu_by_where(off: list[dict[str, float]], on: list[dict[str, float]], at_least_us: float = 0.3) -> None:
@@ -719,15 +755,16 @@ def print_multivariate_cost(events: int, vector_events: int, rounds: int, startu
               "vector": f"one vector of {VECTOR_DIM}"}
     for name, label in labels.items():
         rates, cpus = [r for r, _ in figures[name]], [c for _, c in figures[name]]
-        print(f"{label:>29}: {np.median(rates):>9,.0f} events/s, {np.median(cpus):6.1f} us CPU per event "
-              f"(rounds: {', '.join(f'{r:,.0f}' for r in rates)} events/s; {', '.join(f'{c:.1f}' for c in cpus)} us)")
+        print(f"{label:>29}: {rate_text(nan_median(rates)):>9} events/s, {np.median(cpus):6.1f} us CPU per event "
+              f"(rounds: {', '.join(rate_text(r) for r in rates)} events/s; {', '.join(f'{c:.1f}' for c in cpus)} us)")
     rate_ratios = [on / off for (on, _), (off, _) in zip(figures["on"], figures["off"])]
     cpu_ratios = [off / on for (_, on), (_, off) in zip(figures["on"], figures["off"])]
-    print(f"group on / off: events/s {np.median(rate_ratios):.3f} ({', '.join(f'{x:.3f}' for x in rate_ratios)}), "
+    print(f"group on / off: events/s {nan_median(rate_ratios):.3f} ({', '.join(f'{x:.3f}' for x in rate_ratios)}), "
           f"CPU per event off / on {np.median(cpu_ratios):.3f} ({', '.join(f'{x:.3f}' for x in cpu_ratios)}); "
           f"target >= 0.85")
-    vector_ratio = np.median([v for v, _ in figures["vector"]]) / np.median([on for on, _ in figures["on"]])
-    print(f"vector model / 25-feature model (group on): events/s {vector_ratio:.3f}")
+    vector_ratio = nan_median([v for v, _ in figures["vector"]]) / nan_median([on for on, _ in figures["on"]])
+    print(f"vector model / 25-feature model (group on): events/s {vector_ratio:.3f} (n/a: nan; a vector run no "
+          "longer than the start-up runs' spread)")
 
 
 def build_segment_reference(path: Path, segments: int, windows: int) -> None:
