@@ -762,9 +762,11 @@ def print_multivariate_cost(events: int, vector_events: int, rounds: int, startu
     print(f"group on / off: events/s {nan_median(rate_ratios):.3f} ({', '.join(f'{x:.3f}' for x in rate_ratios)}), "
           f"CPU per event off / on {np.median(cpu_ratios):.3f} ({', '.join(f'{x:.3f}' for x in cpu_ratios)}); "
           f"target >= 0.85")
-    vector_ratio = nan_median([v for v, _ in figures["vector"]]) / nan_median([on for on, _ in figures["on"]])
-    print(f"vector model / 25-feature model (group on): events/s {vector_ratio:.3f} (n/a: nan; a vector run no "
-          "longer than the start-up runs' spread)")
+    vector_rates = [v for v, _ in figures["vector"]]
+    vector_ratio = nan_median(vector_rates) / nan_median([on for on, _ in figures["on"]])
+    unmeasured = sum(np.isnan(vector_rates))
+    print(f"vector model / 25-feature model (group on): events/s {vector_ratio:.3f}"
+          + (f" ({unmeasured} vector run(s) n/a: no longer than the start-up runs' spread)" if unmeasured else ""))
 
 
 def build_segment_reference(path: Path, segments: int, windows: int) -> None:
