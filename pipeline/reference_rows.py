@@ -7,7 +7,8 @@ in a temporary file between the build's two passes, as Arrow IPC streams, so tha
 parsed once: the file is as large as the rows' columns (about a third of a JSONL snapshot), in
 the system's temporary folder (``TMPDIR``), removed when the build ends. Without a config the kinds
 are known only once the whole snapshot was read: :class:`EventSpill` keeps the valid events instead,
-as compact JSON, and the second pass makes their rows with the inferred kinds.
+as compact JSON, and the second pass makes their rows with the inferred kinds. Both, and the build's
+:class:`BlobFile` of window summaries, are a :class:`FramedFile`: length-prefixed frames in a temporary file.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import struct
 import tempfile
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Mapping
+from typing import Iterable, Iterator, Mapping, Self
 
 import numpy as np
 import orjson
@@ -90,44 +91,78 @@ def model_rows(events: Iterable[Event], config: MonitorConfig, checked: bool = F
 _LENGTH = struct.Struct("<Q")
 
 
-class RowSpill:
-    """Batches of rows written to a temporary file, then read back in the same order (a context manager:
-    the file is removed on exit). Each model's rows are one Arrow IPC stream: event times, unknown counts,
-    then the monitored names' columns (their names and the invalid values in the schema's metadata, JSON)."""
+class FramedFile:
+    """Byte strings written as length-prefixed frames (an 8-byte little-endian length, then the bytes) to a
+    temporary file in the system's temporary folder (``TMPDIR``), and read back: in order (:meth:`frames`) or
+    one at a time by its offset (:meth:`frame_at`). A context manager: the file is removed on exit.
+
+    >>> with FramedFile() as framed:
+    ...     first, second = framed.append(b"one"), framed.append(b"")
+    ...     list(framed.frames()), framed.frame_at(first), framed.bytes
+    ([b'one', b''], b'one', 19)
+    """
 
     def __init__(self) -> None:
         self._file = tempfile.TemporaryFile(prefix="driftwarden-reference-")
+        #: bytes written so far (the next frame's offset)
         self.bytes = 0
+        self._at_end = True
 
-    def __enter__(self) -> "RowSpill":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *_exc) -> None:
         self._file.close()
 
+    def append(self, blob: bytes) -> int:
+        """Write ``blob`` as the last frame; its offset (for :meth:`frame_at`)."""
+        if not self._at_end:
+            self._file.seek(self.bytes)
+            self._at_end = True
+        offset = self.bytes
+        self._file.write(_LENGTH.pack(len(blob)) + blob)
+        self.bytes += _LENGTH.size + len(blob)
+        return offset
+
+    def frames(self) -> Iterator[bytes]:
+        """Every frame written, in order (no frame may be appended while they are read)."""
+        self._file.flush()
+        self._file.seek(0)
+        self._at_end = False
+        while header := self._file.read(_LENGTH.size):
+            (length,) = _LENGTH.unpack(header)
+            yield self._file.read(length)
+
+    def frame_at(self, offset: int) -> bytes:
+        """The frame written at ``offset``."""
+        self._file.seek(offset)
+        self._at_end = False
+        (length,) = _LENGTH.unpack(self._file.read(_LENGTH.size))
+        return self._file.read(length)
+
+
+class RowSpill(FramedFile):
+    """Batches of rows written to a temporary file, then read back in the same order (a context manager:
+    the file is removed on exit). Each model's rows are one frame, an Arrow IPC stream: event times, unknown
+    counts, then the monitored names' columns (their names and the invalid values in the schema's metadata,
+    JSON); an empty frame ends each batch."""
+
     def write(self, rows: Mapping[str, ModelRows]) -> None:
         """Append one batch's rows."""
         for model, batch in rows.items():
-            self._frame(_rows_to_ipc(model, batch))
-        self._frame(b"")  # end of the batch
+            self.append(_rows_to_ipc(model, batch))
+        self.append(b"")  # end of the batch
 
     def read(self) -> Iterator[dict[str, ModelRows]]:
         """Every batch written, in order."""
-        self._file.flush()
-        self._file.seek(0)
         batch: dict[str, ModelRows] = {}
-        while header := self._file.read(_LENGTH.size):
-            (length,) = _LENGTH.unpack(header)
-            if not length:
+        for frame in self.frames():
+            if not frame:
                 yield batch
                 batch = {}
                 continue
-            model, rows = _rows_from_ipc(self._file.read(length))
+            model, rows = _rows_from_ipc(frame)
             batch[model] = rows
-
-    def _frame(self, blob: bytes) -> None:
-        self._file.write(_LENGTH.pack(len(blob)) + blob)
-        self.bytes += _LENGTH.size + len(blob)
 
 
 def _rows_to_ipc(model: str, rows: ModelRows) -> bytes:
@@ -148,58 +183,36 @@ def _rows_from_ipc(blob: bytes) -> tuple[str, ModelRows]:
                                     arrays[1].to_numpy().tolist(), invalid)
 
 
-class EventSpill:
+class EventSpill(FramedFile):
     """Batches of valid events (validated without kinds) written to a temporary file, then read back in the same
-    order (a context manager: the file is removed on exit): each batch one JSON array of [model, event time,
-    features, prediction], so that reading them back needs no validation. Their values came from JSON (every
-    snapshot format is read as JSON records, ``core/event_files.py``), so they read back the same."""
-
-    def __init__(self) -> None:
-        self._file = tempfile.TemporaryFile(prefix="driftwarden-reference-")
-
-    def __enter__(self) -> "EventSpill":
-        return self
-
-    def __exit__(self, *_exc) -> None:
-        self._file.close()
+    order (a context manager: the file is removed on exit): each batch one frame, a JSON array of [model, event
+    time, features, prediction], so that reading them back needs no validation. Their values came from JSON
+    (every snapshot format is read as JSON records, ``core/event_files.py``), so they read back the same."""
 
     def write(self, events: Iterable[Event]) -> None:
         """Append one batch of events."""
-        blob = orjson.dumps([[e.model, e.event_ms, e.features, e.prediction] for e in events])
-        self._file.write(_LENGTH.pack(len(blob)) + blob)
+        self.append(orjson.dumps([[e.model, e.event_ms, e.features, e.prediction] for e in events]))
 
     def read(self) -> Iterator[list[Event]]:
         """Every batch written, in order (request ids left out: a reference does not use them)."""
-        self._file.flush()
-        self._file.seek(0)
-        while header := self._file.read(_LENGTH.size):
-            (length,) = _LENGTH.unpack(header)
-            yield [Event(*fields) for fields in orjson.loads(self._file.read(length))]
+        for frame in self.frames():
+            yield [Event(*fields) for fields in orjson.loads(frame)]
 
 
-class BlobFile:
+class BlobFile(FramedFile):
     """Byte strings kept in a temporary file instead of memory: :meth:`put` gives a handle, :meth:`get` the
-    bytes back (a context manager: the file is removed on exit). Written once, read any number of times."""
+    bytes back (a context manager: the file is removed on exit). Written once, read any number of times.
 
-    def __init__(self) -> None:
-        self._file = tempfile.TemporaryFile(prefix="driftwarden-reference-")
-        self._end = 0
-
-    def __enter__(self) -> "BlobFile":
-        return self
-
-    def __exit__(self, *_exc) -> None:
-        self._file.close()
+    >>> with BlobFile() as blobs:
+    ...     handle = blobs.put(b"summary")
+    ...     handle, blobs.put(b"next"), blobs.get(handle)
+    ((0, 7), (15, 4), b'summary')
+    """
 
     def put(self, blob: bytes) -> tuple[int, int]:
-        """Keep ``blob``; its handle (offset, length)."""
-        self._file.seek(self._end)
-        self._file.write(blob)
-        handle = (self._end, len(blob))
-        self._end += len(blob)
-        return handle
+        """Keep ``blob``; its handle (its frame's offset, its length)."""
+        return self.append(blob), len(blob)
 
     def get(self, handle: tuple[int, int]) -> bytes:
         """The bytes kept under ``handle``."""
-        self._file.seek(handle[0])
-        return self._file.read(handle[1])
+        return self.frame_at(handle[0])
