@@ -38,6 +38,7 @@ from scipy import stats
 from driftwarden.sketches.dispersion import NO_DISPERSION, Dispersion
 from driftwarden.sketches.feature import FeatureSketch, copy_sketch, is_numeric
 from driftwarden.sketches.profile import CategoricalProfile
+from driftwarden.sketches.histogram import merges_of_others
 from driftwarden.sketches.gate import SCORE_NAMES, GateCell, GateThresholds, bin_edges, gate_scores_many, score_names
 
 #: Scores that are the same test to second order share one slice of the rate: JS ~ chi2 / (8 ln 2).
@@ -52,14 +53,16 @@ def leave_one_out_scores(windows: list[FeatureSketch], bins: int = 10,
                          groups: list[int] | None = None) -> np.ndarray:
     """Score each window against the merge of the others: a (windows, len(SCORE_NAMES)) matrix.
 
-    Uses prefix and suffix merges, so it costs O(windows) merges rather than O(windows^2).
+    Histograms' others are their total less each window (``sketches.histogram.merges_of_others``); other
+    sketches' come from prefix and suffix merges, so it costs O(windows) merges rather than O(windows^2).
     ``profiles`` (one per window, from ``sketches.profile.window_profiles``) are left out the same way.
     ``groups`` (one per window): each window against the windows of the other groups (:func:`leave_group_out`).
+    Each window's others are scored once: the gate reads them together (``once`` of :func:`gate_scores_many`).
     """
-    others = leave_group_out(windows, _merged, groups)
+    others = (merges_of_others(windows) if groups is None else None) or leave_group_out(windows, _merged, groups)
     other_profiles = leave_group_out(profiles, merged_profile_or_none, groups) if profiles else [None] * len(windows)
     cells = [GateCell(o, w, p) for o, w, p in zip(others, windows, other_profiles)]
-    rows = [scores.as_array() for scores in gate_scores_many(cells, bins)]
+    rows = [scores.as_array() for scores in gate_scores_many(cells, bins, once=True)]
     return np.array(rows).reshape(len(windows), len(SCORE_NAMES))
 
 

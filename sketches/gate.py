@@ -124,11 +124,13 @@ def gate_scores(reference: FeatureSketch, window: FeatureSketch, bins: int = 10,
     return gate_scores_many([GateCell(reference, window, profile)], bins)[0]
 
 
-def gate_scores_many(cells: Sequence[GateCell], bins: int = 10) -> list[GateScores]:
+def gate_scores_many(cells: Sequence[GateCell], bins: int = 10, once: bool = False) -> list[GateScores]:
     """:func:`gate_scores` of every cell, in order (a window's features, or its features x segments).
 
     The cells of two histograms with values are scored together (:func:`histogram_scores`): the same
-    scores as one at a time, in a fraction of the time when there are many.
+    scores as one at a time, in a fraction of the time when there are many. ``once``: each cell's reference
+    is scored in this cell only (calibration's leave-one-out): what the gate derives from it is computed for
+    all of them together rather than kept on each for the next window.
     """
     scores: list[GateScores | None] = [None] * len(cells)
     stacked = []
@@ -142,7 +144,7 @@ def gate_scores_many(cells: Sequence[GateCell], bins: int = 10) -> list[GateScor
             if cell.name is None:
                 raise
             raise SketchError(f"feature {cell.name!r}: {exc}") from exc
-    together = histogram_scores([(cells[i].reference, cells[i].window) for i in stacked], bins) if stacked else []
+    together = histogram_scores([(cells[i].reference, cells[i].window) for i in stacked], bins, once) if stacked else []
     for i, (ks, bound, psi, emd) in zip(stacked, together):
         scores[i] = GateScores(ks=ks, ks_bound=bound, psi=psi, emd=emd,
                                missing_delta=_missing_delta(cells[i].reference, cells[i].window))
@@ -244,16 +246,17 @@ def _reference_quantiles(reference: NumericSketch) -> tuple[float, np.ndarray]:
 
 
 def histogram_scores(pairs: Sequence[tuple[HistogramSketch, HistogramSketch]],
-                     bins: int = 10) -> list[tuple[float, float, float, float]]:
+                     bins: int = 10, once: bool = False) -> list[tuple[float, float, float, float]]:
     """(ks, ks_bound, psi, emd) of each (reference, window) pair of histograms with values: what
     :func:`ks_estimate`, :func:`psi_estimate` and :func:`emd_estimate` give, bit for bit, with every
     window's curve and quantiles computed at once (``sketches.histogram_stack``) and only the
     interpolations on one window's own curve made one pair at a time. Pairs are stacked
-    ``STACK_SIZE`` at a time."""
+    ``STACK_SIZE`` at a time. ``once``: the references are stacked too (each serves this pair only, so what
+    the gate derives from a reference is computed for all at once, not remembered on each)."""
     if bins < 2:
         raise ValueError(f"bins must be >= 2, got {bins}")
     return [scores for start in range(0, len(pairs), STACK_SIZE)
-            for scores in _stacked_scores(pairs[start:start + STACK_SIZE], bins)]
+            for scores in _stacked_scores(pairs[start:start + STACK_SIZE], bins, once)]
 
 
 #: Pairs scored in one stack: on a segmented window of 572 cells (tests/bench), 40-80 at a time took
@@ -262,32 +265,81 @@ STACK_SIZE = 64
 
 
 def _stacked_scores(pairs: Sequence[tuple[HistogramSketch, HistogramSketch]],
-                    bins: int) -> list[tuple[float, float, float, float]]:
-    references = [r for r, _ in pairs]
+                    bins: int, once: bool = False) -> list[tuple[float, float, float, float]]:
+    references = (_stacked_references if once else _remembered_references)([r for r, _ in pairs], bins)
     windows = stack([w for _, w in pairs])
     ks = _stacked_ks(references, windows)
-    bound = np.array([r.rank_error for r in references]) + windows.rank_errors()
-    psi = _stacked_psi(references, windows, bins)
+    bound = references.rank_errors + windows.rank_errors()
+    psi = _stacked_psi(references, windows)
     emd = _stacked_emd(references, windows)
     return list(zip(ks.tolist(), bound.tolist(), psi, emd.tolist()))
 
 
-def _stacked_ks(references: list[HistogramSketch], windows: StackedHistograms) -> np.ndarray:
+@dataclass(frozen=True)
+class _References:
+    """What the gate reads of the references of stacked pairs: each one's support (distinct knots), its CDF
+    there (end to end, from ``support_starts``), its CDF curve (knots, ranks), its PSI bins (inner edges and
+    smoothed probabilities), its EMD scale and scaled quantiles (one row each), its rank error."""
+
+    supports: list[np.ndarray]
+    at_supports: np.ndarray
+    support_starts: np.ndarray
+    curves: list[tuple[np.ndarray, np.ndarray]]
+    bins: list[tuple[np.ndarray, np.ndarray]]
+    emd_scales: np.ndarray
+    emd_quantiles: np.ndarray
+    rank_errors: np.ndarray
+
+
+def _remembered_references(references: list[HistogramSketch], bins: int) -> _References:
+    """Each reference's own methods, what they derive remembered on it (a reference judges window after window)."""
+    supports = [reference.support() for reference in references]
+    emd = [r.remember("emd", lambda r=r: _reference_quantiles(r)) for r in references]
+    return _References(supports, np.concatenate([r.cdf(points) for r, points in zip(references, supports)]),
+                       np.cumsum([0] + [points.size for points in supports[:-1]]),
+                       [reference.curve() for reference in references],
+                       [r.remember(("psi_bins", bins), lambda r=r: _reference_bins(r, bins)) for r in references],
+                       np.array([scale for scale, _ in emd]), np.stack([q for _, q in emd]),
+                       np.array([r.rank_error for r in references]))
+
+
+def _stacked_references(references: list[HistogramSketch], bins: int) -> _References:
+    """The same as :func:`_remembered_references`, bit for bit, from the references stacked
+    (``sketches.histogram_stack``): for references that each serve one pair."""
+    both = stack(references)
+    curves = [both.curve(i) for i in range(len(references))]
+    edges = [np.unique(row) for row in both.quantiles(np.arange(1, bins) / bins)]
+    sizes = np.array([e.size for e in edges])
+    probs, starts = distances.probs_from_cdf_rows(curves_at([(e, *curve) for e, curve in zip(edges, curves)]), sizes)
+    probs = distances.smooth(probs, np.repeat(sizes + 1, sizes + 1))
+    quartiles = both.quantiles([0.25, 0.75])
+    scales = np.array([_spread(q25, q75, r) for (q25, q75), r in zip(quartiles, references)])
+    with np.errstate(over="ignore", invalid="ignore"):
+        scaled = both.quantiles(_EMD_RANKS) / scales[:, np.newaxis]
+    return _References([both.support(i) for i in range(len(references))], both.support_ranks, both.support_rows[:-1],
+                       curves, [(e, probs[a:a + e.size + 1]) for e, a in zip(edges, starts.tolist())],
+                       scales, scaled, both.rank_errors())
+
+
+def _spread(q25: np.float64, q75: np.float64, reference: HistogramSketch) -> float:
+    """:func:`distances.spread` of a reference, its std computed only when the IQR is not its spread."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        iqr = q75 - q25
+    return float(iqr) if np.isfinite(iqr) and iqr > 0 else distances.spread(q25, q75, reference.std)
+
+
+def _stacked_ks(references: _References, windows: StackedHistograms) -> np.ndarray:
     """:func:`ks_estimate` of each reference against its stacked window: the largest CDF gap at either's support."""
-    on_ref_points = [reference.support() for reference in references]
-    ref_at_ref = np.concatenate([reference.cdf(points) for reference, points in zip(references, on_ref_points)])
-    win_at_ref = curves_at([(points, *windows.curve(i)) for i, points in enumerate(on_ref_points)])
-    ref_at_win = curves_at([(windows.support(i), *reference.curve()) for i, reference in enumerate(references)])
-    starts = np.cumsum([0] + [points.size for points in on_ref_points[:-1]])
-    on_ref = np.maximum.reduceat(np.abs(ref_at_ref - win_at_ref), starts)
+    win_at_ref = curves_at([(points, *windows.curve(i)) for i, points in enumerate(references.supports)])
+    ref_at_win = curves_at([(windows.support(i), *curve) for i, curve in enumerate(references.curves)])
+    on_ref = np.maximum.reduceat(np.abs(references.at_supports - win_at_ref), references.support_starts)
     on_win = np.maximum.reduceat(np.abs(ref_at_win - windows.support_ranks), windows.support_rows[:-1])
     return np.maximum(on_ref, on_win)
 
 
-def _stacked_psi(references: list[HistogramSketch], windows: StackedHistograms, bins: int) -> list[float]:
+def _stacked_psi(references: _References, windows: StackedHistograms) -> list[float]:
     """:func:`psi_estimate` of each reference against its stacked window: the bins of all of them end to end."""
-    bins_of = [reference.remember(("psi_bins", bins), lambda r=reference: _reference_bins(r, bins))
-               for reference in references]
+    bins_of = references.bins
     at_edges = curves_at([(edges, *windows.curve(i)) for i, (edges, _) in enumerate(bins_of)])
     sizes = np.array([probs.size for _, probs in bins_of])
     win_probs, starts = distances.probs_from_cdf_rows(at_edges, sizes - 1)
@@ -296,10 +348,9 @@ def _stacked_psi(references: list[HistogramSketch], windows: StackedHistograms, 
     return [float(np.sum(terms[start:start + size])) for start, size in zip(starts.tolist(), sizes.tolist())]
 
 
-def _stacked_emd(references: list[HistogramSketch], windows: StackedHistograms) -> np.ndarray:
+def _stacked_emd(references: _References, windows: StackedHistograms) -> np.ndarray:
     """:func:`emd_estimate` of each reference against its stacked window."""
-    sides = [r.remember("emd", lambda r=r: _reference_quantiles(r)) for r in references]
-    scale, ref_scaled = np.array([s for s, _ in sides]), np.stack([q for _, q in sides])
+    scale, ref_scaled = references.emd_scales, references.emd_quantiles
     with np.errstate(over="ignore", invalid="ignore"):
         return np.mean(np.abs(_finite(ref_scaled) - _finite(windows.quantiles(_EMD_RANKS) / scale[:, np.newaxis])),
                        axis=1)

@@ -539,6 +539,63 @@ def segment_shift(segment: HistogramSketch, whole: HistogramSketch, min_buckets:
     return max(segment.shift, min(whole.shift, own_fit))
 
 
+def merges_of_others(sketches: Sequence[HistogramSketch]) -> list[HistogramSketch] | None:
+    """For each sketch, the merge of every other one: the state merging them one by one gives (a merge depends
+    only on its sketches' values and resolutions), from their total instead of a merge per sketch; None when
+    this does not apply (fewer than two sketches, settings that differ, a sketch without finite values).
+
+    The merge of some histograms is their buckets added at the finest resolution at least as coarse as each
+    (the largest shift among them), coarsened until at most ``max_buckets`` are occupied. So each sketch's
+    others are the total's buckets at the largest shift less its own there, coarsened to fit; a sketch whose
+    shift alone is the largest (its others may be finer) gets the merge of the others one by one.
+
+    >>> a, b, c = (HistogramSketch(max_buckets=16).update(np.arange(lo, lo + 40.0)) for lo in (0.0, 30.0, 500.0))
+    >>> others = merges_of_others([a, b, c])
+    >>> others[0].serialize() == b.copy().merge(c).serialize(), others[2].serialize() == a.copy().merge(b).serialize()
+    (True, True)
+    """
+    if len(sketches) < 2 or any(type(s) is not HistogramSketch or not s._keys.size or s.precision != sketches[0].precision
+                                or s.max_buckets != sketches[0].max_buckets for s in sketches):
+        return None
+    shifts = np.array([s.shift for s in sketches])
+    top = int(shifts.max())
+    at_top = [s.counts_at(top) for s in sketches]
+    keys, counts = _combine(np.concatenate([k for k, _ in at_top]), np.concatenate([c for _, c in at_top]))
+    lows = _others_extreme(np.array([s.min for s in sketches]), np.minimum)
+    highs = _others_extreme(np.array([s.max for s in sketches]), np.maximum)
+    missing = np.array([(s.nulls, s.nans, s.pos_inf, s.neg_inf) for s in sketches], dtype=np.int64)
+    missing = missing.sum(axis=0) - missing
+    alone_on_top = np.count_nonzero(shifts == top) == 1
+    others = []
+    for i, sketch in enumerate(sketches):
+        if alone_on_top and shifts[i] == top:
+            rest = [s for j, s in enumerate(sketches) if j != i]
+            merged = rest[0].copy()
+            for other in rest[1:]:
+                merged.merge(other)
+            others.append(merged)
+            continue
+        own_keys, own_counts = at_top[i]
+        left = counts.copy()
+        left[np.searchsorted(keys, own_keys)] -= own_counts
+        kept = np.flatnonzero(left)
+        merged = HistogramSketch(sketch.precision, sketch.max_buckets, sketches[-1 if i == 0 else 0].name)
+        merged.shift, merged._keys, merged._counts = top, keys[kept], left[kept]
+        merged._coarsen(steps_to_fit(merged._keys, merged.max_buckets))
+        merged.nulls, merged.nans, merged.pos_inf, merged.neg_inf = missing[i].tolist()
+        merged.min, merged.max = lows[i], highs[i]
+        others.append(merged)
+    return others
+
+
+def _others_extreme(values: np.ndarray, extreme: np.ufunc) -> list[float]:
+    """For each position, ``extreme`` (np.minimum or np.maximum) of every other value (at least two values)."""
+    before = extreme.accumulate(values)
+    after = extreme.accumulate(values[::-1])[::-1]
+    others = np.concatenate([[after[1]], extreme(before[:-2], after[2:]), [before[-2]]])
+    return [float(v) for v in others.tolist()]
+
+
 def steps_to_fit(keys: np.ndarray, max_buckets: int) -> int:
     """The fewest shifts ``e`` that leave at most ``max_buckets`` distinct ``keys >> e`` (``keys`` sorted, distinct).
 

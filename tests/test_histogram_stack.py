@@ -102,3 +102,47 @@ def test_curves_end_to_end_give_each_curve_at_its_points() -> None:
     narrow = expected[-1]  # 2e-310 inside a bucket 3e-310 wide: np.interp alone gives inf or NaN there
     assert 0.0 < narrow < 0.5 and not np.isfinite(np.interp(2e-310, [0.0, 3e-310, 1.0], [0.0, 0.5, 1.0]))
     assert curves_at([]).size == 0
+
+
+@pytest.mark.parametrize("count", [1, 12, STACK_SIZE + 30])
+def test_references_stacked_once_score_as_remembered_ones(count: int) -> None:
+    """``once`` (calibration: each reference serves one cell, so its curve, PSI bins and EMD quantiles are
+    computed for all references stacked, not remembered on each) gives the same scores, bit for bit."""
+    cells = mixed_cells(count)
+    assert gate_scores_many(cells, 10, once=True) == [_cell_scores(cell, 10) for cell in cells]
+    iqr_zero = [GateCell(HistogramSketch().update([9.0] * 40 + [1.0, 5.0]), HistogramSketch().update([3.0, 4.0]))]
+    assert gate_scores_many(iqr_zero, 10, once=True) == [_cell_scores(iqr_zero[0], 10)]  # the std is its spread
+
+
+def _state(sketch: HistogramSketch) -> tuple:
+    return (sketch.serialize(), sketch.precision, sketch.max_buckets, sketch.shift, sketch._keys.dtype,
+            sketch._counts.dtype)
+
+
+def _merged_one_by_one(sketches: list[HistogramSketch]) -> HistogramSketch:
+    merged = sketches[0].copy()
+    for sketch in sketches[1:]:
+        merged.merge(sketch)
+    return merged
+
+
+@pytest.mark.parametrize("max_buckets", [16, 100, 1024])
+def test_each_histograms_others_from_the_total_are_their_merge(max_buckets: int) -> None:
+    """``merges_of_others`` (calibration's leave-one-out from the total) is, for each histogram, the merge of all
+    the others, byte for byte: windows at different resolutions (one alone at the coarsest, two at the coarsest),
+    with nulls, NaN and infinities, one holding the smallest and the largest value."""
+    from driftwarden.sketches.histogram import merges_of_others
+
+    rng = np.random.default_rng(5)
+    windows = [HistogramSketch(max_buckets=max_buckets).update(make(rng)) for make in TRICKY.values()]
+    windows += [HistogramSketch(max_buckets=max_buckets).update(rng.normal(size=300)).update([None, np.nan]),
+                HistogramSketch(max_buckets=max_buckets).update([7.0, 7.0, -np.inf])]
+    shifts = [w.shift for w in windows]
+    assert shifts.count(max(shifts)) == 1 or max_buckets == 1024  # one alone at the coarsest, for 16 and 100
+    for chosen in (windows, windows[1:], [w for w in windows if w.shift < max(shifts)] + windows[:1] * 2, windows[:2]):
+        others = merges_of_others(chosen)
+        assert [_state(o) for o in others] == [_state(_merged_one_by_one(chosen[:i] + chosen[i + 1:]))
+                                              for i in range(len(chosen))]
+    assert merges_of_others(windows[:1]) is None
+    assert merges_of_others([windows[0], HistogramSketch().update([None])]) is None  # a window without values
+    assert merges_of_others([windows[0], HistogramSketch(max_buckets=max_buckets + 1).update([1.0])]) is None
