@@ -36,6 +36,7 @@ from driftwarden.schemas.events import PREDICTION
 from driftwarden.sketches import DriftPolicy, Reference
 from driftwarden.sketches.multivariate import build_group_reference
 from driftwarden.sketches.reference import reference_from_window_sketches
+from driftwarden.sketches.reservoir import ReservoirSample
 
 __all__ = ["References", "reference_from_summaries", "reference_window_starts"]
 
@@ -63,13 +64,27 @@ def reference_from_summaries(summaries: Sequence[WindowSummary], kinds: Mapping[
             continue
         if sketches:
             counts = (value_counts or {}).get(name)
-            samples = [summaries[i].feature_sample(name) for i in present]
+            samples = _WindowSamples([summaries[i] for i in present], name)
             features[name] = reference_from_window_sketches(name, kind, sketches, merged.feature_sample(name), policy,
                                                             counts, samples, _present_groups(groups, present))
     multivariate = {name: build_group_reference(name, [s.groups[name] for s in summaries if name in s.groups],
                                                 policy.min_windows, not is_projection_group(name, moments.names))
                     for name, moments in merged.groups.items()}
     return Reference(features, multivariate)
+
+
+class _WindowSamples(Sequence[ReservoirSample]):
+    """Each window's deep-test sample of one feature, built when read: calibration reads those of a capped
+    categorical feature only (``sketches.reference.reference_from_window_sketches``)."""
+
+    def __init__(self, summaries: list[WindowSummary], name: str) -> None:
+        self.summaries, self.name = summaries, name
+
+    def __len__(self) -> int:
+        return len(self.summaries)
+
+    def __getitem__(self, index: int) -> ReservoirSample:  # type: ignore[override]  (no slices)
+        return self.summaries[index].feature_sample(self.name)
 
 
 def _present_groups(groups: Sequence[int] | None, present: list[int]) -> list[int] | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -168,7 +168,7 @@ def value_counts(values: Any) -> dict[str, int]:
 
 def reference_from_window_sketches(name: str, kind: str, sketches: list[FeatureSketch], sample: ReservoirSample,
                                    policy: DriftPolicy, window_counts: list[dict[str, int]] | None = None,
-                                   window_samples: list[ReservoirSample] | None = None,
+                                   window_samples: Sequence[ReservoirSample] | None = None,
                                    groups: list[int] | None = None) -> FeatureReference:
     """Merge per-window sketches into a reference and calibrate the gate on those windows.
 
@@ -214,7 +214,7 @@ def _profiles(kind: str, merged: FeatureSketch, sketches: list[FeatureSketch], p
 
 
 def _unseen_null_columns(profiles: list[CategoricalProfile], sketches: list[FeatureSketch],
-                         samples: list[ReservoirSample], groups: list[int] | None = None) -> np.ndarray:
+                         samples: Sequence[ReservoirSample], groups: list[int] | None = None) -> np.ndarray:
     """Per window: its unseen estimate (share, n_eff) against the other windows (of other groups), and its
     share against all windows but itself and the next one (NaN for the last window, and with groups)."""
     others = leave_group_out(profiles, merged_profile_or_none, groups)

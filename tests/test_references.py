@@ -210,3 +210,26 @@ def test_every_mode_carries_the_models_multivariate_group_as_its_features(mode, 
     for features, groups in ((["x"], set()), (["x", "y"], {"(numeric)"}), (["(numeric)"], {"(numeric)"})):
         only = References(config, policy, ReferenceSet({"m": built}), features=features)
         assert set(only.reference_for("m", 3 * WINDOW, MemoryWindows()).groups) == groups, features
+
+
+def test_a_capped_categorical_features_unseen_null_comes_from_each_windows_own_sample() -> None:
+    """reference_from_summaries builds each window's deep-test sample only when calibration reads it (a capped
+    categorical feature's unseen null, with every value's count as the reference build gives): the same null
+    scores as handing every window's sample over built."""
+    from collections import Counter
+
+    from driftwarden.sketches import DriftPolicy
+    from driftwarden.sketches.reference import reference_from_window_sketches, unseen_null
+
+    policy = DriftPolicy(min_windows=5)
+    rng = np.random.default_rng(3)
+    values = [[f"v{v}" for v in rng.integers(0, 20_000 + 400 * i, 2500)] for i in range(6)]
+    summaries = [summarize_window("m", i * WINDOW, WINDOW, [{"x": 1.0, "c": c} for c in window], MODEL)
+                 for i, window in enumerate(values)]
+    counts = [dict(Counter(window)) for window in values]
+    built = reference_from_summaries(summaries, MODEL.sketch_kinds, policy, {"c": counts}).features["c"]
+    eager = reference_from_window_sketches("c", "categorical", [s.sketches["c"] for s in summaries],
+                                           summaries[0].feature_sample("c"), policy, counts,
+                                           [s.feature_sample("c") for s in summaries])
+    assert built.profile is not None and not summaries[0].sketches["c"].is_exact  # windows capped: samples read
+    assert np.array_equal(unseen_null(built), unseen_null(eager), equal_nan=True)
