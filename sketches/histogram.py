@@ -559,7 +559,7 @@ def merges_of_others(sketches: Sequence[HistogramSketch]) -> list[HistogramSketc
         return None
     shifts = np.array([s.shift for s in sketches])
     top = int(shifts.max())
-    at_top = [s.counts_at(top) for s in sketches]
+    at_top = [s.counts_at(top) if s.shift < top else (s._keys, s._counts) for s in sketches]
     keys, counts = _combine(np.concatenate([k for k, _ in at_top]), np.concatenate([c for _, c in at_top]))
     lows = _others_extreme(np.array([s.min for s in sketches]), np.minimum)
     highs = _others_extreme(np.array([s.max for s in sketches]), np.maximum)
