@@ -539,6 +539,23 @@ def segment_shift(segment: HistogramSketch, whole: HistogramSketch, min_buckets:
     return max(segment.shift, min(whole.shift, own_fit))
 
 
+def merged_at_once(sketches: Sequence[HistogramSketch]) -> HistogramSketch | None:
+    """The merge of ``sketches``: the state merging them one by one into a copy of the first gives, in one pass
+    (their buckets added at the largest shift among them, then coarsened to fit); None when this does not apply
+    (settings that differ, a sketch without finite values).
+
+    >>> a, b, c = (HistogramSketch(max_buckets=16).update(np.arange(lo, lo + 40.0)) for lo in (0.0, 30.0, 500.0))
+    >>> merged_at_once([a, b, c]).serialize() == a.copy().merge(b).merge(c).serialize()
+    True
+    """
+    if not _mergeable(sketches):
+        return None
+    top, _at_top, keys, counts = _buckets_at_top(sketches)
+    missing = np.array([(s.nulls, s.nans, s.pos_inf, s.neg_inf) for s in sketches], dtype=np.int64).sum(axis=0)
+    return _histogram_of(sketches[0], top, keys, counts, missing.tolist(),
+                         float(min(s.min for s in sketches)), float(max(s.max for s in sketches)))
+
+
 def merges_of_others(sketches: Sequence[HistogramSketch]) -> list[HistogramSketch] | None:
     """For each sketch, the merge of every other one: the state merging them one by one gives (a merge depends
     only on its sketches' values and resolutions), from their total instead of a merge per sketch; None when
@@ -554,20 +571,17 @@ def merges_of_others(sketches: Sequence[HistogramSketch]) -> list[HistogramSketc
     >>> others[0].serialize() == b.copy().merge(c).serialize(), others[2].serialize() == a.copy().merge(b).serialize()
     (True, True)
     """
-    if len(sketches) < 2 or any(type(s) is not HistogramSketch or not s._keys.size or s.precision != sketches[0].precision
-                                or s.max_buckets != sketches[0].max_buckets for s in sketches):
+    if len(sketches) < 2 or not _mergeable(sketches):
         return None
-    shifts = np.array([s.shift for s in sketches])
-    top = int(shifts.max())
-    at_top = [s.counts_at(top) if s.shift < top else (s._keys, s._counts) for s in sketches]
-    keys, counts = _combine(np.concatenate([k for k, _ in at_top]), np.concatenate([c for _, c in at_top]))
+    top, at_top, keys, counts = _buckets_at_top(sketches)
     lows = _others_extreme(np.array([s.min for s in sketches]), np.minimum)
     highs = _others_extreme(np.array([s.max for s in sketches]), np.maximum)
     missing = np.array([(s.nulls, s.nans, s.pos_inf, s.neg_inf) for s in sketches], dtype=np.int64)
     missing = missing.sum(axis=0) - missing
+    shifts = np.array([s.shift for s in sketches])
     alone_on_top = np.count_nonzero(shifts == top) == 1
     others = []
-    for i, sketch in enumerate(sketches):
+    for i in range(len(sketches)):
         if alone_on_top and shifts[i] == top:
             rest = [s for j, s in enumerate(sketches) if j != i]
             merged = rest[0].copy()
@@ -579,13 +593,35 @@ def merges_of_others(sketches: Sequence[HistogramSketch]) -> list[HistogramSketc
         left = counts.copy()
         left[np.searchsorted(keys, own_keys)] -= own_counts
         kept = np.flatnonzero(left)
-        merged = HistogramSketch(sketch.precision, sketch.max_buckets, sketches[-1 if i == 0 else 0].name)
-        merged.shift, merged._keys, merged._counts = top, keys[kept], left[kept]
-        merged._coarsen(steps_to_fit(merged._keys, merged.max_buckets))
-        merged.nulls, merged.nans, merged.pos_inf, merged.neg_inf = missing[i].tolist()
-        merged.min, merged.max = lows[i], highs[i]
-        others.append(merged)
+        others.append(_histogram_of(sketches[-1 if i == 0 else 0], top, keys[kept], left[kept], missing[i].tolist(),
+                                    lows[i], highs[i]))
     return others
+
+
+def _mergeable(sketches: Sequence[HistogramSketch]) -> bool:
+    """At least one sketch, all histograms of the same settings, each with finite values."""
+    return bool(sketches) and all(type(s) is HistogramSketch and s._keys.size and s.precision == sketches[0].precision
+                                  and s.max_buckets == sketches[0].max_buckets for s in sketches)
+
+
+def _buckets_at_top(sketches: Sequence[HistogramSketch]) -> tuple[int, list, np.ndarray, np.ndarray]:
+    """The largest shift among ``sketches``, each one's (keys, counts) at it, and their sum (sorted keys, counts)."""
+    top = max(s.shift for s in sketches)
+    at_top = [s.counts_at(top) if s.shift < top else (s._keys, s._counts) for s in sketches]
+    keys, counts = _combine(np.concatenate([k for k, _ in at_top]), np.concatenate([c for _, c in at_top]))
+    return top, at_top, keys, counts
+
+
+def _histogram_of(like: HistogramSketch, shift: int, keys: np.ndarray, counts: np.ndarray, missing: list[int],
+                  low: float, high: float) -> HistogramSketch:
+    """A histogram of ``like``'s settings and name with these buckets at ``shift`` (coarsened to fit), missing
+    counts (nulls, NaN, +inf, -inf), min and max."""
+    sketch = HistogramSketch(like.precision, like.max_buckets, like.name)
+    sketch.shift, sketch._keys, sketch._counts = shift, keys, counts
+    sketch._coarsen(steps_to_fit(keys, sketch.max_buckets))
+    sketch.nulls, sketch.nans, sketch.pos_inf, sketch.neg_inf = missing
+    sketch.min, sketch.max = low, high
+    return sketch
 
 
 def _others_extreme(values: np.ndarray, extreme: np.ufunc) -> list[float]:

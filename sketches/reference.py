@@ -25,6 +25,7 @@ from driftwarden.sketches._values import count_strings
 from driftwarden.sketches.policy import DriftPolicy
 from driftwarden.sketches.reservoir import ReservoirSample
 from driftwarden.sketches.profile import CategoricalProfile, merged_profile, window_profiles
+from driftwarden.sketches.histogram import merged_at_once
 from driftwarden.sketches.multivariate import GroupReference
 from driftwarden.sketches.serialization import (KIND_REFERENCE, KIND_REFERENCE_GROUPS, KIND_REFERENCE_PROFILED,
                                                 KIND_REFERENCE_WINDOWED, Reader, Writer)
@@ -187,9 +188,11 @@ def reference_from_window_sketches(name: str, kind: str, sketches: list[FeatureS
     over-dispersion. With fewer than ``policy.min_windows`` windows, thresholds are the fixed ones
     (source "fixed").
     """
-    merged = copy_sketch(sketches[0])
-    for sketch in sketches[1:]:
-        merged.merge(sketch)
+    merged = merged_at_once(sketches)  # histograms in one pass; else one by one
+    if merged is None:
+        merged = copy_sketch(sketches[0])
+        for sketch in sketches[1:]:
+            merged.merge(sketch)
     profiles = _profiles(kind, merged, sketches, policy, window_counts)
     profile = merged_profile(profiles) if profiles else None
     if len(sketches) < policy.min_windows:

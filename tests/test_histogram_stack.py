@@ -129,9 +129,9 @@ def _merged_one_by_one(sketches: list[HistogramSketch]) -> HistogramSketch:
 @pytest.mark.parametrize("max_buckets", [16, 100, 1024])
 def test_each_histograms_others_from_the_total_are_their_merge(max_buckets: int) -> None:
     """``merges_of_others`` (calibration's leave-one-out from the total) is, for each histogram, the merge of all
-    the others, byte for byte: windows at different resolutions (one alone at the coarsest, two at the coarsest),
+    the others, and ``merged_at_once`` the merge of them all, byte for byte: windows at different resolutions (one alone at the coarsest, two at the coarsest),
     with nulls, NaN and infinities, one holding the smallest and the largest value."""
-    from driftwarden.sketches.histogram import merges_of_others
+    from driftwarden.sketches.histogram import merged_at_once, merges_of_others
 
     rng = np.random.default_rng(5)
     windows = [HistogramSketch(max_buckets=max_buckets).update(make(rng)) for make in TRICKY.values()]
@@ -143,6 +143,8 @@ def test_each_histograms_others_from_the_total_are_their_merge(max_buckets: int)
         others = merges_of_others(chosen)
         assert [_state(o) for o in others] == [_state(_merged_one_by_one(chosen[:i] + chosen[i + 1:]))
                                               for i in range(len(chosen))]
-    assert merges_of_others(windows[:1]) is None
+        assert _state(merged_at_once(chosen)) == _state(_merged_one_by_one(chosen))
+    assert merges_of_others(windows[:1]) is None and _state(merged_at_once(windows[:1])) == _state(windows[0])
+    assert merged_at_once([windows[0], HistogramSketch().update([None])]) is None
     assert merges_of_others([windows[0], HistogramSketch().update([None])]) is None  # a window without values
     assert merges_of_others([windows[0], HistogramSketch(max_buckets=max_buckets + 1).update([1.0])]) is None
