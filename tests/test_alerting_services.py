@@ -17,11 +17,12 @@ import time
 import uuid
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
+from typing import NamedTuple
 
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, func, select, text
 
 from driftwarden.alerting.dashboards.definitions import SEGMENT_VARIABLE, all_dashboards, model_dashboard
 from driftwarden.alerting.dashboards.health import UID as HEALTH_UID
@@ -34,6 +35,7 @@ from driftwarden.alerting.testing import Reply, WebhookReceiver
 from driftwarden.alerting.worker import Dispatcher, build_sinks, make_client
 from driftwarden.pipeline.results import store_window
 from driftwarden.pipeline.dead_letters import store_dead_letters
+from driftwarden.schemas.alert_tables import alert_deliveries
 
 pytestmark = pytest.mark.services
 FEATURES = ["amount", "age", "country", "device", "hour"]
@@ -76,8 +78,17 @@ def write_window(engine: Engine, rules: AlertRules, model: str, start: datetime,
         store_window(conn, WindowReport(model, start, end, outcomes), 6000 + rng.randint(-500, 500), 0, rules)
 
 
+class FilledStore(NamedTuple):
+    """What ``filled_store`` wrote: the store, the model, the metrics registry and its first window's start."""
+
+    engine: Engine
+    model: str
+    registry: CollectorRegistry
+    start: datetime
+
+
 @pytest.fixture()
-def filled_store(pg_engine):
+def filled_store(pg_engine) -> FilledStore:
     """PostgreSQL holding 40 minutes of results for one model, with alerts delivered (and one route failing)."""
     model = f"fraud-{uuid.uuid4().hex[:6]}"
     rng = random.Random(11)
@@ -97,13 +108,49 @@ def filled_store(pg_engine):
                 write_window(pg_engine, rules, model, start + timedelta(minutes=i), rng, drift, segment_drift)
                 while dispatcher.run_once():
                     pass
-        assert len(good.received) == 2 and len(bad.received) == 2  # amount fires, then resolves (minor: no alert)
-    return pg_engine, model, registry
+            deliver_the_rest(dispatcher, pg_engine)
+        # amount fires, then resolves (minor: no alert). Delivery is at least once: a POST the receiver got but
+        # whose answer came too late is sent again under the same webhook-id, so notifications are counted by id.
+        told = notifications(good, model)
+        assert [status for _, status in told] == ["firing", "resolved"], told
+        assert len(bad.received) == 2, [r.headers.get("webhook-id") for r in bad.received]  # a 400 is not retried
+    return FilledStore(pg_engine, model, registry, start)
+
+
+def deliver_the_rest(dispatcher: Dispatcher, engine: Engine, within_s: float = 60.0) -> None:
+    """Run delivery rounds until no delivery is pending (a retry waits out its backoff), for at most ``within_s``."""
+    deadline = time.monotonic() + within_s
+    while True:
+        while dispatcher.run_once():
+            pass
+        with engine.connect() as conn:
+            pending = conn.execute(select(func.count()).select_from(alert_deliveries)
+                                   .where(alert_deliveries.c.status == "pending")).scalar_one()
+        if not pending or time.monotonic() > deadline:
+            return
+        time.sleep(0.2)
+
+
+def notifications(receiver: WebhookReceiver, model: str) -> list[tuple[str, str]]:
+    """(webhook-id, status) of each distinct notification about ``model`` the receiver got, in order of arrival.
+
+    Retries of one notification carry its webhook-id and body: a second copy must be the same bytes.
+    """
+    first: dict[str, bytes] = {}
+    for item in receiver.received:
+        webhook_id = item.headers["webhook-id"]
+        assert first.setdefault(webhook_id, item.body) == item.body, f"{webhook_id} sent with two bodies"
+    told = []
+    for webhook_id, body in first.items():
+        alerts = json.loads(body)["alerts"]
+        assert {a["model"] for a in alerts} == {model}, (webhook_id, body[:300])
+        told += [(webhook_id, a["status"]) for a in alerts]
+    return told
 
 
 @pytest.mark.parametrize("chosen", ["all", "some"])
 def test_every_sql_panel_returns_rows_on_postgres(filled_store, chosen) -> None:
-    engine, model, _ = filled_store
+    engine, model, *_ = filled_store
     now = datetime.now(timezone.utc)
     segment = SEGMENT_VARIABLE.all_value if chosen == "all" else sql_values(["country=FR", "country=US"])
     ran = 0
@@ -138,7 +185,7 @@ def segment_panel_rows(engine: Engine, model: str, title: str, segments: list[st
 
 
 def test_the_segment_filter_picks_the_segments_shown(filled_store) -> None:
-    engine, model, _ = filled_store
+    engine, model, *_ = filled_store
     scores = "Segment drift score (PSI; deep where run)"
     assert {r.metric for r in segment_panel_rows(engine, model, scores, None)} == {f"amount [{s}]" for s in SEGMENTS}
     assert {r.metric for r in segment_panel_rows(engine, model, scores, ["country=US"])} == {"amount [country=US]"}
@@ -150,7 +197,7 @@ def test_the_segment_filter_picks_the_segments_shown(filled_store) -> None:
 
 
 def test_alert_state_panel_shows_each_alert_over_time(filled_store) -> None:
-    engine, model, _ = filled_store
+    engine, model, _, start = filled_store
     panel = next(p for p in model_dashboard().panels if p.type == "state-timeline")
     now = datetime.now(timezone.utc)
     with engine.connect() as conn:
@@ -160,7 +207,6 @@ def test_alert_state_panel_shows_each_alert_over_time(filled_store) -> None:
         late = expand_sql(panel.targets[0].sql, {"model": model}, now - timedelta(minutes=25), now)
         late_rows = conn.execute(text(late)).all()
     assert [(r.metric, r.value) for r in rows] == [("amount", 3), ("amount", 0)]  # firing (major), then resolved
-    start = now.replace(second=0, microsecond=0) - timedelta(minutes=40)
     assert rows[0].time == start + timedelta(minutes=10) and rows[1].time == start + timedelta(minutes=22)
     assert [(r.metric, r.value) for r in late_rows] == [("amount", 3), ("amount", 0)]
     labels = {m["options"][k]["text"] for m in panel.mappings for k in m["options"]}
@@ -183,7 +229,7 @@ def free_port() -> int:
 
 
 def test_every_promql_panel_returns_series_from_a_real_scrape(filled_store, prometheus_url, prometheus_targets_dir) -> None:
-    engine, model, registry = filled_store
+    engine, model, registry, _ = filled_store
     registry.register(StoreCollector(engine))
     port = free_port()
     server, _thread = serve_metrics(port, registry)

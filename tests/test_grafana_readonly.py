@@ -39,7 +39,7 @@ def create_role(admin_url: str, role: str, schema: str, password: str) -> subpro
 
 @pytest.mark.services
 def test_grafana_reads_every_panel_as_a_read_only_role(filled_store, pg_url) -> None:  # noqa: F811
-    engine, model, _ = filled_store
+    engine, model, *_ = filled_store
     schema = engine.url.query["options"].split("=", 1)[1]  # pg_engine's: -csearch_path=<schema>
     role, password = f"grafana_{uuid.uuid4().hex[:8]}", secrets.token_urlsafe(16)
     admin = create_engine(pg_url.replace("postgresql://", "postgresql+psycopg://"))
