@@ -245,6 +245,8 @@ class Dispatcher:
         self._write(delivery, claimed_until=None, next_attempt_at=next_at, failures=failures,
                     last_status_code=code, last_error=str(error)[:500])
         self._count(delivery.route, "rescheduled")
+        log.info("delivery %s to route %s: rescheduled (attempt %d: %s)", delivery.webhook_id, delivery.route,
+                 failures, error)
         return "rescheduled"
 
     def _finish(self, delivery: Delivery, status: str, error: str | None, code: int | None = None,
