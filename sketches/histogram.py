@@ -551,7 +551,7 @@ def merged_at_once(sketches: Sequence[HistogramSketch]) -> HistogramSketch | Non
     if not _mergeable(sketches):
         return None
     top, _at_top, keys, counts = _buckets_at_top(sketches)
-    missing = np.array([(s.nulls, s.nans, s.pos_inf, s.neg_inf) for s in sketches], dtype=np.int64).sum(axis=0)
+    missing = _missing_counts(sketches).sum(axis=0)
     return _histogram_of(sketches[0], top, keys, counts, missing.tolist(),
                          float(min(s.min for s in sketches)), float(max(s.max for s in sketches)))
 
@@ -564,7 +564,7 @@ def merges_of_others(sketches: Sequence[HistogramSketch]) -> list[HistogramSketc
     The merge of some histograms is their buckets added at the finest resolution at least as coarse as each
     (the largest shift among them), coarsened until at most ``max_buckets`` are occupied. So each sketch's
     others are the total's buckets at the largest shift less its own there, coarsened to fit; a sketch whose
-    shift alone is the largest (its others may be finer) gets the merge of the others one by one.
+    shift alone is the largest (its others may be finer) gets the others' merge made afresh.
 
     >>> a, b, c = (HistogramSketch(max_buckets=16).update(np.arange(lo, lo + 40.0)) for lo in (0.0, 30.0, 500.0))
     >>> others = merges_of_others([a, b, c])
@@ -576,18 +576,14 @@ def merges_of_others(sketches: Sequence[HistogramSketch]) -> list[HistogramSketc
     top, at_top, keys, counts = _buckets_at_top(sketches)
     lows = _others_extreme(np.array([s.min for s in sketches]), np.minimum)
     highs = _others_extreme(np.array([s.max for s in sketches]), np.maximum)
-    missing = np.array([(s.nulls, s.nans, s.pos_inf, s.neg_inf) for s in sketches], dtype=np.int64)
+    missing = _missing_counts(sketches)
     missing = missing.sum(axis=0) - missing
     shifts = np.array([s.shift for s in sketches])
     alone_on_top = np.count_nonzero(shifts == top) == 1
     others = []
     for i in range(len(sketches)):
         if alone_on_top and shifts[i] == top:
-            rest = [s for j, s in enumerate(sketches) if j != i]
-            merged = rest[0].copy()
-            for other in rest[1:]:
-                merged.merge(other)
-            others.append(merged)
+            others.append(merged_at_once([s for j, s in enumerate(sketches) if j != i]))
             continue
         own_keys, own_counts = at_top[i]
         left = counts.copy()
@@ -602,6 +598,11 @@ def _mergeable(sketches: Sequence[HistogramSketch]) -> bool:
     """At least one sketch, all histograms of the same settings, each with finite values."""
     return bool(sketches) and all(type(s) is HistogramSketch and s._keys.size and s.precision == sketches[0].precision
                                   and s.max_buckets == sketches[0].max_buckets for s in sketches)
+
+
+def _missing_counts(sketches: Sequence[HistogramSketch]) -> np.ndarray:
+    """Each sketch's (nulls, NaN, +inf, -inf) counts, one row a sketch."""
+    return np.array([(s.nulls, s.nans, s.pos_inf, s.neg_inf) for s in sketches], dtype=np.int64)
 
 
 def _buckets_at_top(sketches: Sequence[HistogramSketch]) -> tuple[int, list, np.ndarray, np.ndarray]:
