@@ -4,6 +4,7 @@ import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.stream.IntStream;
 
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.table.functions.ScalarFunction;
@@ -24,6 +25,8 @@ public class EventSegment extends ScalarFunction {
 
     private final String specText;
     private transient Map<String, Model> models;
+    /** {@code 0..n-1}: {@link #eval}'s arguments are their own columns. */
+    private transient int[] identity;
 
     /**
      * One segmented model: which arguments form its key, and each top key's index. A one-value key is looked up
@@ -113,18 +116,10 @@ public class EventSegment extends ScalarFunction {
 
     /** The segment index of an event of {@code model} whose segment arguments are {@code values}. */
     public int eval(String model, String... values) {
-        if (models == null) {
-            models = parse(specText);
+        if (identity == null || identity.length != values.length) {
+            identity = IntStream.range(0, values.length).toArray();
         }
-        Model segmented = model == null ? null : models.get(model);
-        if (segmented == null) {
-            return -1;
-        }
-        String[] key = new String[segmented.args.length];
-        for (int i = 0; i < key.length; i++) {
-            key[i] = values[segmented.args[i]];
-        }
-        return segmented.index.getOrDefault(Arrays.asList(key), segmented.index.size());
+        return segmentOf(model, values, identity);
     }
 
     /**
