@@ -13,17 +13,24 @@ import io
 
 import pytest
 
+from tests.conftest import REPO
 from tests.test_layering import module_sources
 
 MODULES = sorted(name for name, source in module_sources().items()
                  if name.startswith("driftwarden") and ">>>" in source)
+# the benches' helpers are code users run too: their examples are tests as well
+BENCH_MODULES = sorted(f"bench.{path.stem}" for path in (REPO / "bench").glob("*.py") if ">>>" in path.read_text())
 
 
 def test_modules_with_examples_are_found():
     assert len(MODULES) > 30 and "driftwarden.sketches.analysis" in MODULES
 
 
-@pytest.mark.parametrize("module", MODULES)
+def test_bench_modules_with_examples_are_found():
+    assert "bench.bench_job" in BENCH_MODULES
+
+
+@pytest.mark.parametrize("module", MODULES + BENCH_MODULES)
 def test_docstring_examples(module: str) -> None:
     mod = importlib.import_module(module)
     out = io.StringIO()
