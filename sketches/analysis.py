@@ -36,10 +36,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from driftwarden.sketches.calibration import thresholds_for_count
+import numpy as np
+
+from driftwarden.sketches.calibration import thresholds_for_count, thresholds_for_counts
 from driftwarden.sketches.categorical import CategoricalSketch
 from driftwarden.sketches.deep import DeepResult, deep_test, missing_rate_pvalue, profile_test
 from driftwarden.sketches.fdr import hierarchical_adjusted
@@ -47,7 +50,7 @@ from driftwarden.sketches.feature import FeatureSketch, is_numeric
 from driftwarden.sketches.histogram import HistogramSketch
 from driftwarden.sketches.moments import GroupMoments
 from driftwarden.sketches.multivariate import GROUP_TESTS, GroupReference, group_pvalues, group_scores, group_severity
-from driftwarden.sketches.gate import GateCell, GateScores, gate_alarm, gate_scores_many
+from driftwarden.sketches.gate import SCORE_NAMES, GateCell, GateScores, gate_alarms, gate_scores_many
 from driftwarden.sketches.policy import DriftPolicy, verdict
 from driftwarden.sketches.reference import FeatureReference, Reference, baseline_unseen_share, unseen_null
 from driftwarden.sketches.reservoir import ReservoirSample
@@ -274,37 +277,88 @@ _Cell = tuple[str, tuple[FeatureSketch, ReservoirSample] | None, FeatureReferenc
 def _stage_all(cells: dict[tuple[str, ...] | None, list[_Cell]],
                policy: DriftPolicy) -> dict[tuple[str, ...] | None, list[tuple[FeatureVerdict, DeepResult | None]]]:
     """:func:`_stage` of every (name, window pair, reference) of the global view (key None) and each
-    segment, with the gate scores of all of them computed in one call (``gate_scores_many``)."""
-    judged = [GateCell(ref.sketch, pair[0], ref.profile, name)
-              for rows in cells.values() for name, pair, ref in rows if pair is not None and ref is not None]
-    scores = iter(_gate_scores(judged, policy.bins))
-    return {key: [_stage_guarded(name, pair, ref, policy, next(scores) if pair is not None and ref is not None else None)
+    segment, with the gate scores of all of them computed in one call (``gate_scores_many``) and their
+    thresholds and alarms in one pass (:func:`_gate_all`)."""
+    judged = [(name, pair, ref) for rows in cells.values() for name, pair, ref in rows
+              if pair is not None and ref is not None]
+    scores = _each_or_alone(lambda some: gate_scores_many(some, policy.bins),
+                            [GateCell(ref.sketch, pair[0], ref.profile, name) for name, pair, ref in judged])
+    gated = iter(_gate_all(judged, scores, policy))
+    return {key: [_stage_guarded(name, pair, ref, policy, next(gated) if pair is not None and ref is not None else None)
                   for name, pair, ref in rows] for key, rows in cells.items()}
 
 
-def _gate_scores(cells: list[GateCell], bins: int) -> list[GateScores | Exception]:
-    """Every cell's gate scores in one call; should that raise, each cell's alone (its exception in its place)."""
+def _each_or_alone(step: Callable[[list], list], items: list) -> list:
+    """``step(items)`` (one result per item); should that raise, ``step`` of each item alone, an item's
+    exception in its place: one cell's failure must not cost the others their results."""
     try:
-        return gate_scores_many(cells, bins)
-    except Exception:  # noqa: BLE001 - one cell's failure must not cost the others their scores
+        return step(items)
+    except Exception:  # noqa: BLE001
         pass
-    scores: list[GateScores | Exception] = []
-    for cell in cells:
+    results = []
+    for item in items:
         try:
-            scores.extend(gate_scores_many([cell], bins))
+            results.extend(step([item]))
         except Exception as exc:  # noqa: BLE001
-            scores.append(exc)
-    return scores
+            results.append(exc)
+    return results
+
+
+#: What the gate decided of one judged cell: its scores as judged and its alarm (or why it could not).
+_Gated = tuple[GateScores, bool] | Exception
+
+
+def _gate_all(judged: list[_Cell], scores: list[GateScores | Exception], policy: DriftPolicy) -> list[_Gated]:
+    """Each judged cell's gate scores as judged (the missing-rate score alone below ``policy.min_count`` values)
+    and its alarm (``policy.min_count`` values or more and a score over its threshold rescaled to the window's
+    count): the thresholds and alarms of all the cells computed at once (``calibration.thresholds_for_counts``,
+    ``gate.gate_alarms``)."""
+    gated: list[_Gated] = [_judged_scores(pair[0], score, policy) for (_, pair, _), score in zip(judged, scores)]
+    tested = [i for i, (cell, g) in enumerate(zip(judged, gated))
+              if not isinstance(g, Exception) and cell[1][0].count >= policy.min_count]
+    alarms = _each_or_alone(lambda some: _alarms(some, policy.bins),
+                            [(judged[i][1][0].count, judged[i][2], gated[i][0]) for i in tested])
+    for i, alarm in zip(tested, alarms):
+        gated[i] = alarm if isinstance(alarm, Exception) else (gated[i][0], alarm)
+    return gated
+
+
+def _judged_scores(sketch: FeatureSketch, scores: GateScores | Exception, policy: DriftPolicy) -> _Gated:
+    """A cell's gate scores as judged, no alarm yet: the missing-rate score alone below ``policy.min_count`` values."""
+    if isinstance(scores, Exception):
+        return scores
+    try:
+        return (GateScores(missing_delta=scores.missing_delta) if sketch.n < policy.min_count else scores), False
+    except Exception as exc:  # noqa: BLE001 - judged "not judged", the window goes on
+        return exc
+
+
+#: A :class:`GateScores`' values in ``SCORE_NAMES`` order (None where a score does not apply).
+_SCORE_VALUES = operator.attrgetter(*SCORE_NAMES)
+
+
+def _alarms(cells: list[tuple[int, FeatureReference, GateScores]], bins: int) -> list[bool]:
+    """The gate alarm of each (window count, reference, scores): every score against its threshold
+    rescaled to the window's count, all cells in one pass."""
+    if not cells:
+        return []
+    rows = [ref.threshold_rows(bins) for _, ref, _ in cells]
+    thresholds = thresholds_for_counts(np.array([t for t, _ in rows]), np.array([d for _, d in rows]),
+                                       np.array([len(ref.null_scores) for _, ref, _ in cells]),
+                                       np.array([ref.sketch.count for _, ref, _ in cells]),
+                                       np.array([count for count, _, _ in cells]),
+                                       np.array([ref.thresholds.source == "calibrated" for _, ref, _ in cells]))
+    values = np.array([_SCORE_VALUES(scores) for _, _, scores in cells], dtype=np.float64)
+    return gate_alarms(values, thresholds).tolist()
 
 
 def _stage_guarded(name: str, pair: tuple[FeatureSketch, ReservoirSample] | None, ref: FeatureReference | None,
-                   policy: DriftPolicy, scores: GateScores | Exception | None,
-                   ) -> tuple[FeatureVerdict, DeepResult | None]:
-    """:func:`_stage`, or the feature's "not judged" verdict when its gate scores or its staging raised."""
+                   policy: DriftPolicy, gated: _Gated | None) -> tuple[FeatureVerdict, DeepResult | None]:
+    """:func:`_stage`, or the feature's "not judged" verdict when its gate or its staging raised."""
     try:
-        if isinstance(scores, Exception):
-            raise scores
-        return _stage(name, pair, ref, policy, scores)
+        if isinstance(gated, Exception):
+            raise gated
+        return _stage(name, pair, ref, policy, gated)
     except Exception as exc:  # noqa: BLE001 - judged "not judged", the window goes on
         return not_judged(name, ref.kind if ref else _kind_of(pair[0]), pair, exc), None
 
@@ -339,19 +393,15 @@ def _guarded(fv: FeatureVerdict, step: Callable[..., FeatureVerdict], *args) -> 
 
 
 def _stage(name: str, pair: tuple[FeatureSketch, ReservoirSample] | None, ref: FeatureReference | None,
-           policy: DriftPolicy, scores: GateScores | None) -> tuple[FeatureVerdict, DeepResult | None]:
-    """A feature's verdict before the FDR step, and its deep test if the gate fired (``scores``: its gate
-    scores, None when the window or the reference lacks the feature)."""
+           policy: DriftPolicy, gated: tuple[GateScores, bool] | None) -> tuple[FeatureVerdict, DeepResult | None]:
+    """A feature's verdict before the FDR step, and its deep test if the gate fired (``gated``: its gate
+    scores as judged and its alarm (:func:`_gate_all`), None when the window or the reference lacks the feature)."""
     kind = ref.kind if ref else _kind_of(pair[0])
-    if pair is None or ref is None or scores is None:
+    if pair is None or ref is None or gated is None:
         count, missing = _counts(pair)
         return FeatureVerdict(name, kind, count, missing, GateScores(), False, None, None, False, "none"), None
     sketch, sample = pair
-    if sketch.n < policy.min_count:
-        scores = GateScores(missing_delta=scores.missing_delta)
-    thresholds = thresholds_for_count(ref.thresholds, len(ref.null_scores), ref.sketch.count, sketch.count,
-                                      ref.dispersion(policy.bins))
-    alarm = sketch.count >= policy.min_count and gate_alarm(scores, thresholds)
+    scores, alarm = gated
     deep = _deep(ref, sketch, sample, scores, policy) if alarm else None
     fv = FeatureVerdict(name, kind, sketch.count, sketch.missing, scores, alarm, None, None, False, "none")
     return fv, deep

@@ -158,6 +158,7 @@ def thresholds_for_count(thresholds: GateThresholds, windows: int, reference_cou
     The variance a score's null scale follows is v = 1 / count + 1 / reference_count, plus the
     reference windows' between-window variance of that score (``dispersion``, ``sketches/dispersion.py``),
     which does not shrink with the window's size: a cycle keeps a larger window's thresholds wide.
+    One row of :func:`thresholds_for_counts`.
 
     >>> t = GateThresholds(ks=0.02, source="calibrated")
     >>> round(thresholds_for_count(t, 10, 60_000, 1_500).ks, 4)  # windows of 6,000 -> 1,500: about twice
@@ -165,15 +166,62 @@ def thresholds_for_count(thresholds: GateThresholds, windows: int, reference_cou
     >>> round(thresholds_for_count(t, 10, 60_000, 1_500, Dispersion(ks=1e-3)).ks, 4)  # a cycle's share stays
     0.0238
     """
-    if thresholds.source != "calibrated" or windows < 2 or reference_count <= windows or count <= 0:
+    if not _scaled(thresholds, windows, reference_count, count):
         return thresholds
-    calibration = reference_count / windows
-    live, calibrated = 1.0 / count + 1.0 / reference_count, 1.0 / calibration + 1.0 / (reference_count - calibration)
-    values = {name: max(getattr(thresholds, name) * ((live + dispersion.score(name)) /
-                                                     (calibrated + dispersion.score(name))) ** power,
-                        THRESHOLD_FLOORS[name])
-              for name, power in COUNT_SCALING.items()}
-    return GateThresholds(**values, source=thresholds.source)
+    [row] = thresholds_for_counts(thresholds.as_array()[np.newaxis], dispersion.as_array()[np.newaxis],
+                                  np.array([windows]), np.array([reference_count]), np.array([count]))
+    return GateThresholds(**dict(zip(SCORE_NAMES, row.tolist())), source=thresholds.source)
+
+
+def _scaled(thresholds: GateThresholds, windows: int, reference_count: int, count: int) -> bool:
+    """Whether :func:`thresholds_for_count` rescales: calibrated thresholds, 2+ windows, a count to scale to."""
+    return thresholds.source == "calibrated" and windows >= 2 and reference_count > windows and count > 0
+
+
+def thresholds_for_counts(thresholds: np.ndarray, dispersions: np.ndarray, windows: np.ndarray,
+                          reference_counts: np.ndarray, counts: np.ndarray,
+                          calibrated: np.ndarray | None = None) -> np.ndarray:
+    """:func:`thresholds_for_count` of many cells at once, bit for bit: one row per cell, ``SCORE_NAMES`` columns.
+
+    ``thresholds`` and ``dispersions`` (``Dispersion.as_array``): each cell's, a row each; ``windows``,
+    ``reference_counts``, ``counts``, ``calibrated`` (the thresholds' source is "calibrated"; None: all are):
+    one value per cell. Rows that :func:`thresholds_for_count` leaves unscaled (not calibrated, fewer than 2
+    windows, ...) come back as given. The powers are Python's (``**``
+    on floats), not numpy's: numpy's differ from them in the last bit (a threshold must not move with the path).
+    """
+    rows = thresholds.shape[0]
+    if rows == 0:
+        return thresholds.copy()
+    windows, reference_counts, counts = (np.asarray(a, dtype=np.float64) for a in (windows, reference_counts, counts))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        calibration = reference_counts / windows
+        live = 1.0 / counts + 1.0 / reference_counts
+        calibrated = 1.0 / calibration + 1.0 / (reference_counts - calibration)
+        ratio = (live[:, np.newaxis] + dispersions) / (calibrated[:, np.newaxis] + dispersions)
+        scaled = thresholds * _python_powers(ratio, _COUNT_POWERS)
+    scaled = np.where(_FLOORS > scaled, _FLOORS, scaled)  # Python's max(scaled, floor): NaN stays NaN
+    usable = (windows >= 2) & (reference_counts > windows) & (counts > 0)
+    if calibrated is not None:
+        usable &= np.asarray(calibrated, dtype=bool)
+    return np.where(usable[:, np.newaxis], scaled, thresholds)
+
+
+#: :data:`COUNT_SCALING`'s powers and :data:`THRESHOLD_FLOORS` in ``SCORE_NAMES`` order.
+_COUNT_POWERS = tuple(COUNT_SCALING[name] for name in SCORE_NAMES)
+_FLOORS = np.array([THRESHOLD_FLOORS[name] for name in SCORE_NAMES])
+
+
+def _python_powers(base: np.ndarray, powers: tuple[float, ...]) -> np.ndarray:
+    """``base ** power`` column by column, as Python computes it on floats (1.0 for power 0, the base for 1)."""
+    out = np.empty_like(base)
+    for column, power in enumerate(powers):
+        if power == 0.0:
+            out[:, column] = 1.0
+        elif power == 1.0:
+            out[:, column] = base[:, column]
+        else:
+            out[:, column] = [float(value ** power) for value in base[:, column].tolist()]
+    return out
 
 
 def score_dof(sketch: FeatureSketch, bins: int = 10, profile: CategoricalProfile | None = None) -> int:

@@ -89,6 +89,10 @@ class Dispersion:
                   "missing_delta": self.missing}
         return family.get(name, 0.0)
 
+    def as_array(self) -> np.ndarray:
+        """:meth:`score` of each gate score, in ``SCORE_NAMES`` order."""
+        return np.array([self.score(name) for name in SCORE_NAMES], dtype=np.float64)
+
     @property
     def distribution(self) -> float:
         """tau^2 of a numeric feature's distribution tests (KS and binned chi-square): the larger of KS's and PSI's."""

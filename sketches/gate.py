@@ -180,14 +180,22 @@ def _cell_scores(cell: GateCell, bins: int) -> GateScores:
 
 
 def gate_alarm(scores: GateScores, thresholds: GateThresholds) -> bool:
-    """True when any score exceeds its threshold (``missing_delta`` in absolute value)."""
-    for name in SCORE_NAMES:
-        value = getattr(scores, name)
-        if value is None or math.isnan(value):
-            continue
-        if (abs(value) if name == "missing_delta" else value) > getattr(thresholds, name):
-            return True
-    return False
+    """True when any score exceeds its threshold (``missing_delta`` in absolute value; None and NaN never do).
+
+    One row of :func:`gate_alarms`."""
+    return bool(gate_alarms(scores.as_array()[np.newaxis], thresholds.as_array()[np.newaxis])[0])
+
+
+def gate_alarms(scores: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    """:func:`gate_alarm` of many cells at once: ``scores`` (rows of ``GateScores.as_array``, NaN for None) and
+    ``thresholds`` (rows of ``GateThresholds.as_array``), one row per cell; a boolean per cell."""
+    values = scores.copy()
+    values[:, _MISSING] = np.abs(values[:, _MISSING])
+    with np.errstate(invalid="ignore"):
+        return np.any(values > thresholds, axis=1)
+
+
+_MISSING = SCORE_NAMES.index("missing_delta")
 
 
 def ks_estimate(reference: NumericSketch, window: NumericSketch) -> tuple[float, float]:

@@ -65,6 +65,14 @@ class FeatureReference:
                                                              self.kind, score_dof(self.sketch, bins, self.profile), sd)
         return self._dispersion[bins]
 
+    def threshold_rows(self, bins: int = 10) -> tuple[np.ndarray, np.ndarray]:
+        """Its thresholds and its :meth:`dispersion` in ``SCORE_NAMES`` order (``as_array``), what
+        ``calibration.thresholds_for_counts`` takes: made once per ``bins`` (a reference judges window after window)."""
+        key = ("rows", bins)
+        if key not in self._dispersion:
+            self._dispersion[key] = (self.thresholds.as_array(), self.dispersion(bins).as_array())
+        return self._dispersion[key]
+
 
 class Reference:
     """The reference of every feature of a model.
