@@ -23,3 +23,15 @@ def gc_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+def freeze_loaded() -> None:
+    """Keep what the process holds now (e.g. the references a job's sink loaded at start) out of every later
+    collection (``gc.freeze``): a full collection would scan them again and again though they live as long as the
+    process. Reference counting still frees them; only a cycle among them would outlive its last use.
+
+    Judging a segmented window allocates thousands of verdicts, enough to set off collections; measured with
+    ``bench/bench_segment_judging.py``'s sizes (572 cells a window), the collector took about 5 ms of a window's
+    ~77 ms, about 2 ms once the reference was frozen.
+    """
+    gc.freeze()

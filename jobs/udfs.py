@@ -170,6 +170,7 @@ class AnalyzeWindow(ScalarFunction):
 
     def open(self, function_context: FunctionContext) -> None:
         from driftwarden.alerting.rules import parse_rules
+        from driftwarden.core.gc_pause import freeze_loaded
         from driftwarden.core.store import make_engine
         from driftwarden.pipeline.judging import drift_policy
         from driftwarden.pipeline.reference_set import ReferenceSet
@@ -182,6 +183,7 @@ class AnalyzeWindow(ScalarFunction):
                                      ReferenceSet.load(self.reference_path) if self.reference_path else None,
                                      where=str(self.reference_path))
         self.window_metrics = WindowMetrics.open(function_context, self.config)  # jobs/window_metrics.py
+        freeze_loaded()  # the references, held for the job's life, out of the collector's scans
 
     def eval(self, summary_bytes: bytes) -> int:
         from driftwarden.pipeline.summary import WindowSummary
