@@ -196,8 +196,8 @@ def thresholds_for_counts(thresholds: np.ndarray, dispersions: np.ndarray, windo
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         calibration = reference_counts / windows
         live = 1.0 / counts + 1.0 / reference_counts
-        calibrated = 1.0 / calibration + 1.0 / (reference_counts - calibration)
-        ratio = (live[:, np.newaxis] + dispersions) / (calibrated[:, np.newaxis] + dispersions)
+        at_calibration = 1.0 / calibration + 1.0 / (reference_counts - calibration)
+        ratio = (live[:, np.newaxis] + dispersions) / (at_calibration[:, np.newaxis] + dispersions)
         scaled = thresholds * _python_powers(ratio, _COUNT_POWERS)
     scaled = np.where(_FLOORS > scaled, _FLOORS, scaled)  # Python's max(scaled, floor): NaN stays NaN
     usable = (windows >= 2) & (reference_counts > windows) & (counts > 0)
