@@ -314,9 +314,8 @@ def _gate_all(judged: list[_Cell], scores: list[GateScores | Exception], policy:
     count): the thresholds and alarms of all the cells computed at once (``calibration.thresholds_for_counts``,
     ``gate.gate_alarms``)."""
     gated: list[_Gated] = [_judged_scores(pair[0], score, policy) for (_, pair, _), score in zip(judged, scores)]
-    tested = [i for i, (cell, g) in enumerate(zip(judged, gated))
-              if not isinstance(g, Exception) and cell[1][0].count >= policy.min_count]
-    alarms = _each_or_alone(lambda some: _alarms(some, policy.bins),
+    tested = [i for i, g in enumerate(gated) if not isinstance(g, Exception)]
+    alarms = _each_or_alone(lambda some: _alarms(some, policy.bins, policy.min_count),
                             [(judged[i][1][0].count, judged[i][2], gated[i][0]) for i in tested])
     for i, alarm in zip(tested, alarms):
         gated[i] = alarm if isinstance(alarm, Exception) else (gated[i][0], alarm)
@@ -337,9 +336,9 @@ def _judged_scores(sketch: FeatureSketch, scores: GateScores | Exception, policy
 _SCORE_VALUES = operator.attrgetter(*SCORE_NAMES)
 
 
-def _alarms(cells: list[tuple[int, FeatureReference, GateScores]], bins: int) -> list[bool]:
-    """The gate alarm of each (window count, reference, scores): every score against its threshold
-    rescaled to the window's count, all cells in one pass."""
+def _alarms(cells: list[tuple[int, FeatureReference, GateScores]], bins: int, min_count: int) -> list[bool]:
+    """The gate alarm of each (window count, reference, scores): ``min_count`` values or more and a score over
+    its threshold rescaled to the window's count, all cells in one pass."""
     if not cells:
         return []
     rows = [ref.threshold_rows(bins) for _, ref, _ in cells]
@@ -349,7 +348,8 @@ def _alarms(cells: list[tuple[int, FeatureReference, GateScores]], bins: int) ->
                                        np.array([count for count, _, _ in cells]),
                                        np.array([ref.thresholds.source == "calibrated" for _, ref, _ in cells]))
     values = np.array([_SCORE_VALUES(scores) for _, _, scores in cells], dtype=np.float64)
-    return gate_alarms(values, thresholds).tolist()
+    counted = np.array([count for count, _, _ in cells]) >= min_count
+    return (gate_alarms(values, thresholds) & counted).tolist()
 
 
 def _stage_guarded(name: str, pair: tuple[FeatureSketch, ReservoirSample] | None, ref: FeatureReference | None,
