@@ -30,7 +30,6 @@ so a feature that turns all-NaN or all-inf alarms through this score. Distances 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Sequence
 
