@@ -827,6 +827,60 @@ def segment_feature_bytes(summaries: list[bytes]) -> dict[str, float]:
             "segments": float(np.mean([len(WindowSummary.deserialize(d).segments) for d in summaries]))}
 
 
+#: The parts of a window summary's bytes :func:`summary_parts` tells apart, in the order they are printed.
+SUMMARY_PARTS = ("numeric histograms", "categorical counts", "event sample: keys", "event sample: values",
+                 "group moments", "names, counts, framing")
+
+
+def frame_parts(frame) -> dict[str, int]:
+    """Where one kind 17 frame's bytes go (:data:`SUMMARY_PARTS`): each sketch's, the sample's keys and the rest
+    of the sample, the group moments', and the rest (the frame's names, counts, lengths and trailer)."""
+    from driftwarden.sketches.histogram import HistogramSketch
+
+    parts = dict.fromkeys(SUMMARY_PARTS, 0)
+    for sketch in frame.sketches.values():
+        kind = "numeric histograms" if isinstance(sketch, HistogramSketch) else "categorical counts"
+        parts[kind] += len(sketch.serialize())
+    sample = len(frame.sample.serialize())
+    parts["event sample: keys"] = 8 * frame.sample.size
+    parts["event sample: values"] = sample - 8 * frame.sample.size
+    parts["group moments"] = sum(len(moments.serialize()) for moments in frame.groups.values())
+    parts["names, counts, framing"] = len(frame._serialize_window()) - sum(parts.values())
+    return parts
+
+
+def summary_parts(summaries: list[bytes]) -> dict[str, dict[str, float]]:
+    """Mean bytes a window of each part (:data:`SUMMARY_PARTS`) in the whole window's frame (``global``) and in
+    all its segments' frames together (``segments``); the segments' keys and lengths are in ``segments``'s
+    ``names, counts, framing``."""
+    from driftwarden.pipeline.summary import WindowSummary
+
+    totals = {scope: dict.fromkeys(SUMMARY_PARTS, 0.0) for scope in ("global", "segments")}
+    for data in summaries:
+        summary = WindowSummary.deserialize(data)
+        scoped = {"global": frame_parts(summary), "segments": dict.fromkeys(SUMMARY_PARTS, 0)}
+        for segment in summary.segments.values():
+            for part, size in frame_parts(segment).items():
+                scoped["segments"][part] += size
+        framing = "names, counts, framing"  # the segment frames' own, plus their keys and lengths in kind 18
+        scoped["segments"][framing] += len(data) - sum(map(sum, (s.values() for s in scoped.values())))
+        for scope, values in scoped.items():
+            for part, size in values.items():
+                totals[scope][part] += size / len(summaries)
+    return totals
+
+
+def print_summary_parts(parts: dict[str, dict[str, float]]) -> None:
+    """Print :func:`summary_parts` as a small table: KiB a window per part, global and segments."""
+    total = {scope: sum(values.values()) for scope, values in parts.items()}
+    print(f"where a segmented window's bytes go (KiB a window): {'part':<24} {'global':>9} {'segments':>9} {'share':>6}")
+    for part in SUMMARY_PARTS:
+        both = parts["global"][part] + parts["segments"][part]
+        print(f"{'':<52}{part:<24} {parts['global'][part] / 1024:>9,.1f} {parts['segments'][part] / 1024:>9,.1f} "
+              f"{both / sum(total.values()):>6.1%}")
+    print(f"{'':<52}{'total':<24} {total['global'] / 1024:>9,.1f} {total['segments'] / 1024:>9,.1f}")
+
+
 def print_segment_bytes(sizes: dict[bool, float], per_cell: dict[str, float], features: int) -> None:
     """Print the summary bytes per window, unsegmented and segmented, and per (segment, feature)."""
     print(f"summary bytes per window (the bytes the window aggregate emits and the sink judges; with a file reference "
@@ -849,6 +903,7 @@ def segment_bytes_only(folder: Path, run: str, segments: int, train_windows: int
           f"{2 * segments} values, segmented by it (top {segments} + other)")
     print_segment_bytes({flag: summary_bytes(summaries[flag]) for flag in (False, True)},
                         segment_feature_bytes(summaries[True]), len(configs[True].model("bench").sketch_kinds))
+    print_summary_parts(summary_parts(summaries[True]))
 
 
 def sink_judging(config, reference: Path, summaries: list[bytes], repeats: int = 3) -> tuple[float, int]:
@@ -935,6 +990,7 @@ def compare_segments(events: int, full: str, half: str, empty: str, folder: Path
           f"{segments} + (other), min_count 200: {windows} windows stored, {rows:.0f} segment rows and {judged:.1f} "
           f"segments judged per window")
     print_segment_bytes(sizes, segment_feature_bytes(summaries[True]), len(configs[True][1].model("bench").sketch_kinds))
+    print_summary_parts(summary_parts(summaries[True]))
     print(f"the sink's judging per window (decode and judge, the store left out; in process, the first 3 windows): "
           f"unsegmented {judging[False][0]:.1f} ms for {judging[False][1]} cells scored by the gate, segmented "
           f"{judging[True][0]:.1f} ms for {judging[True][1]} ({judging[True][0] / judging[False][0]:.1f}x; "

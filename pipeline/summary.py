@@ -29,7 +29,7 @@ from driftwarden.sketches.feature import FeatureSketch, copy_sketch, deserialize
 from driftwarden.sketches.moments import GroupMoments
 from driftwarden.sketches.hashing import event_keys, split_coordinates, window_seed
 from driftwarden.sketches.histogram import HistogramSketch, segment_shift
-from driftwarden.sketches.sample import EventSample, sampled_kinds
+from driftwarden.sketches.sample import SEGMENT_SAMPLE_SIZE, EventSample, sampled_kinds
 from driftwarden.sketches.serialization import Reader, Writer
 
 #: Frame kind of a serialized WindowSummary (``sketches/FORMAT.md``).
@@ -397,9 +397,11 @@ class WindowRows:
 
 def coarsen_segments(summary: WindowSummary) -> WindowSummary:
     """Bring each segment's numeric histograms to the resolution of the window's own
-    (``sketches.histogram.segment_shift``), in place: the rule the live job's Java ``MergeSegments``
+    (``sketches.histogram.segment_shift``) and cut its event sample to its bottom
+    :data:`sketches.sample.SEGMENT_SAMPLE_SIZE`, in place: the rules the live job's Java ``MergeSegments``
     applies when it writes a segmented window."""
     for segment in summary.segments.values():
+        segment.sample = segment.sample.bottom(SEGMENT_SAMPLE_SIZE)
         for name, sketch in segment.sketches.items():
             whole = summary.sketches.get(name)
             if isinstance(sketch, HistogramSketch) and isinstance(whole, HistogramSketch):

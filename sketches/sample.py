@@ -36,6 +36,12 @@ from driftwarden.sketches.serialization import KIND_EVENT_SAMPLE, KIND_EVENT_SAM
 
 _KIND_CODES = {"numeric": 1, "categorical": 2}
 
+#: Most events a segment's own sample keeps in a segmented window summary (``sketches/FORMAT.md``, kind 18):
+#: its bottom-k, cut from the model's ``sample_size`` when the segmented frame is written (the Java
+#: aggregate's ``EventSample.SEGMENT_SAMPLE_SIZE``). Only a capped categorical feature's deep tests read a
+#: segment's sample; at 2,000 events each segment's keys and values were 28 KB of a 600 s window's summary.
+SEGMENT_SAMPLE_SIZE = 500
+
 
 def sampled_kinds(kinds: Mapping[str, str]) -> dict[str, str]:
     """The features a window summary samples: the categorical ones, in configured order.
@@ -84,12 +90,39 @@ class EventSample:
         return self
 
     def merge(self, other: EventSample) -> EventSample:
-        """Fold ``other`` in (same capacity and features): the bottom ``capacity`` of the union."""
-        if not isinstance(other, EventSample) or (other.capacity, other.kinds) != (self.capacity, self.kinds):
+        """Fold ``other`` in (same features): the bottom ``capacity`` of the union, at the smaller of the two
+        capacities (each side holds its own bottom-k, so the union's bottom at the smaller k is exact: a
+        segment's sample cut to :data:`SEGMENT_SAMPLE_SIZE` merges with one written before the cut)."""
+        if not isinstance(other, EventSample) or other.kinds != self.kinds:
             raise SketchError(f"cannot merge {other!r} into {self!r}: settings differ")
+        if other.capacity < self.capacity:
+            self._cut(other.capacity)
         if other.keys.size:
             self._keep(other.keys, other.columns)
         return self
+
+    def bottom(self, capacity: int) -> EventSample:
+        """A copy holding the ``capacity`` events of smallest key (at most this sample's capacity): what a
+        sample of that capacity would have kept of the same events.
+
+        >>> sample = EventSample(4, {"c": "categorical"}).update([9, 3, 7, 1], {"c": list("abcd")})
+        >>> cut = sample.bottom(2)
+        >>> cut.capacity, cut.keys.tolist(), list(cut.feature("c").values)
+        (2, [1, 3], ['d', 'b'])
+        >>> sample.bottom(4).merge(EventSample(2, {"c": "categorical"})).keys.tolist()  # a merge cuts to the smaller
+        [1, 3]
+        """
+        out = EventSample(min(self.capacity, capacity), self.kinds)
+        out.keys, out.columns = self.keys, self.columns
+        out._cut(out.capacity)
+        return out
+
+    def _cut(self, capacity: int) -> None:
+        """Keep the bottom ``capacity`` events (the keys are ascending) and lower the capacity to it."""
+        self.capacity = min(self.capacity, capacity)
+        if self.keys.size > self.capacity:
+            self.keys = self.keys[: self.capacity]
+            self.columns = {name: self.columns[name][: self.capacity] for name in self.kinds}
 
     def _keep(self, keys: np.ndarray, columns: Mapping[str, np.ndarray]) -> None:
         all_keys = np.concatenate([self.keys, keys])

@@ -19,6 +19,7 @@ from driftwarden.pipeline.segments import (MISSING, OTHER, fold_to_top, segment_
                            top_segments)
 from driftwarden.schemas.config import ModelConfig
 from driftwarden.sketches.histogram import SEGMENT_MIN_BUCKETS, HistogramSketch, segment_shift
+from driftwarden.sketches.sample import SEGMENT_SAMPLE_SIZE
 
 SEGMENTS = {"by": ["country", "os"], "top": 3}
 CONFIG = ModelConfig(name="m", features={"x": "numeric", "country": "categorical", "os": "categorical"},
@@ -120,6 +121,53 @@ def test_a_segments_histogram_keeps_its_windows_resolution_or_its_own_when_narro
             coarsened.append(x.shift > fine.shift)
     assert sum(coarsened) == 2, coarsened  # the other segment, 3,783 events, is at its window's resolution of itself
     assert WindowSummary.deserialize(summary.serialize()).serialize() == summary.serialize()
+
+
+#: the model of CONFIG sampling 2,000 events a window: more than a segment's sample keeps (SEGMENT_SAMPLE_SIZE)
+WIDE_SAMPLE = CONFIG.model_copy(update={"sample_size": 2000})
+
+
+def _uncut(events, start_ms: int = 60_000) -> WindowSummary:
+    """A segmented summary as written before segments' samples were cut: each segment's frame built from its
+    events alone with the model's sample_size, its histograms at the window's resolution."""
+    rows = WindowRows(WIDE_SAMPLE)
+    for coordinates, features in events:
+        rows.add(features, coordinates)
+    summary = rows.summarize("m", start_ms, 60_000, None)
+    summary.segment_by = WIDE_SAMPLE.segments.by
+    for key in TOP + ((OTHER, OTHER),):
+        alone = WindowRows(WIDE_SAMPLE)
+        for coordinates, features in events:
+            if _key(features) == key:
+                alone.add(features, coordinates)
+        summary.segments[key] = alone.summarize("m", start_ms, 60_000, None)
+        x = summary.segments[key].sketches["x"]
+        x.coarsen_to(segment_shift(x, summary.sketches["x"]))
+    return WindowSummary.deserialize(summary.serialize())
+
+
+def test_a_segments_sample_is_the_bottom_of_its_events_cut_to_the_segment_sample_size():
+    """A segment keeps the SEGMENT_SAMPLE_SIZE events of smallest key of its own (what a model sampling that
+    many would keep of them), the window its sample_size; a summary written before the cut (each segment's
+    sample at the model's size) still reads, and merges with today's into today's bytes."""
+    events = _events(6000, seed=5)
+    summary = _summary(events, config=WIDE_SAMPLE)
+    assert summary.sample.capacity == summary.sample.size == 2000
+    assert summary._serialize_window() == _summary(events, segments=None, config=WIDE_SAMPLE).serialize()
+    uncut = _uncut(events)
+    for key, segment in summary.segments.items():
+        before = uncut.segments[key].sample
+        assert (segment.sample.capacity, segment.sample.size) == (SEGMENT_SAMPLE_SIZE, min(before.size, SEGMENT_SAMPLE_SIZE))
+        assert np.array_equal(segment.sample.keys, np.sort(before.keys)[:SEGMENT_SAMPLE_SIZE])
+        assert segment.sample.columns["country"].tolist() == before.columns["country"][:SEGMENT_SAMPLE_SIZE].tolist()
+        assert segment.sample.serialize() == before.bottom(SEGMENT_SAMPLE_SIZE).serialize()
+    assert sum(uncut.segments[key].sample.size > SEGMENT_SAMPLE_SIZE for key in summary.segments) == 3
+    assert WindowSummary.deserialize(summary.serialize()).serialize() == summary.serialize()
+    later = _events(3000, seed=6)
+    today = [summary, _summary(later, config=WIDE_SAMPLE)]
+    mixed = merge_summaries([uncut, today[1]])
+    assert mixed.serialize() == merge_summaries(today).serialize() == merge_summaries(today[::-1]).serialize()
+    assert merge_summaries([uncut]).serialize() == summary.serialize()  # an old summary merged alone is cut too
 
 
 def test_columns_added_in_batches_give_the_same_segments_as_events_one_by_one():

@@ -26,6 +26,7 @@ from driftwarden.jobs.java_summary import flink_classpath, java_summaries, udf_j
 from driftwarden.pipeline.event_time import window_start
 from driftwarden.pipeline.summary import WindowRows, WindowSummary
 from driftwarden.pipeline.segments import fold_to_top, other_key, segment_keys
+from driftwarden.sketches.sample import SEGMENT_SAMPLE_SIZE
 from driftwarden.schemas.config import MonitorConfig, feature_kinds_lookup
 
 CONFIG = MonitorConfig.model_validate({
@@ -149,18 +150,24 @@ def _segment_indices(values: list[str | None]) -> list[int]:
     return [SEGMENT_KEYS.index(key) for key in keys]
 
 
-# 30,000 events: the windows' histograms of x coarsen (over 1,024 distinct values), so do the segments' (their rule)
-@pytest.mark.parametrize("partials,events", [(1, 3000), (3, 3000), (3, 30_000)])
-def test_the_merge_of_segment_partials_is_pythons_segmented_summary(partials: int, events: int) -> None:
+# 30,000 events: the windows' histograms of x coarsen (over 1,024 distinct values), so do the segments' (their rule);
+# sample_size 2,000: each segment's sample (about 2,000 events a window) is cut to SEGMENT_SAMPLE_SIZE (its rule)
+@pytest.mark.parametrize("partials,events,sample_size", [(1, 3000, 50), (3, 3000, 50), (3, 30_000, 50),
+                                                         (3, 30_000, 2000)])
+def test_the_merge_of_segment_partials_is_pythons_segmented_summary(partials: int, events: int,
+                                                                    sample_size: int) -> None:
     """The job's per-segment partials, merged by Java MergeSegments (its accumulator through its state
     serializer part way and at the end, as after a restore), are the bytes of Python's segmented summary,
-    each segment's histograms brought to its window's resolution (``sketches.histogram.segment_shift``)."""
+    each segment's histograms brought to its window's resolution (``sketches.histogram.segment_shift``) and its
+    sample cut to its bottom ``SEGMENT_SAMPLE_SIZE`` events when the model samples more."""
+    config = MonitorConfig.model_validate(SEGMENTED.model_dump() | {"models": [
+        SEGMENTED.model("s").model_dump() | {"sample_size": sample_size}]})
     rng = random.Random(11)
     records = [{"model": "s", "event_ms": 1_767_225_600_000 + rng.randrange(0, 25_000), "topic": "t",
                 "partition": rng.randrange(2), "offset": i, "unknown": 0,
                 "features": {"x": _number(rng), "c": _label(rng), "g": rng.choice(["a", "b", "(other)", None, "z"])}}
                for i in range(events)]
-    model = SEGMENTED.model("s")
+    model = config.model("s")
     python = []
     for start in sorted({window_start(r["event_ms"], 10_000) for r in records}):
         rows = WindowRows(model)
@@ -168,7 +175,7 @@ def test_the_merge_of_segment_partials_is_pythons_segmented_summary(partials: in
             rows.add(r["features"], (r["topic"], r["partition"], r["offset"]), prediction=None)
         python.append(("s", start, rows.summarize("s", start, 10_000, SEGMENT_KEYS[:-1]).serialize()))
     segments = _segment_indices([r["features"]["g"] for r in records])
-    java = java_summaries(SEGMENTED_SPEC.aggregate_spec(SEGMENTED), [
+    java = java_summaries(SEGMENTED_SPEC.aggregate_spec(config), [
         {**{k: r[k] for k in ("model", "event_ms", "topic", "partition", "offset", "unknown")},
          "values": SEGMENTED_SPEC.row_values("s", configured_values(r["features"], model.kinds)[0]),
          "segment": segment} for r, segment in zip(records, segments)],
@@ -179,6 +186,12 @@ def test_the_merge_of_segment_partials_is_pythons_segmented_summary(partials: in
     coarsened = [(summary.sketches["x"].shift, [s.sketches["x"].shift for s in summary.segments.values()])
                  for summary in (WindowSummary.deserialize(data) for _, _, data in python)]
     assert all(0 < whole == min(segments) for whole, segments in coarsened) == (events > 3000), coarsened
+    cut = min(sample_size, SEGMENT_SAMPLE_SIZE)
+    for summary in (WindowSummary.deserialize(data) for _, _, data in python):
+        assert (summary.sample.capacity, summary.sample.size) == (sample_size, min(sample_size, summary.events))
+        assert [(s.sample.capacity, s.sample.size) for s in summary.segments.values()] == [
+            (cut, min(cut, s.events)) for s in summary.segments.values()]
+    assert any(s.events > cut for _, _, data in python for s in WindowSummary.deserialize(data).segments.values())
 
 
 VALUES_CONFIG = MonitorConfig.model_validate({"window": {"size": "10s"}, "models": [

@@ -23,6 +23,13 @@ public final class EventSample {
     static final int NUMERIC = 1;
     static final int CATEGORICAL = 2;
 
+    /**
+     * Most events a segment's own sample keeps in a segmented window summary (kind 18): its bottom-k, cut from
+     * the model's sample_size when {@link MergeSegments} writes the frame (sketches/sample.py
+     * {@code SEGMENT_SAMPLE_SIZE}).
+     */
+    public static final int SEGMENT_SAMPLE_SIZE = 500;
+
     public final int k;
     final String[] names;
 
@@ -143,6 +150,20 @@ public final class EventSample {
                 System.arraycopy(other.texts, i * names.length, texts, slot * names.length, names.length);
             }
         }
+    }
+
+    /**
+     * A sample of capacity {@code min(k, capacity)} holding the events of smallest key of this one: what a sample of
+     * that capacity would have kept of the same events (sketches/sample.py {@code EventSample.bottom}).
+     */
+    public EventSample bottom(int capacity) {
+        EventSample out = new EventSample(Math.min(k, capacity), names);
+        int[] slots = slotsByKey();
+        for (int i = 0; i < Math.min(m, out.k); i++) {
+            int slot = out.offer(keys[slots[i]]);
+            System.arraycopy(texts, slots[i] * names.length, out.texts, slot * names.length, names.length);
+        }
+        return out;
     }
 
     /** The kept slots in ascending key order (equal keys in slot order, as a stable sort leaves them). */

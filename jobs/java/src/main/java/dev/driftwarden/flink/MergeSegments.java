@@ -19,7 +19,8 @@ import org.apache.flink.table.types.inference.TypeStrategies;
  * kind 17 for a model without segments (every partial has segment -1), else kind 18: the whole
  * window's kind 17 frame (all segments merged), the {@code by} features, then each segment that
  * had events, its key and its own kind 17 frame, keys in code-point order (as Python sorts them); a
- * segment's numeric histograms are written at its window's resolution ({@link WindowSummary#coarsenToWhole}).
+ * segment's numeric histograms are written at its window's resolution ({@link WindowSummary#coarsenToWhole}) and
+ * its event sample cut to its bottom {@link EventSample#SEGMENT_SAMPLE_SIZE} ({@link WindowSummary#cutSample}).
  *
  * <p>Built with the segments JSON {@code {"model": {"by": [...], "keys": [[...], ...]}}}: segment i
  * is {@code keys[i]}; the last key is the other segment. The accumulator ({@link SegmentPartials})
@@ -130,7 +131,8 @@ public class MergeSegments extends AggregateFunction<byte[], SegmentPartials> {
         for (int segment : present) {
             byte[][] key = spec.keys.get(segment);
             WindowSummary part = parts.get(segment);
-            part.coarsenToWhole(whole);  // the histograms only: the sample is copied through as it came
+            part.coarsenToWhole(whole);
+            part.cutSample(EventSample.SEGMENT_SAMPLE_SIZE);  // the sample is copied through when it was not cut
             out.texts(key, key.length).blob(part.toBytesWithSampleAsRead());
         }
         return out.toBytes();

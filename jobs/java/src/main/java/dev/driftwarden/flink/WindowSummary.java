@@ -263,6 +263,17 @@ public final class WindowSummary {
         }
     }
 
+    /**
+     * Cuts this segment's event sample to its bottom {@code capacity} events (and its capacity to at most that):
+     * the rule of sketches/sample.py {@code EventSample.bottom}, applied where a segmented frame is written.
+     */
+    void cutSample(int capacity) {
+        if (sample.k > capacity) {
+            sample = sample.bottom(capacity);
+            sampleAsRead = null;
+        }
+    }
+
     /** Invalid values to count, to keep examples of. */
     void addInvalid(int feature, long key, String reason, String value, String where) {
         if (invalid[feature] == null) {
