@@ -53,7 +53,7 @@ values, Zipf volumes, seeded); a reference file is built by `reference build`'s 
 segments by country, top 20) from a training snapshot of the same generator; the job then runs with
 that reference file (file mode both times) with country configured and no segments, and with segments
 ``{by: [country], top: 20, min_count: 200}``, in turns (``--segment-rounds`` segmented runs, each between
-two unsegmented ones): events/s and CPU per event (start-up, the median of three empty-topic runs, subtracted), the bytes of the summary each window's aggregate emits (kind 17 / kind 18), the sink's judging
+two unsegmented ones): events/s and CPU per event (start-up, the median of three empty-topic runs, subtracted), the bytes of the summary each window's aggregate emits (kind 17 / kind 18) and where a segmented one's go (a table: numeric histograms, categorical counts, the event samples' keys and values, group moments, the rest; the whole window's frame and its segments'), the sink's judging
 of such a summary in process (decode and judge, as `AnalyzeWindow` does but the store; ms per window and the
 (segment, feature) cells the gate scored), where the CPU per event goes by process and thread (client, JVM thread groups, Python workers) in both, and the ratio
 segmented / unsegmented (target >= 0.8 at 60 s windows, >= 0.9 at 600 s; each segmented run against the mean wall time and CPU per event of
@@ -1321,7 +1321,8 @@ def main() -> None:
                         help="windows of the training snapshot the --segments reference file is built from")
     parser.add_argument("--segment-bytes", action="store_true",
                         help="with --segments: only print the summary bytes per window and per (segment, feature), "
-                             "unsegmented and segmented (no topic, no job: in process)")
+                             "unsegmented and segmented, and where a segmented window's bytes go (no topic, no job: "
+                             "in process)")
     parser.add_argument("--envelopes", action="store_true",
                         help="instead of plain Flink: the drift job over the same events as the contract's JSON, as "
                              "Confluent-framed Avro (the registry of scripts/services.sh), as flat JSON under a mapped "

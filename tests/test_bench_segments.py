@@ -55,6 +55,34 @@ def test_the_sinks_judging_figure_judges_the_segments_as_the_sink_does(tmp_path,
         assert cells == features * judged and ms > 0
 
 
+def test_where_a_segmented_windows_bytes_go_adds_up_to_its_bytes_part_by_part(tmp_path, monkeypatch, capsys):
+    """`--segment-bytes`'s table: the parts of the whole window's frame and of its segments' add up to the
+    summary's bytes, each part read from the sketches themselves (8 bytes a kept event's key)."""
+    from driftwarden.pipeline.summary import WindowSummary
+    from driftwarden.sketches.histogram import HistogramSketch
+
+    monkeypatch.setattr(BENCH, "WINDOW_SECONDS", 2)
+    reference = tmp_path / "bench.dwref"
+    BENCH.build_segment_reference(reference, 2, 3)
+    summaries = BENCH.bench_summaries(BENCH.config_for("t", 2, True, str(reference)), reference, 6_000, 2)
+    parts = BENCH.summary_parts(summaries)
+    assert sum(map(sum, (p.values() for p in parts.values()))) == pytest.approx(np.mean([len(d) for d in summaries]))
+    decoded = [WindowSummary.deserialize(d) for d in summaries]
+    frames = {"global": [[s] for s in decoded], "segments": [list(s.segments.values()) for s in decoded]}
+    for scope, windows in frames.items():
+        histograms = np.mean([sum(len(k.serialize()) for f in w for k in f.sketches.values()
+                                  if isinstance(k, HistogramSketch)) for w in windows])
+        keys = np.mean([sum(8 * f.sample.size for f in w) for w in windows])
+        moments = np.mean([sum(len(m.serialize()) for f in w for m in f.groups.values()) for w in windows])
+        assert (parts[scope]["numeric histograms"], parts[scope]["event sample: keys"],
+                parts[scope]["group moments"]) == pytest.approx((histograms, keys, moments)), scope
+    assert len(decoded[0].segments) == 3 and parts["segments"]["event sample: keys"] > 0
+    assert parts["global"]["names, counts, framing"] < parts["segments"]["names, counts, framing"]  # 3 frames, keys
+    BENCH.print_summary_parts(parts)
+    table = capsys.readouterr().out
+    assert all(part in table for part in BENCH.SUMMARY_PARTS) and "total" in table
+
+
 def test_each_segmented_run_is_judged_against_the_mean_cost_of_its_two_neighbours():
     """A segmented run's ratio averages its unsegmented neighbours' time per event (10 and 30 us: 20 us, the rate
     over their events together), not their rates (which would make it 15 us), for wall time as for CPU."""
