@@ -60,7 +60,7 @@ def register(t_env, config: MonitorConfig, store_url: str, reference_path: str |
     spec = FeatureColumnSpec.from_config(config)
     register_summary_source(t_env, source_settings(config, spec, bounded, segments or {}))
     t_env.execute_sql("CREATE TEMPORARY TABLE done (n INT) WITH ('connector' = 'blackhole')")
-    register_window_aggregate(t_env, "dw_window_summary", spec.aggregate_spec(config), segments_json(segments or {}))
+    register_window_aggregate(t_env, "dw_window_summary", spec.aggregate_spec(config), segments_json(segments or {}, config))
     if segments:
         register_segment_function(t_env, "dw_segment", segment_spec_json(segments, spec))
     t_env.create_temporary_function("dw_validate", validate_record_udtf(config, store_url))
@@ -194,10 +194,18 @@ def _segment_columns(segments: Mapping[str, tuple[tuple[str, ...], tuple[Segment
     return sorted({spec.columns_of[model][name] for model, (by, _) in segments.items() for name in by})
 
 
-def segments_json(segments: Mapping[str, tuple[tuple[str, ...], tuple[SegmentKey, ...]]]) -> str:
-    """The segments spec of Java ``MergeSegments``: ``{model: {by: [...], keys: [[...], ...]}}``."""
-    return json.dumps({model: {"by": list(by), "keys": [list(key) for key in keys]}
-                       for model, (by, keys) in segments.items()})
+def segments_json(segments: Mapping[str, tuple[tuple[str, ...], tuple[SegmentKey, ...]]],
+                  config: MonitorConfig | None = None) -> str:
+    """The segments spec of Java ``MergeSegments``: ``{model: {by: [...], keys: [[...], ...], sample_size: n}}``
+    (``sample_size``: the model's ``segments.sample_size`` in ``config``; without it Java's default, 500)."""
+    def spec(model: str, by: tuple[str, ...], keys: tuple[SegmentKey, ...]) -> dict:
+        out: dict = {"by": list(by), "keys": [list(key) for key in keys]}
+        found = config.model(model) if config is not None else None
+        segmenting = found.segments if found is not None else None
+        if segmenting is not None:
+            out["sample_size"] = segmenting.sample_size
+        return out
+    return json.dumps({model: spec(model, by, keys) for model, (by, keys) in segments.items()})
 
 
 def without_route_secrets(config: MonitorConfig) -> MonitorConfig:

@@ -29,7 +29,7 @@ from driftwarden.sketches.feature import FeatureSketch, copy_sketch, deserialize
 from driftwarden.sketches.moments import GroupMoments
 from driftwarden.sketches.hashing import event_keys, split_coordinates, window_seed
 from driftwarden.sketches.histogram import HistogramSketch, segment_shift
-from driftwarden.sketches.sample import SEGMENT_SAMPLE_SIZE, EventSample, sampled_kinds
+from driftwarden.sketches.sample import EventSample, sampled_kinds
 from driftwarden.sketches.serialization import Reader, Writer
 
 #: Frame kind of a serialized WindowSummary (``sketches/FORMAT.md``).
@@ -351,7 +351,7 @@ class WindowRows:
                                                       {name: column.take(taken) for name, column in columns.items()},
                                                       keys[members], len(members), int(unknown[members].sum()),
                                                       invalid(set(np.asarray(members).tolist())), members)
-            coarsen_segments(summary)
+            coarsen_segments(summary, self.config.segments.sample_size)
         return summary
 
     def _invalid_tallies(self, keys: np.ndarray, topics: list, partitions: np.ndarray, offsets: np.ndarray):
@@ -395,13 +395,15 @@ class WindowRows:
             self._in_chunks = len(self.coordinates)
 
 
-def coarsen_segments(summary: WindowSummary) -> WindowSummary:
+def coarsen_segments(summary: WindowSummary, sample_size: int | None = None) -> WindowSummary:
     """Bring each segment's numeric histograms to the resolution of the window's own
-    (``sketches.histogram.segment_shift``) and cut its event sample to its bottom
-    :data:`sketches.sample.SEGMENT_SAMPLE_SIZE`, in place: the rules the live job's Java ``MergeSegments``
-    applies when it writes a segmented window."""
+    (``sketches.histogram.segment_shift``) and, with ``sample_size`` (the model's ``segments.sample_size``),
+    cut its event sample to its bottom ``sample_size`` events, in place: the rules the live job's Java
+    ``MergeSegments`` applies when it writes a segmented window (a merge needs no cut: it keeps the smaller
+    of its parts' sample sizes)."""
     for segment in summary.segments.values():
-        segment.sample = segment.sample.bottom(SEGMENT_SAMPLE_SIZE)
+        if sample_size is not None:
+            segment.sample = segment.sample.bottom(sample_size)
         for name, sketch in segment.sketches.items():
             whole = summary.sketches.get(name)
             if isinstance(sketch, HistogramSketch) and isinstance(whole, HistogramSketch):

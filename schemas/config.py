@@ -465,15 +465,18 @@ class SegmentConfig(_Strict):
     A segment is one tuple of the ``by`` features' values (categorical features of the model, in
     ``by`` order). The ``top`` segments by volume in the reference get a reference and a summary
     each; every other value tuple is folded into the segment ``("(other)", ...)``. A segment with
-    fewer than ``min_count`` events in a window is not judged.
+    fewer than ``min_count`` events in a window is not judged. Each segment keeps an event sample of at
+    most ``sample_size`` events (never more than the model's): only a capped categorical feature's tests
+    read it, and it is most of a segmented window's bytes at the model's 2,000 (``sketches/FORMAT.md``).
 
     >>> SegmentConfig(by=["country"])
-    SegmentConfig(by=('country',), top=20, min_count=200)
+    SegmentConfig(by=('country',), top=20, min_count=200, sample_size=500)
     """
 
     by: tuple[str, ...] = Field(min_length=1)
     top: int = Field(default=20, ge=1, le=100)
     min_count: int = Field(default=200, ge=1)
+    sample_size: int = Field(default=500, ge=10)
 
     @field_validator("by")
     @classmethod

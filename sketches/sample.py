@@ -36,11 +36,6 @@ from driftwarden.sketches.serialization import KIND_EVENT_SAMPLE, KIND_EVENT_SAM
 
 _KIND_CODES = {"numeric": 1, "categorical": 2}
 
-#: Most events a segment's own sample keeps in a segmented window summary (``sketches/FORMAT.md``, kind 18):
-#: its bottom-k, cut from the model's ``sample_size`` when the segmented frame is written (the Java
-#: aggregate's ``EventSample.SEGMENT_SAMPLE_SIZE``). Only a capped categorical feature's deep tests read a
-#: segment's sample; at 2,000 events each segment's keys and values were 28 KB of a 600 s window's summary.
-SEGMENT_SAMPLE_SIZE = 500
 
 
 def sampled_kinds(kinds: Mapping[str, str]) -> dict[str, str]:
@@ -92,7 +87,7 @@ class EventSample:
     def merge(self, other: EventSample) -> EventSample:
         """Fold ``other`` in (same features): the bottom ``capacity`` of the union, at the smaller of the two
         capacities (each side holds its own bottom-k, so the union's bottom at the smaller k is exact: a
-        segment's sample cut to :data:`SEGMENT_SAMPLE_SIZE` merges with one written before the cut)."""
+        segment's sample cut to its ``segments.sample_size`` merges with one written before the cut)."""
         if not isinstance(other, EventSample) or other.kinds != self.kinds:
             raise SketchError(f"cannot merge {other!r} into {self!r}: settings differ")
         if other.capacity < self.capacity:

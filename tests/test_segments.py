@@ -19,7 +19,6 @@ from driftwarden.pipeline.segments import (MISSING, OTHER, fold_to_top, segment_
                            top_segments)
 from driftwarden.schemas.config import ModelConfig
 from driftwarden.sketches.histogram import SEGMENT_MIN_BUCKETS, HistogramSketch, segment_shift
-from driftwarden.sketches.sample import SEGMENT_SAMPLE_SIZE
 
 SEGMENTS = {"by": ["country", "os"], "top": 3}
 CONFIG = ModelConfig(name="m", features={"x": "numeric", "country": "categorical", "os": "categorical"},
@@ -123,8 +122,9 @@ def test_a_segments_histogram_keeps_its_windows_resolution_or_its_own_when_narro
     assert WindowSummary.deserialize(summary.serialize()).serialize() == summary.serialize()
 
 
-#: the model of CONFIG sampling 2,000 events a window: more than a segment's sample keeps (SEGMENT_SAMPLE_SIZE)
+#: the model of CONFIG sampling 2,000 events a window: more than a segment's sample keeps (segments.sample_size)
 WIDE_SAMPLE = CONFIG.model_copy(update={"sample_size": 2000})
+SEGMENT_SAMPLE_SIZE = WIDE_SAMPLE.segments.sample_size
 
 
 def _uncut(events, start_ms: int = 60_000) -> WindowSummary:
@@ -147,9 +147,10 @@ def _uncut(events, start_ms: int = 60_000) -> WindowSummary:
 
 
 def test_a_segments_sample_is_the_bottom_of_its_events_cut_to_the_segment_sample_size():
-    """A segment keeps the SEGMENT_SAMPLE_SIZE events of smallest key of its own (what a model sampling that
-    many would keep of them), the window its sample_size; a summary written before the cut (each segment's
-    sample at the model's size) still reads, and merges with today's into today's bytes."""
+    """A segment keeps the segments.sample_size (default 500) events of smallest key of its own (what a model
+    sampling that many would keep of them), the window its sample_size; a summary written before the cut (each
+    segment's sample at the model's size) still reads, and merges with today's into today's bytes."""
+    assert SEGMENT_SAMPLE_SIZE == 500
     events = _events(6000, seed=5)
     summary = _summary(events, config=WIDE_SAMPLE)
     assert summary.sample.capacity == summary.sample.size == 2000
@@ -167,7 +168,11 @@ def test_a_segments_sample_is_the_bottom_of_its_events_cut_to_the_segment_sample
     today = [summary, _summary(later, config=WIDE_SAMPLE)]
     mixed = merge_summaries([uncut, today[1]])
     assert mixed.serialize() == merge_summaries(today).serialize() == merge_summaries(today[::-1]).serialize()
-    assert merge_summaries([uncut]).serialize() == summary.serialize()  # an old summary merged alone is cut too
+    assert merge_summaries([uncut]).serialize() == uncut.serialize()  # a merge cuts nothing: it keeps the smaller
+    wider = _summary(events, config=WIDE_SAMPLE.model_copy(update={"segments": WIDE_SAMPLE.segments.model_copy(
+        update={"sample_size": 1200})}))
+    assert {k: s.sample.size for k, s in wider.segments.items()} == {
+        k: min(1200, s.sample.size) for k, s in uncut.segments.items()}
 
 
 def test_columns_added_in_batches_give_the_same_segments_as_events_one_by_one():

@@ -26,7 +26,6 @@ from driftwarden.jobs.java_summary import flink_classpath, java_summaries, udf_j
 from driftwarden.pipeline.event_time import window_start
 from driftwarden.pipeline.summary import WindowRows, WindowSummary
 from driftwarden.pipeline.segments import fold_to_top, other_key, segment_keys
-from driftwarden.sketches.sample import SEGMENT_SAMPLE_SIZE
 from driftwarden.schemas.config import MonitorConfig, feature_kinds_lookup
 
 CONFIG = MonitorConfig.model_validate({
@@ -151,17 +150,19 @@ def _segment_indices(values: list[str | None]) -> list[int]:
 
 
 # 30,000 events: the windows' histograms of x coarsen (over 1,024 distinct values), so do the segments' (their rule);
-# sample_size 2,000: each segment's sample (about 2,000 events a window) is cut to SEGMENT_SAMPLE_SIZE (its rule)
-@pytest.mark.parametrize("partials,events,sample_size", [(1, 3000, 50), (3, 3000, 50), (3, 30_000, 50),
-                                                         (3, 30_000, 2000)])
-def test_the_merge_of_segment_partials_is_pythons_segmented_summary(partials: int, events: int,
-                                                                    sample_size: int) -> None:
+# sample_size 2,000: each segment's sample (about 2,000 events a window) is cut to segments.sample_size (its rule:
+# the default, 500, that Java keeps when the segments spec does not say, or 1,000 given in the spec)
+@pytest.mark.parametrize("partials,events,sample_size,segment_sample", [
+    (1, 3000, 50, None), (3, 3000, 50, None), (3, 30_000, 50, None), (3, 30_000, 2000, None), (2, 30_000, 2000, 1000)])
+def test_the_merge_of_segment_partials_is_pythons_segmented_summary(partials: int, events: int, sample_size: int,
+                                                                    segment_sample: int | None) -> None:
     """The job's per-segment partials, merged by Java MergeSegments (its accumulator through its state
     serializer part way and at the end, as after a restore), are the bytes of Python's segmented summary,
     each segment's histograms brought to its window's resolution (``sketches.histogram.segment_shift``) and its
     sample cut to its bottom ``SEGMENT_SAMPLE_SIZE`` events when the model samples more."""
+    segmenting = SEGMENTED.model("s").segments.model_dump() | ({"sample_size": segment_sample} if segment_sample else {})
     config = MonitorConfig.model_validate(SEGMENTED.model_dump() | {"models": [
-        SEGMENTED.model("s").model_dump() | {"sample_size": sample_size}]})
+        SEGMENTED.model("s").model_dump() | {"sample_size": sample_size, "segments": segmenting}]})
     rng = random.Random(11)
     records = [{"model": "s", "event_ms": 1_767_225_600_000 + rng.randrange(0, 25_000), "topic": "t",
                 "partition": rng.randrange(2), "offset": i, "unknown": 0,
@@ -179,14 +180,14 @@ def test_the_merge_of_segment_partials_is_pythons_segmented_summary(partials: in
         {**{k: r[k] for k in ("model", "event_ms", "topic", "partition", "offset", "unknown")},
          "values": SEGMENTED_SPEC.row_values("s", configured_values(r["features"], model.kinds)[0]),
          "segment": segment} for r, segment in zip(records, segments)],
-        partials, segments_json=segments_json({"s": (("g",), SEGMENT_KEYS)}))
+        partials, segments_json=segments_json({"s": (("g",), SEGMENT_KEYS)}, config if segment_sample else None))
     assert len(java) == len(python) == 3
     assert java == python
     assert all(len(WindowSummary.deserialize(data).segments) == 4 for _, _, data in python)  # every segment had events
     coarsened = [(summary.sketches["x"].shift, [s.sketches["x"].shift for s in summary.segments.values()])
                  for summary in (WindowSummary.deserialize(data) for _, _, data in python)]
     assert all(0 < whole == min(segments) for whole, segments in coarsened) == (events > 3000), coarsened
-    cut = min(sample_size, SEGMENT_SAMPLE_SIZE)
+    cut = min(sample_size, segment_sample or 500)
     for summary in (WindowSummary.deserialize(data) for _, _, data in python):
         assert (summary.sample.capacity, summary.sample.size) == (sample_size, min(sample_size, summary.events))
         assert [(s.sample.capacity, s.sample.size) for s in summary.segments.values()] == [

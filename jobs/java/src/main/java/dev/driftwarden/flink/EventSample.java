@@ -24,9 +24,9 @@ public final class EventSample {
     static final int CATEGORICAL = 2;
 
     /**
-     * Most events a segment's own sample keeps in a segmented window summary (kind 18): its bottom-k, cut from
-     * the model's sample_size when {@link MergeSegments} writes the frame (sketches/sample.py
-     * {@code SEGMENT_SAMPLE_SIZE}).
+     * Most events a segment's own sample keeps in a segmented window summary (kind 18) when the segments spec
+     * does not say (the default of a model's segments.sample_size): its bottom-k, cut from the model's
+     * sample_size when {@link MergeSegments} writes the frame.
      */
     public static final int SEGMENT_SAMPLE_SIZE = 500;
 

@@ -20,10 +20,11 @@ import org.apache.flink.table.types.inference.TypeStrategies;
  * window's kind 17 frame (all segments merged), the {@code by} features, then each segment that
  * had events, its key and its own kind 17 frame, keys in code-point order (as Python sorts them); a
  * segment's numeric histograms are written at its window's resolution ({@link WindowSummary#coarsenToWhole}) and
- * its event sample cut to its bottom {@link EventSample#SEGMENT_SAMPLE_SIZE} ({@link WindowSummary#cutSample}).
+ * its event sample cut to its bottom {@code sample_size} events ({@link WindowSummary#cutSample}).
  *
- * <p>Built with the segments JSON {@code {"model": {"by": [...], "keys": [[...], ...]}}}: segment i
- * is {@code keys[i]}; the last key is the other segment. The accumulator ({@link SegmentPartials})
+ * <p>Built with the segments JSON {@code {"model": {"by": [...], "keys": [[...], ...], "sample_size": n}}}: segment i
+ * is {@code keys[i]}; the last key is the other segment; {@code sample_size} (the model's segments.sample_size,
+ * {@link EventSample#SEGMENT_SAMPLE_SIZE} when absent) the most events a segment's sample keeps. The accumulator ({@link SegmentPartials})
  * maps a segment to its merged summary's bytes (a few per window; merged exactly, in any order).
  */
 public class MergeSegments extends AggregateFunction<byte[], SegmentPartials> {
@@ -38,9 +39,12 @@ public class MergeSegments extends AggregateFunction<byte[], SegmentPartials> {
         final byte[][] by;
         final List<byte[][]> keys = new ArrayList<>();
         final List<String[]> keyTexts = new ArrayList<>();
+        /** Most events a segment's sample keeps (the model's segments.sample_size). */
+        final int sampleSize;
 
         Segments(JsonNode node) {
             by = encode(node.get("by"));
+            sampleSize = node.has("sample_size") ? node.get("sample_size").asInt() : EventSample.SEGMENT_SAMPLE_SIZE;
             for (JsonNode key : node.get("keys")) {
                 keys.add(encode(key));
                 String[] texts = new String[key.size()];
@@ -132,7 +136,7 @@ public class MergeSegments extends AggregateFunction<byte[], SegmentPartials> {
             byte[][] key = spec.keys.get(segment);
             WindowSummary part = parts.get(segment);
             part.coarsenToWhole(whole);
-            part.cutSample(EventSample.SEGMENT_SAMPLE_SIZE);  // the sample is copied through when it was not cut
+            part.cutSample(spec.sampleSize);  // the sample is copied through when it was not cut
             out.texts(key, key.length).blob(part.toBytesWithSampleAsRead());
         }
         return out.toBytes();
