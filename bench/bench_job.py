@@ -799,8 +799,8 @@ def bench_summaries(config, reference: Path, events: int, segments: int, windows
     model = config.model("bench")
     top = ReferenceSet.load(reference).segment_keys("bench") if model.segments else None
     per_window = 1000 * WINDOW_SECONDS
-    maps = list(islice(bench_features(events, segments), windows * per_window))
-    return [summarize_window("bench", T0 + w * per_window, per_window, maps[w * per_window:(w + 1) * per_window],
+    maps = bench_features(events, segments)  # one window's feature maps at a time (600,000 a 600 s window)
+    return [summarize_window("bench", T0 + w * per_window, per_window, list(islice(maps, per_window)),
                              model, None, top).serialize() for w in range(windows)]
 
 
