@@ -8,7 +8,7 @@ values) and ``country`` segments (top 3: US 50%, DE 30%, FR 10%; IT and ES the o
 built by ``reference build``'s function from 20 drift-free windows, then drift-free windows and windows with a
 change in DE's merchants (a tenth or 3% of them new ids; the shares of the 20 or 5 head ids reversed) are summarized as
 replay does and judged by ``pipeline.judging.analyze_summary``, once with each segment's sample at 2,000 events
-(as before the cut, in the windows and in the reference) and once at 500 (``sketches.sample.SEGMENT_SAMPLE_SIZE``),
+(as before the cut, in the windows and in the reference) and once at 500 (``segments.sample_size``, its default),
 on the same events. Prints, per case and sample size, the windows whose merchant cell of a segment drifted
 (any segment when drift-free, DE under a change), and the windows where the two sizes decide differently.
 """
@@ -22,7 +22,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-import driftwarden.pipeline.summary as summary_module  # noqa: E402
 from driftwarden.pipeline.judging import analyze_summary, drift_policy, segment_references  # noqa: E402
 from driftwarden.pipeline.reference_build import build_reference_set  # noqa: E402
 from driftwarden.pipeline.summary import summarize_window  # noqa: E402
@@ -32,10 +31,16 @@ from driftwarden.schemas.events import Event  # noqa: E402
 
 WINDOW_MS, T0 = 60_000, 1_767_225_600_000
 COUNTRIES, SHARES = np.array(["US", "DE", "FR", "IT", "ES"]), [0.5, 0.3, 0.1, 0.05, 0.05]
-CONFIG = MonitorConfig.model_validate({
-    "window": {"size": "60s"}, "reference": {"mode": "file", "path": "unused.dwref"},
-    "models": [{"name": "m", "features": {"merchant": "categorical", "amount": "numeric", "country": "categorical"},
-                "segments": {"by": ["country"], "top": 3, "min_count": 200}}]})
+
+
+def config_for(segment_sample: int) -> MonitorConfig:
+    """The model: sample_size 2,000 (the default), its segments' samples of ``segment_sample`` events."""
+    return MonitorConfig.model_validate({
+        "window": {"size": "60s"}, "reference": {"mode": "file", "path": "unused.dwref"},
+        "models": [{"name": "m", "features": {"merchant": "categorical", "amount": "numeric", "country": "categorical"},
+                    "segments": {"by": ["country"], "top": 3, "min_count": 200, "sample_size": segment_sample}}]})
+
+
 #: (label, the changed segment's merchants: zipf_ids keyword arguments)
 CASES = (("drift-free", None), ("DE: 10% new merchants", {"new_share": 0.1}),
          ("DE: 3% new merchants", {"new_share": 0.03}), ("DE: head of 20 reversed", {"reverse_head": 20}),
@@ -55,10 +60,10 @@ def window_features(rng: np.random.Generator, events: int, change: dict | None) 
 
 def judge_all(windows: list[tuple[int, list[dict]]], training: list[Event], segment_sample: int) -> list[set]:
     """Each window's drifted (merchant, segment) cells, with segments' samples of ``segment_sample`` events."""
-    summary_module.SEGMENT_SAMPLE_SIZE = segment_sample
-    policy = drift_policy(CONFIG.thresholds, WINDOW_MS)
-    references = build_reference_set(training, CONFIG, policy)
-    model = CONFIG.model("m")
+    config = config_for(segment_sample)
+    policy = drift_policy(config.thresholds, WINDOW_MS)
+    references = build_reference_set(training, config, policy)
+    model = config.model("m")
     top = references.segment_keys("m")
     drifted = []
     for start, features in windows:
