@@ -37,7 +37,6 @@ from driftwarden.sketches.serialization import KIND_EVENT_SAMPLE, KIND_EVENT_SAM
 _KIND_CODES = {"numeric": 1, "categorical": 2}
 
 
-
 def sampled_kinds(kinds: Mapping[str, str]) -> dict[str, str]:
     """The features a window summary samples: the categorical ones, in configured order.
 
