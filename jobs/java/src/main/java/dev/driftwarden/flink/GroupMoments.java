@@ -15,9 +15,11 @@ import java.math.BigInteger;
  * split {@code Q = high * 2^24 + low} ({@code |high| <= 2^24}, {@code |low| <= 2^23}); a product
  * {@code Q_i * Q_j} is then three partial products (high * high, high * low + low * high, low * low)
  * at positions {@code a_i + a_j + 48, + 24, + 0}, each at most 2^48 in magnitude. Fast rows wait in a
- * batch of {@link #BATCH}; a full batch's partial products are summed per term in doubles (exact: at
- * most 2^53, integers), then added to a plain long per term. A value above its feature's window
- * moves the anchor up (everything flushed into the limbs first); a row with a value below its window
+ * batch of {@link #BATCH}; a full batch's partial products are summed per term in {@link #LANES}
+ * double accumulators of {@code BATCH / LANES} rows each, by fused multiply-adds (exact: every
+ * partial sum an integer of at most 2^53), then added to a plain long per term. A feature's first
+ * value since a flush sets its anchor (its terms are all 0 then: nothing to flush); a later value
+ * above its window moves the anchor up (everything flushed into the limbs first); a row with a value below its window
  * goes to the limbs directly, term by term (the plain path). The accumulators are flushed into the limbs every
  * {@link #FLUSH_AFTER} rows and before merging and serialising: the sums, and so the bytes, are
  * exactly those of the plain path ({@link GroupMomentsCheck} compares them).
@@ -47,10 +49,15 @@ public final class GroupMoments {
     static final long FLUSH_AFTER = 1L << 13;
     /**
      * Fast rows kept before their partial products are summed: a partial product of one row is at most
-     * 2^48 in magnitude (|high| <= 2^24, |low| <= 2^23), so the sum over 32 rows stays within 2^53,
-     * where every integer is exact in a double.
+     * 2^48 in magnitude (|high| <= 2^24, |low| <= 2^23), and each of the {@link #LANES} accumulators of
+     * a term sums every LANES-th row of the batch, 32 rows: its sum stays within 2^53, where every
+     * integer is exact in a double.
      */
-    static final int BATCH = 32;
+    static final int BATCH = 128;
+    /** Accumulators per term and batch (independent chains of multiply-adds), each over BATCH / LANES rows. */
+    static final int LANES = 4;
+    /** The biased exponent of TINY: a value whose biased exponent is below it counts as 0. */
+    private static final int TINY_EXPONENT = 1023 - 128;
     /** The anchor of a feature with no value since the last flush. */
     private static final int UNSET = Integer.MIN_VALUE / 4;
 
@@ -74,14 +81,14 @@ public final class GroupMoments {
     private final double[] batchLow;
     /** Rows in the batch. */
     private int batched;
-    /** Per feature, its anchor position (UNSET: none yet), and the current row's value at it. */
+    /** Per feature, its anchor position (UNSET: none yet). */
     private final int[] anchor;
-    private final long[] big;
     /** Rows since the accumulators were last flushed. */
     private long unflushed;
     /** Rows between flushes and between normalisations (the constants; smaller only in the checks). */
     private final long flushAfter;
     private final long normalizeAfter;
+    /** A row of the plain path: each value as {@code q[k] * 2^p[k]}. */
     private final long[] q;
     private final int[] p;
 
@@ -106,7 +113,6 @@ public final class GroupMoments {
         this.lower = new long[products];
         this.anchor = new int[d];
         java.util.Arrays.fill(anchor, UNSET);
-        this.big = new long[d];
         this.batchHigh = new double[d * BATCH];
         this.batchLow = new double[d * BATCH];
         this.flushAfter = flushAfter;
@@ -132,16 +138,12 @@ public final class GroupMoments {
 
     /** Adds a complete row: {@code row[k]} is the k-th feature's value, each {@link #inRange}. */
     void add(double[] row) {
-        int d = names.length;
-        boolean fast = true;
-        for (int k = 0; k < d; k++) {
-            quantize(k, row[k]);
-            fast &= atAnchor(k);
-        }
-        if (fast) {
-            addFast(d);
+        if (placed(row)) {
+            if (++batched == BATCH) {
+                addBatch();
+            }
         } else {
-            addPlain(d);
+            addPlain(row);
         }
         n++;
         if (++unflushed >= flushAfter) {
@@ -154,102 +156,164 @@ public final class GroupMoments {
     }
 
     /**
-     * {@code x} as {@code q[k] * 2^p[k]}: its 53-bit significand rounded half to even to 31 bits, as
-     * {@code Math.rint(Math.scalb(x, 30 - e))} (x is a normal number here), or 0 below TINY.
+     * The row's values into the batch's next slot, each at its feature's anchor (set or moved up on
+     * the way: a move up flushes the batch first, and the row's values placed before it are placed again);
+     * whether all fit (false: a value lies below its window; the slot is then left unused).
      */
-    private void quantize(int k, double x) {
-        if (Math.abs(x) < TINY) {
-            q[k] = 0;
-            p[k] = 0;
-            return;
+    private boolean placed(double[] row) {
+        int d = names.length;
+        boolean fits = true;
+        for (int k = 0; k < d; k++) {
+            int fit = place(k, row[k]);
+            if (fit == ABOVE_WINDOW) {
+                flush();  // every term's position follows from the anchors
+                for (int before = 0; before < k; before++) {
+                    place(before, row[before]);  // into the emptied batch (their anchors stay)
+                }
+                anchor[k] = UNSET;  // its terms are all 0 now: the value sets it anew
+                fit = place(k, row[k]);
+            }
+            fits &= fit == FITS;
         }
+        return fits;
+    }
+
+    /** {@link #place}'s answers: the value is in the batch; it lies below its window; above (the anchor must move up). */
+    private static final int FITS = 0;
+    private static final int BELOW_WINDOW = 1;
+    private static final int ABOVE_WINDOW = 2;
+
+    /**
+     * Value {@code x} of feature {@code k} into the batch's next slot, in one pass: {@code q * 2^p} (its
+     * 53-bit significand rounded half to even to 31 bits, as {@code Math.rint(Math.scalb(x, 30 - e))};
+     * 0 below TINY), then {@code q << (p - anchor)}, split {@code high * 2^HALF + low} (high rounded:
+     * {@code |low| <= 2^23}). A feature's first value since a flush sets its anchor (its terms are all
+     * 0: nothing to flush); a value above its window answers ABOVE_WINDOW, the anchor unchanged (the
+     * caller flushes, unsets the anchor and places the value again).
+     */
+    private int place(int k, double x) {
         long bits = Double.doubleToRawLongBits(x);
+        int exponent = (int) (bits >>> 52) & 0x7FF;
+        if (exponent < TINY_EXPONENT) {
+            split(k, 0);
+            return FITS;
+        }
+        int position = exponent - 1023 - 30;
+        int shift = position - anchor[k];
+        if (shift > SPAN) {
+            if (anchor[k] != UNSET) {
+                return ABOVE_WINDOW;
+            }
+            anchor[k] = Math.max(position - BELOW, MIN_ANCHOR);
+            shift = position - anchor[k];
+        }
+        if (shift < 0) {
+            return BELOW_WINDOW;
+        }
+        split(k, significand31(bits) << shift);
+        return FITS;
+    }
+
+    /** The 31-bit significand of a normal double's bits, rounded half to even, with its sign. */
+    private static long significand31(long bits) {
         long significand = (bits & 0xF_FFFF_FFFF_FFFFL) | (1L << 52);
         long rounded = (significand + 0x1F_FFFFL + ((significand >>> 22) & 1)) >>> 22;  // half to even
         long sign = bits >> 63;
-        q[k] = (rounded ^ sign) - sign;
-        p[k] = (int) ((bits >>> 52) & 0x7FF) - 1023 - 30;
+        return (rounded ^ sign) - sign;
     }
 
     /**
-     * Sets {@code big[k]}, value k at its feature's anchor (moving the anchor up when the value lies
-     * above the window); whether it fits (false: the value lies below the window).
+     * Value {@code value} of feature {@code k} at its anchor into the batch's next slot, split
+     * {@code high * 2^HALF + low} with high rounded: {@code |low| <= 2^23}.
      */
-    private boolean atAnchor(int k) {
-        if (q[k] == 0) {
-            big[k] = 0;
-            return true;
-        }
-        int shift = p[k] - anchor[k];
-        if (shift > SPAN) {
-            flush();  // every term's position follows from the anchors
-            anchor[k] = Math.max(p[k] - BELOW, MIN_ANCHOR);
-            shift = p[k] - anchor[k];
-        }
-        if (shift < 0) {
-            return false;
-        }
-        big[k] = q[k] << shift;
-        return true;
-    }
-
-    /**
-     * The row's sums into the accumulators and its values into the batch (every value within its
-     * window), split {@code high * 2^HALF + low} with high rounded: {@code |low| <= 2^23}.
-     */
-    private void addFast(int d) {
-        int r = batched;
-        for (int k = 0; k < d; k++) {
-            long value = big[k];
-            long high = (value + (1L << (HALF - 1))) >> HALF;
-            sums[k] += value;
-            batchHigh[k * BATCH + r] = high;
-            batchLow[k * BATCH + r] = value - (high << HALF);
-        }
-        if (++batched == BATCH) {
-            addBatch();
-        }
+    private void split(int k, long value) {
+        long high = (value + (1L << (HALF - 1))) >> HALF;
+        int at = k * BATCH + batched;
+        batchHigh[at] = high;
+        batchLow[at] = value - (high << HALF);
     }
 
     /**
      * The batch's partial products into the accumulators: for each product (i, j), the sums over the
-     * batch's rows of high * high, high * low + low * high and low * low, each exact in a double.
+     * batch's rows of high * high, high * low + low * high and low * low, each in {@link #LANES}
+     * accumulators (row r in lane r % LANES; independent chains, so the multiply-adds overlap), each
+     * exact in a double. A partial batch is padded with zeros.
      */
     private void addBatch() {
-        int d = names.length;
         int rows = batched;
         if (rows == 0) {
             return;
         }
-        double[] high = batchHigh;
-        double[] low = batchLow;
+        int d = names.length;
+        if (rows < BATCH) {
+            for (int k = 0; k < d; k++) {
+                java.util.Arrays.fill(batchHigh, k * BATCH + rows, (k + 1) * BATCH, 0.0);
+                java.util.Arrays.fill(batchLow, k * BATCH + rows, (k + 1) * BATCH, 0.0);
+            }
+        }
+        for (int k = 0; k < d; k++) {
+            sumValues(k);
+        }
         int u = 0;
         for (int i = 0; i < d; i++) {
-            int a = i * BATCH;
             for (int j = i; j < d; j++, u++) {
-                int b = j * BATCH;
-                double up = 0;
-                double mid = 0;
-                double lo = 0;
-                for (int r = 0; r < rows; r++) {
-                    double hi = high[a + r];
-                    double li = low[a + r];
-                    double hj = high[b + r];
-                    double lj = low[b + r];
-                    up += hi * hj;
-                    mid += hi * lj + li * hj;
-                    lo += li * lj;
-                }
-                upper[u] += (long) up;
-                middle[u] += (long) mid;
-                lower[u] += (long) lo;
+                sumProducts(i * BATCH, j * BATCH, u);
             }
         }
         batched = 0;
     }
 
+    /** Feature k's values over the batch into its sum: the highs and lows summed apart (exact: at most 2^31). */
+    private void sumValues(int k) {
+        double highs = 0;
+        double lows = 0;
+        for (int r = k * BATCH; r < (k + 1) * BATCH; r++) {
+            highs += batchHigh[r];
+            lows += batchLow[r];
+        }
+        sums[k] += ((long) highs << HALF) + (long) lows;
+    }
+
+    /** Product u's three partial products over the batch, features at {@code a} and {@code b} of the batch arrays. */
+    private void sumProducts(int a, int b, int u) {
+        double[] high = batchHigh;
+        double[] low = batchLow;
+        double up0 = 0, up1 = 0, up2 = 0, up3 = 0;
+        double mid0 = 0, mid1 = 0, mid2 = 0, mid3 = 0;
+        double lo0 = 0, lo1 = 0, lo2 = 0, lo3 = 0;
+        for (int r = 0; r < BATCH; r += LANES) {
+            double hi = high[a + r], li = low[a + r], hj = high[b + r], lj = low[b + r];
+            up0 = Math.fma(hi, hj, up0);
+            mid0 = Math.fma(li, hj, Math.fma(hi, lj, mid0));
+            lo0 = Math.fma(li, lj, lo0);
+            hi = high[a + r + 1]; li = low[a + r + 1]; hj = high[b + r + 1]; lj = low[b + r + 1];
+            up1 = Math.fma(hi, hj, up1);
+            mid1 = Math.fma(li, hj, Math.fma(hi, lj, mid1));
+            lo1 = Math.fma(li, lj, lo1);
+            hi = high[a + r + 2]; li = low[a + r + 2]; hj = high[b + r + 2]; lj = low[b + r + 2];
+            up2 = Math.fma(hi, hj, up2);
+            mid2 = Math.fma(li, hj, Math.fma(hi, lj, mid2));
+            lo2 = Math.fma(li, lj, lo2);
+            hi = high[a + r + 3]; li = low[a + r + 3]; hj = high[b + r + 3]; lj = low[b + r + 3];
+            up3 = Math.fma(hi, hj, up3);
+            mid3 = Math.fma(li, hj, Math.fma(hi, lj, mid3));
+            lo3 = Math.fma(li, lj, lo3);
+        }
+        upper[u] += (long) up0 + (long) up1 + (long) up2 + (long) up3;
+        middle[u] += (long) mid0 + (long) mid1 + (long) mid2 + (long) mid3;
+        lower[u] += (long) lo0 + (long) lo1 + (long) lo2 + (long) lo3;
+    }
+
     /** The row's sums and products into the limbs, term by term. */
-    private void addPlain(int d) {
+    private void addPlain(double[] row) {
+        int d = names.length;
+        for (int k = 0; k < d; k++) {
+            long bits = Double.doubleToRawLongBits(row[k]);
+            int exponent = (int) (bits >>> 52) & 0x7FF;
+            boolean zero = exponent < TINY_EXPONENT;
+            q[k] = zero ? 0 : significand31(bits);
+            p[k] = zero ? 0 : exponent - 1023 - 30;
+        }
         for (int k = 0; k < d; k++) {
             addTerm(k, q[k], p[k] + SCALE);
         }

@@ -11,8 +11,8 @@ import java.util.Random;
  * each sum and product added into three 32-bit limbs).
  *
  * <pre>
- * GroupMomentsCheck --check ROWS SEED   rows of 7 features with wide exponents, then rows at the fast path's
- *                                       bounds: every sum identical, or exit 1
+ * GroupMomentsCheck --check ROWS SEED   rows of 7 features with wide exponents, rows at the fast path's
+ *                                       bounds, then normal rows (mostly fast): every sum identical, or exit 1
  * GroupMomentsCheck --bench ROWS        CPU ns per row at d = 25 (normal values, 5 decimals), plain vs fast path
  * </pre>
  */
@@ -54,8 +54,8 @@ public final class GroupMomentsCheck {
 
     /**
      * One value of a row whose fast-path partial products are as large as they get: |high| = 2^24 - 1 and
-     * low = 63 * 2^17 (odd products), one sign per feature, so each double sum of a full batch is within
-     * 2^30 of 2^53 and one row more would round. The first row of every 8,192 (each flush of the default
+     * low = 63 * 2^17 (odd products), one sign per feature, so each double accumulator of a full batch
+     * (BATCH / LANES = 32 rows) is within 2^30 of 2^53 and one row more would round. The first row of every 8,192 (each flush of the default
      * moments) sets the anchors 4 positions lower, putting the others at the top of their windows.
      */
     static double atBounds(int feature, int row) {
@@ -74,6 +74,12 @@ public final class GroupMomentsCheck {
     private static void check(int rows, long seed) {
         compare(rows, new Random(seed), (random, row, k) -> wide(random, row), "");
         compare(rows, new Random(seed), (random, row, k) -> atBounds(k, row), " at the fast path's bounds");
+        compare(rows, new Random(seed), (random, row, k) -> normal(random), " of normal values");
+    }
+
+    /** One value of a row as the bench's: normal, 5 decimals (the fast path's usual rows; a few fall below the window). */
+    static double normal(Random random) {
+        return Math.round(random.nextGaussian() * 1e5) / 1e5;
     }
 
     /** {@code rows} rows of {@code values} through the plain limbs and the fast path 4 ways: every sum identical. */
