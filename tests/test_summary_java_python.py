@@ -305,12 +305,14 @@ def test_group_moments_fast_path_sums_what_the_plain_limbs_sum(seed: int) -> Non
     1,000 rows and normalised every 5,000, flushed and normalised every row, and in 3 partials through their bytes)
     against the plain limb path it replaced (kept in the check): every sum identical. Then 100,000 rows at the fast
     path's bounds (each of a batch's double accumulators within 2^30 of 2^53, odd: one row more rounds), and 100,000
-    normal rows (5 decimals: the fast path's usual rows)."""
+    normal rows (5 decimals: the fast path's usual rows); each frame's bytes and read-back sums those of the BigInteger
+    encoding it replaced (kept in the check), and 20,000 random integers through the sums' encoding and back."""
     classpath = os.pathsep.join(str(p) for p in [udf_jar(), *flink_classpath()])
     done = subprocess.run(["java", "-cp", classpath, "dev.driftwarden.flink.GroupMomentsCheck", "--check", "100000",
                            str(seed)], capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
-    wide, bounds, normal = done.stdout.splitlines()
+    wide, bounds, normal, integers = done.stdout.splitlines()
     assert wide.startswith("identical: 100000 rows, 35 sums, 4 ways")
     assert bounds.startswith("identical at the fast path's bounds: 100000 rows, 35 sums, 4 ways")
     assert normal.startswith("identical of normal values: 100000 rows, 35 sums, 4 ways")
+    assert integers.startswith("identical integers: 20000 written and read as BigInteger's")

@@ -419,21 +419,66 @@ public final class GroupMoments {
             out.text(name);
         }
         out.i64(n).i64(incomplete).u32(terms());
+        byte[] term = new byte[TERM_BYTES];
         for (int t = 0; t < terms(); t++) {
-            BigInteger v = value(t);
-            if (v.signum() == 0) {
-                out.u32(0).blob(new byte[0]);
-                continue;
-            }
-            int zeros = v.getLowestSetBit();
-            byte[] big = v.shiftRight(zeros).toByteArray();
-            byte[] little = new byte[big.length];
-            for (int i = 0; i < big.length; i++) {
-                little[i] = big[big.length - 1 - i];
-            }
-            out.u32(zeros).blob(little);
+            termBytes(t, term);
+            writeInteger(out, term);
         }
         return out.toBytes();
+    }
+
+    /** Bytes of a term with its carries propagated: LIMBS - 1 limbs of 4 bytes and the top limb's 8. */
+    private static final int TERM_BYTES = 4 * (LIMBS - 1) + 8;
+    /** The most bits a sum read back may have (sign left out), as the limbs hold it canonically. */
+    private static final int MAX_BITS = 32 * (LIMBS - 1) + 62;
+
+    /** Term {@code t}'s exact value (scaled by 2^SCALE) into {@code out}: little-endian two's complement, TERM_BYTES bytes. */
+    private void termBytes(int t, byte[] out) {
+        int base = t * LIMBS;
+        long carry = 0;
+        for (int k = 0; k < LIMBS - 1; k++) {
+            long limb = limbs[base + k] + carry;
+            carry = limb >> 32;
+            for (int b = 0; b < 4; b++) {
+                out[4 * k + b] = (byte) (limb >>> (8 * b));
+            }
+        }
+        long top = limbs[base + LIMBS - 1] + carry;
+        for (int b = 0; b < 8; b++) {
+            out[4 * (LIMBS - 1) + b] = (byte) (top >>> (8 * b));
+        }
+    }
+
+    /**
+     * A sum as FORMAT.md's kind 23 writes it: u32 {@code zeros} (its trailing zero bits), then the blob of
+     * {@code value >> zeros} in the fewest little-endian two's complement bytes that keep its sign (as
+     * Java's {@code BigInteger.toByteArray}, reversed); 0 as u32 0 and an empty blob.
+     */
+    static void writeInteger(FrameWriter out, byte[] little) {
+        int length = little.length;
+        int first = 0;
+        while (first < length && little[first] == 0) {
+            first++;
+        }
+        if (first == length) {
+            out.u32(0).blob(new byte[0]);
+            return;
+        }
+        int zeros = 8 * first + Integer.numberOfTrailingZeros(little[first] & 0xFF);
+        int bits = zeros & 7;
+        int size = length - first;
+        byte sign = little[length - 1] < 0 ? (byte) -1 : 0;
+        byte[] shifted = new byte[size];
+        for (int i = 0; i < size; i++) {
+            int low = little[first + i] & 0xFF;
+            int high = first + i + 1 < length ? little[first + i + 1] : sign;
+            shifted[i] = (byte) ((low >>> bits) | (high << (8 - bits)));
+        }
+        while (size > 1 && (shifted[size - 1] == 0 && shifted[size - 2] >= 0
+                || shifted[size - 1] == -1 && shifted[size - 2] < 0)) {
+            size--;  // a byte that only repeats the sign
+        }
+        out.u32(zeros).blob(java.util.Arrays.copyOf(shifted, size));
     }
 
     /** Reads a kind 23 frame back. */
@@ -454,6 +499,7 @@ public final class GroupMoments {
         if (terms != m.terms() || m.n < 0 || m.incomplete < 0) {
             throw new IllegalArgumentException("corrupt group moments: " + terms + " sums for " + d + " features");
         }
+        byte[] term = new byte[TERM_BYTES];
         for (int t = 0; t < terms; t++) {
             long zeros = in.u32();
             byte[] little = in.blob();
@@ -463,24 +509,55 @@ public final class GroupMoments {
             if (little.length == 0) {
                 continue;
             }
-            byte[] big = new byte[little.length];
-            for (int i = 0; i < big.length; i++) {
-                big[i] = little[little.length - 1 - i];
-            }
-            m.setValue(t, new BigInteger(big).shiftLeft((int) zeros));
+            readInteger(little, (int) zeros, term);
+            m.setTerm(t, term);
         }
         in.done();
         return m;
     }
 
-    /** Sets term {@code t} to {@code value} (scaled by 2^SCALE), as canonical limbs. */
-    private void setValue(int t, BigInteger value) {
-        if (value.bitLength() > 32 * (LIMBS - 1) + 62) {
-            throw new IllegalArgumentException("corrupt group moments: a sum of " + value.bitLength() + " bits");
+    /**
+     * {@link #writeInteger}'s {@code (zeros, little)} back as {@code little << zeros} in {@code out}: little-endian
+     * two's complement, TERM_BYTES bytes; IllegalArgumentException when it has more than MAX_BITS bits.
+     */
+    static void readInteger(byte[] little, int zeros, byte[] out) {
+        int length = little.length;
+        byte sign = little[length - 1] < 0 ? (byte) -1 : 0;
+        int top = length - 1;
+        while (top >= 0 && little[top] == sign) {
+            top--;
         }
+        int bits = top < 0 ? 0 : 8 * top + 32 - Integer.numberOfLeadingZeros((little[top] ^ sign) & 0xFF);
+        if (top >= 0 || sign != 0) {
+            bits += zeros;  // bits without the sign; 0 stays 0 however shifted
+        }
+        if (bits > MAX_BITS) {
+            throw new IllegalArgumentException("corrupt group moments: a sum of " + bits + " bits");
+        }
+        int bytes = zeros >>> 3;
+        int shift = zeros & 7;
+        for (int j = 0; j < out.length; j++) {
+            int i = j - bytes;
+            int here = i < 0 ? 0 : i < length ? little[i] : sign;
+            int below = i - 1 < 0 ? 0 : i - 1 < length ? little[i - 1] & 0xFF : sign & 0xFF;
+            out[j] = (byte) ((here << shift) | (below >>> (8 - shift)));
+        }
+    }
+
+    /** Sets term {@code t} to {@link #termBytes}' form {@code term}, as canonical limbs (each but the top in [0, 2^32)). */
+    private void setTerm(int t, byte[] term) {
+        int base = t * LIMBS;
         for (int k = 0; k < LIMBS - 1; k++) {
-            limbs[t * LIMBS + k] = value.shiftRight(32 * k).longValue() & MASK;
+            long limb = 0;
+            for (int b = 3; b >= 0; b--) {
+                limb = (limb << 8) | (term[4 * k + b] & 0xFF);
+            }
+            limbs[base + k] = limb;
         }
-        limbs[t * LIMBS + LIMBS - 1] = value.shiftRight(32 * (LIMBS - 1)).longValue();
+        long top = 0;
+        for (int b = 7; b >= 0; b--) {
+            top = (top << 8) | (term[4 * (LIMBS - 1) + b] & 0xFF);
+        }
+        limbs[base + LIMBS - 1] = top;
     }
 }

@@ -8,11 +8,14 @@ import java.util.Random;
 /**
  * Checks and times {@link GroupMoments}' accumulation against the plain limb path it replaced
  * ({@link PlainMoments}, kept here as it was: each value rounded by {@code Math.rint(Math.scalb)},
- * each sum and product added into three 32-bit limbs).
+ * each sum and product added into three 32-bit limbs), and its sums' bytes against the
+ * {@link BigInteger} encoding they replaced ({@link #bigIntegerBytes}, {@link #bigIntegerValues}).
  *
  * <pre>
  * GroupMomentsCheck --check ROWS SEED   rows of 7 features with wide exponents, rows at the fast path's
- *                                       bounds, then normal rows (mostly fast): every sum identical, or exit 1
+ *                                       bounds, then normal rows (mostly fast): every sum identical, and each
+ *                                       frame's bytes and read-back sums those of BigInteger; then random integers
+ *                                       through the sums' encoding and back as BigInteger's; or exit 1
  * GroupMomentsCheck --bench ROWS        CPU ns per row at d = 25 (normal values, 5 decimals), plain vs fast path
  * </pre>
  */
@@ -75,6 +78,141 @@ public final class GroupMomentsCheck {
         compare(rows, new Random(seed), (random, row, k) -> wide(random, row), "");
         compare(rows, new Random(seed), (random, row, k) -> atBounds(k, row), " at the fast path's bounds");
         compare(rows, new Random(seed), (random, row, k) -> normal(random), " of normal values");
+        integers(20_000, new Random(seed));
+    }
+
+    /**
+     * Random integers (every sign, 0 .. 740 bits, 0 .. 300 trailing zeros; and -1, 0, +-2^k) through
+     * {@link GroupMoments#writeInteger} and {@link GroupMoments#readInteger}: the bytes BigInteger's encoding
+     * writes, the value it reads, and the same refusal of a sum over MAX_BITS bits; or exit 1.
+     */
+    private static void integers(int count, Random random) {
+        int refused = 0;
+        for (int c = 0; c < count; c++) {
+            int bits = c < 1500 ? c % 740 : random.nextInt(740);
+            BigInteger v = new BigInteger(bits, random);
+            if (c % 7 == 3) {
+                v = BigInteger.ONE.shiftLeft(bits);
+            }
+            if (random.nextBoolean()) {
+                v = v.negate();
+            }
+            v = v.shiftLeft(random.nextInt(4) == 0 ? random.nextInt(300) : 0);
+            boolean fits = v.bitLength() <= 32 * (GroupMoments.LIMBS - 1) + 62;
+            if (fits) {
+                byte[] little = littleEndian(v, 4 * (GroupMoments.LIMBS - 1) + 8);
+                FrameWriter mine = new FrameWriter(GroupMoments.KIND, 64);
+                GroupMoments.writeInteger(mine, little);
+                if (!java.util.Arrays.equals(mine.toBytes(), bigIntegerInteger(v))) {
+                    System.out.println("DIFFERENT: the bytes of " + v);
+                    System.exit(1);
+                }
+            }
+            if (v.signum() == 0) {
+                continue;
+            }
+            int zeros = v.getLowestSetBit();
+            byte[] big = v.shiftRight(zeros).toByteArray();
+            byte[] little = new byte[big.length];
+            for (int i = 0; i < big.length; i++) {
+                little[i] = big[big.length - 1 - i];
+            }
+            byte[] read = new byte[4 * (GroupMoments.LIMBS - 1) + 8];
+            try {
+                GroupMoments.readInteger(little, zeros, read);
+            } catch (IllegalArgumentException e) {
+                if (fits) {
+                    System.out.println("DIFFERENT: " + v + " refused: " + e.getMessage());
+                    System.exit(1);
+                }
+                refused++;
+                continue;
+            }
+            if (!fits || !java.util.Arrays.equals(read, littleEndian(v, read.length))) {
+                System.out.println("DIFFERENT: " + v + " read back wrong or not refused");
+                System.exit(1);
+            }
+        }
+        System.out.println("identical integers: " + count + " written and read as BigInteger's (" + refused
+                + " over the limbs' bits refused)");
+    }
+
+    /** {@code v} as {@code size} little-endian two's complement bytes. */
+    static byte[] littleEndian(BigInteger v, int size) {
+        byte[] out = new byte[size];
+        for (int i = 0; i < size; i++) {
+            out[i] = v.shiftRight(8 * i).byteValue();
+        }
+        return out;
+    }
+
+    /** One sum as GroupMoments wrote it before (BigInteger), the frame's header and all. */
+    static byte[] bigIntegerInteger(BigInteger v) {
+        FrameWriter out = new FrameWriter(GroupMoments.KIND, 64);
+        if (v.signum() == 0) {
+            out.u32(0).blob(new byte[0]);
+            return out.toBytes();
+        }
+        int zeros = v.getLowestSetBit();
+        byte[] big = v.shiftRight(zeros).toByteArray();
+        byte[] little = new byte[big.length];
+        for (int i = 0; i < big.length; i++) {
+            little[i] = big[big.length - 1 - i];
+        }
+        out.u32(zeros).blob(little);
+        return out.toBytes();
+    }
+
+    /** The kind 23 frame as GroupMoments wrote it before, from its sums as BigInteger ({@code m} flushed). */
+    static byte[] bigIntegerBytes(GroupMoments m) {
+        FrameWriter out = new FrameWriter(GroupMoments.KIND, 64 + 16 * m.limbs.length / GroupMoments.LIMBS);
+        out.u32(m.names.length);
+        for (String name : m.names) {
+            out.text(name);
+        }
+        out.i64(m.n).i64(m.incomplete).u32(m.terms());
+        for (int t = 0; t < m.terms(); t++) {
+            BigInteger v = m.value(t);
+            if (v.signum() == 0) {
+                out.u32(0).blob(new byte[0]);
+                continue;
+            }
+            int zeros = v.getLowestSetBit();
+            byte[] big = v.shiftRight(zeros).toByteArray();
+            byte[] little = new byte[big.length];
+            for (int i = 0; i < big.length; i++) {
+                little[i] = big[big.length - 1 - i];
+            }
+            out.u32(zeros).blob(little);
+        }
+        return out.toBytes();
+    }
+
+    /** A kind 23 frame's sums as GroupMoments read them before (BigInteger). */
+    static BigInteger[] bigIntegerValues(byte[] data) {
+        FrameReader in = new FrameReader(data, GroupMoments.KIND);
+        long d = in.u32();
+        for (int i = 0; i < d; i++) {
+            in.text();
+        }
+        in.i64();
+        in.i64();
+        BigInteger[] values = new BigInteger[(int) in.u32()];
+        for (int t = 0; t < values.length; t++) {
+            long zeros = in.u32();
+            byte[] little = in.blob();
+            values[t] = BigInteger.ZERO;
+            if (little.length == 0) {
+                continue;
+            }
+            byte[] big = new byte[little.length];
+            for (int i = 0; i < big.length; i++) {
+                big[i] = little[little.length - 1 - i];
+            }
+            values[t] = new BigInteger(big).shiftLeft((int) zeros);
+        }
+        in.done();
+        return values;
     }
 
     /** One value of a row as the bench's: normal, 5 decimals (the fast path's usual rows; a few fall below the window). */
@@ -119,6 +257,18 @@ public final class GroupMomentsCheck {
             }
             if (m.n != plain.n || expected != null && !java.util.Arrays.equals(bytes, expected)) {
                 System.out.println("DIFFERENT: bytes or count");
+                System.exit(1);
+            }
+            GroupMoments read = GroupMoments.fromBytes(bytes);
+            BigInteger[] readBefore = bigIntegerValues(bytes);
+            for (int t = 0; t < terms; t++) {
+                if (!read.value(t).equals(readBefore[t])) {
+                    System.out.println("DIFFERENT: term " + t + " read back: " + read.value(t) + " != " + readBefore[t]);
+                    System.exit(1);
+                }
+            }
+            if (!java.util.Arrays.equals(bytes, bigIntegerBytes(m)) || !java.util.Arrays.equals(read.toBytes(), bytes)) {
+                System.out.println("DIFFERENT: the frame's bytes are not BigInteger's, or not its own read back");
                 System.exit(1);
             }
             expected = bytes;
