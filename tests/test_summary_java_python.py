@@ -299,20 +299,25 @@ def test_group_moments_of_wide_values_are_the_same_bytes_in_java_and_python(part
     assert got == expected.serialize()
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_group_moments_fast_path_sums_what_the_plain_limbs_sum(seed: int) -> None:
+@pytest.mark.parametrize("seed,fused", [(1, True), (2, False)])
+def test_group_moments_fast_path_sums_what_the_plain_limbs_sum(seed: int, fused: bool) -> None:
     """Java's GroupMomentsCheck: 100,000 rows of wide values through the fast path (as configured, flushed every
     1,000 rows and normalised every 5,000, flushed and normalised every row, and in 3 partials through their bytes)
     against the plain limb path it replaced (kept in the check): every sum identical. Then 100,000 rows at the fast
     path's bounds (each of a batch's double accumulators within 2^30 of 2^53, odd: one row more rounds), and 100,000
     normal rows (5 decimals: the fast path's usual rows); each frame's bytes and read-back sums those of the BigInteger
-    encoding it replaced (kept in the check), and 20,000 random integers through the sums' encoding and back."""
+    encoding it replaced (kept in the check), and 20,000 random integers through the sums' encoding and back. With the
+    batch sums by fused multiply-adds (this machine's JVM has FMA) and, turned off, by multiplies and adds."""
     classpath = os.pathsep.join(str(p) for p in [udf_jar(), *flink_classpath()])
-    done = subprocess.run(["java", "-cp", classpath, "dev.driftwarden.flink.GroupMomentsCheck", "--check", "100000",
+    done = subprocess.run(["java", f"-Ddriftwarden.group.fma={str(fused).lower()}", "-cp", classpath,
+                           "dev.driftwarden.flink.GroupMomentsCheck", "--check", "100000",
                            str(seed)], capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
-    wide, bounds, normal, integers = done.stdout.splitlines()
+    wide, bounds, normal, integers, sums = done.stdout.splitlines()
     assert wide.startswith("identical: 100000 rows, 35 sums, 4 ways")
     assert bounds.startswith("identical at the fast path's bounds: 100000 rows, 35 sums, 4 ways")
     assert normal.startswith("identical of normal values: 100000 rows, 35 sums, 4 ways")
     assert integers.startswith("identical integers: 20000 written and read as BigInteger's")
+    if fused and sums == "batch sums by multiplies and adds":
+        pytest.skip("this JVM has no FMA instruction (UseFMA false): the fused batch sums are not used here")
+    assert sums == ("batch sums by fused multiply-adds" if fused else "batch sums by multiplies and adds")

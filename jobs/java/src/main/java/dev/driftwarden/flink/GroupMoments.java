@@ -58,6 +58,12 @@ public final class GroupMoments {
     static final int LANES = 4;
     /** The biased exponent of TINY: a value whose biased exponent is below it counts as 0. */
     private static final int TINY_EXPONENT = 1023 - 128;
+    /**
+     * Whether the batch sums use {@link Math#fma} (the JVM's {@code UseFMA}: one instruction; without it Math.fma
+     * is emulated in software, far slower than a multiply and an add). Both give the same sums (every partial
+     * sum is exact); {@code -Ddriftwarden.group.fma=false} turns it off (the checks run both).
+     */
+    static final boolean FUSED = hardwareFma() && !"false".equals(System.getProperty("driftwarden.group.fma"));
     /** The anchor of a feature with no value since the last flush. */
     private static final int UNSET = Integer.MIN_VALUE / 4;
 
@@ -119,6 +125,16 @@ public final class GroupMoments {
         this.normalizeAfter = normalizeAfter;
         this.q = new long[d];
         this.p = new int[d];
+    }
+
+    /** Whether this JVM compiles Math.fma to one instruction (HotSpot's UseFMA flag; false when it cannot tell). */
+    private static boolean hardwareFma() {
+        try {
+            return Boolean.parseBoolean(java.lang.management.ManagementFactory
+                    .getPlatformMXBean(com.sun.management.HotSpotDiagnosticMXBean.class).getVMOption("UseFMA").getValue());
+        } catch (RuntimeException | LinkageError e) {
+            return false;
+        }
     }
 
     int terms() {
@@ -257,7 +273,11 @@ public final class GroupMoments {
         int u = 0;
         for (int i = 0; i < d; i++) {
             for (int j = i; j < d; j++, u++) {
-                sumProducts(i * BATCH, j * BATCH, u);
+                if (FUSED) {
+                    sumProducts(i * BATCH, j * BATCH, u);
+                } else {
+                    sumProductsUnfused(i * BATCH, j * BATCH, u);
+                }
             }
         }
         batched = 0;
@@ -298,6 +318,36 @@ public final class GroupMoments {
             up3 = Math.fma(hi, hj, up3);
             mid3 = Math.fma(li, hj, Math.fma(hi, lj, mid3));
             lo3 = Math.fma(li, lj, lo3);
+        }
+        upper[u] += (long) up0 + (long) up1 + (long) up2 + (long) up3;
+        middle[u] += (long) mid0 + (long) mid1 + (long) mid2 + (long) mid3;
+        lower[u] += (long) lo0 + (long) lo1 + (long) lo2 + (long) lo3;
+    }
+
+    /** {@link #sumProducts} by separate multiplies and adds (the same sums: every one exact), where the JVM has no FMA instruction. */
+    private void sumProductsUnfused(int a, int b, int u) {
+        double[] high = batchHigh;
+        double[] low = batchLow;
+        double up0 = 0, up1 = 0, up2 = 0, up3 = 0;
+        double mid0 = 0, mid1 = 0, mid2 = 0, mid3 = 0;
+        double lo0 = 0, lo1 = 0, lo2 = 0, lo3 = 0;
+        for (int r = 0; r < BATCH; r += LANES) {
+            double hi = high[a + r], li = low[a + r], hj = high[b + r], lj = low[b + r];
+            up0 += hi * hj;
+            mid0 += hi * lj + li * hj;
+            lo0 += li * lj;
+            hi = high[a + r + 1]; li = low[a + r + 1]; hj = high[b + r + 1]; lj = low[b + r + 1];
+            up1 += hi * hj;
+            mid1 += hi * lj + li * hj;
+            lo1 += li * lj;
+            hi = high[a + r + 2]; li = low[a + r + 2]; hj = high[b + r + 2]; lj = low[b + r + 2];
+            up2 += hi * hj;
+            mid2 += hi * lj + li * hj;
+            lo2 += li * lj;
+            hi = high[a + r + 3]; li = low[a + r + 3]; hj = high[b + r + 3]; lj = low[b + r + 3];
+            up3 += hi * hj;
+            mid3 += hi * lj + li * hj;
+            lo3 += li * lj;
         }
         upper[u] += (long) up0 + (long) up1 + (long) up2 + (long) up3;
         middle[u] += (long) mid0 + (long) mid1 + (long) mid2 + (long) mid3;

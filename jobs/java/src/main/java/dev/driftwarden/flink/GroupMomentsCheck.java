@@ -79,6 +79,7 @@ public final class GroupMomentsCheck {
         compare(rows, new Random(seed), (random, row, k) -> atBounds(k, row), " at the fast path's bounds");
         compare(rows, new Random(seed), (random, row, k) -> normal(random), " of normal values");
         integers(20_000, new Random(seed));
+        System.out.println("batch sums by " + (GroupMoments.FUSED ? "fused multiply-adds" : "multiplies and adds"));
     }
 
     /**
