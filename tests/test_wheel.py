@@ -103,6 +103,26 @@ def test_the_wheels_udf_jar_is_built_from_these_sources(wheel) -> None:
     assert zipfile.ZipFile(wheel).read(f"driftwarden/jobs/jars/{UDF_JAR}") == cached.read_bytes()
 
 
+def running_pids() -> set[int]:
+    """The ids of the processes running now."""
+    return {int(name) for name in os.listdir("/proc") if name.isdigit()}
+
+
+def embedded_owner(path: Path, run: Path) -> int | None:
+    """The process whose embedded-Flink folder ``path`` is in (``run/tmp/flink-embedded/<pid>/...``), else None.
+
+    The test process's own in-process jobs (and other processes started before the test, from the checkout)
+    may write there while the installed commands run: only folders of processes started since are theirs.
+
+    >>> embedded_owner(Path("/r/tmp/flink-embedded/42/minicluster_x/tm_0"), Path("/r")), embedded_owner(Path("/r/x"), Path("/r"))
+    (42, None)
+    """
+    parts = path.relative_to(run).parts
+    if parts[:2] == ("tmp", "flink-embedded") and len(parts) > 2 and parts[2].isdigit():
+        return int(parts[2])
+    return None
+
+
 def installed_env(home: Path) -> dict[str, str]:
     """The environment of the installed commands: no path into the checkout, the run folder under ``home``."""
     env = {k: v for k, v in os.environ.items()
@@ -155,6 +175,7 @@ def test_installed_commands_work_from_any_folder(venv, tmp_path, kafka_bootstrap
     pg_url = pg_engine.url.render_as_string(hide_password=False)
     checkout_run = (checkout_root() or REPO) / ".run"
     before = set(checkout_run.rglob("*")) if checkout_run.is_dir() else set()
+    running_before = running_pids()  # this test's commands start after: their pids are not among these
 
     def driftwarden(*args: str, expect: tuple[int, ...] = (0,)) -> str:
         done = subprocess.run([str(venv / "bin" / "driftwarden"), *args], cwd=elsewhere, env=env,
@@ -192,5 +213,6 @@ def test_installed_commands_work_from_any_folder(venv, tmp_path, kafka_bootstrap
     assert sorted(p.name for p in (elsewhere / "grafana" / "dashboards" / "json").iterdir())
     assert (tmp_path / "state" / "driftwarden" / "logs" / "flink-embedded").is_dir()  # the user's run folder
     after = set(checkout_run.rglob("*")) if checkout_run.is_dir() else set()
-    assert not {p for p in after - before if "flink-embedded" in str(p) or p.name == "python-worker"}, \
+    written = {p for p in after - before if "flink-embedded" in str(p) or p.name == "python-worker"}
+    assert not {p for p in written if embedded_owner(p, checkout_run) not in running_before}, \
         "the installed commands wrote into the checkout's run folder"
