@@ -1,6 +1,7 @@
 """Where the job's CPU beyond the floor goes: a JFR profile of the driftwarden job and of the floor over one topic.
 
     .venv/bin/python bench/profile_job.py [--events 300000] [--window-seconds 10] [--top 15] [--warm]
+                                          [--segments 20 [--unsegmented]]
 
 Fills a topic with ``--events`` bench events (bench_job.py's generator: 20 numeric and 5 categorical features,
 1,000 events a second of event time, 2 partitions), then:
@@ -15,9 +16,16 @@ Fills a topic with ``--events`` bench events (bench_job.py's generator: 20 numer
 * each recording summarised from ``jfr print --json --events jdk.ExecutionSample``: the share of samples by
   where the stack is (the innermost driftwarden class, else the innermost frame's package) and by top frame.
 
-Prints CPU per event of both, job / floor, the job's CPU by process and thread, and both summaries. JFR samples
-only threads running Java code: the Python workers' CPU (decoding and judging the summaries) is in the
-process split, not in the JFR tables.
+Prints CPU per event of both, job / floor, the job's CPU by process and thread, and both summaries, the job's also
+by operation (:func:`operation`: the per-event path, the per-window path, Kafka). JFR samples only threads running
+Java code: the Python workers' CPU (decoding and judging the summaries) is in the process split, not in the JFR
+tables.
+
+``--segments N``: the topic's events carry bench_job.py's segment feature (``country``, 2N values, Zipf) and the job
+runs with segments by it (top N) against a reference built with them (bench_job.py's ``--segments`` job);
+``--unsegmented`` the same topic and reference with the feature but no segments. Run both (each in a process of
+its own: one JVM running both jobs would compile each with the other's profile) with ``--topics`` and
+``--reference`` of the first run to profile the same events, and compare the two runs' tables.
 """
 
 from __future__ import annotations
@@ -58,16 +66,19 @@ def jcmd(pid: int, *command: str) -> None:
         raise SystemExit(f"jcmd {' '.join(command)} failed: {done.stdout}{done.stderr}")
 
 
-def profile_job(full: str, empty: str, folder: Path, recording: Path, warm: bool) -> dict:
+def profile_job(full: str, empty: str, folder: Path, recording: Path, warm: bool, configs=(None, None)) -> dict:
     """The job's run over ``full`` recorded by JFR: CPU seconds (start-up subtracted) and CPU by thread; ``warm``:
-    after a first run over ``full`` (the JIT compiler's work on the job's paths done: the steady state)."""
-    bench_job.run_driftwarden(empty, folder / "warm.db")  # starts the JVM
+    after a first run over ``full`` (the JIT compiler's work on the job's paths done: the steady state);
+    ``configs``: the job's config for ``empty`` and for ``full`` (bench_job.py's default when None)."""
+    empty_config, full_config = configs
+    bench_job.run_driftwarden(empty, folder / "warm.db", config=empty_config)  # starts the JVM
     if warm:
-        bench_job.run_driftwarden(full, folder / "first.db")
-    startup, startup_cpu = bench_job.timed_by_thread(bench_job.run_driftwarden, empty, folder / "empty.db")
+        bench_job.run_driftwarden(full, folder / "first.db", config=full_config)
+    startup, startup_cpu = bench_job.timed_by_thread(bench_job.run_driftwarden, empty, folder / "empty.db", None,
+                                                     empty_config)
     pid = jvm_pid()
     jcmd(pid, "JFR.start", "name=job", f"settings={JFR_SETTINGS}")
-    wall, cpu = bench_job.timed_by_thread(bench_job.run_driftwarden, full, folder / "full.db")
+    wall, cpu = bench_job.timed_by_thread(bench_job.run_driftwarden, full, folder / "full.db", None, full_config)
     jcmd(pid, "JFR.stop", "name=job", f"filename={recording}")
     started = startup_cpu.by_where()
     where = {k: v - started.get(k, 0.0) for k, v in cpu.by_where().items()}
@@ -129,6 +140,33 @@ def caller(stack: list[str]) -> str:
     return component(stack)
 
 
+#: The job's operations by a frame anywhere on the stack, the first that matches (:func:`operation`).
+OPERATIONS = (("SourceSummaries.processWatermark", "per window: the source's partials written"),
+              ("MergeSegments.", "per window: partials merged (and segments' frames written)"),
+              ("MergeSummaries.", "per window: partials merged (and segments' frames written)"),
+              ("SourceSummaries.summarize", "per event: the summaries updated"),
+              ("SourceSummaries.processElement", "per event: event time and columns"),
+              ("KafkaRecord$Deserializer.", "per event: record parsed (envelope, features)"),
+              ("SummarySource.", "per event: record parsed (envelope, features)"),
+              ("org.apache.kafka.", "Kafka client"), ("PlannerThread.", "the job's submission (planner)"),
+              ("org.codehaus.janino.", "the job's submission (planner)"),
+              ("org.apache.calcite.", "the job's submission (planner)"))
+
+
+def operation(stack: list[str]) -> str:
+    """The job's operation a sample is part of (:data:`OPERATIONS`), else "other".
+
+    >>> operation(["dev.driftwarden.flink.LogLinearHistogram.toBytes", "dev.driftwarden.flink.SourceSummaries.processWatermark"])
+    "per window: the source's partials written"
+    >>> operation(["java.util.HashMap.get"])
+    'other'
+    """
+    for marker, name in OPERATIONS:
+        if any(marker in frame for frame in stack):
+            return name
+    return "other"
+
+
 def print_summary(label: str, stacks: list[list[str]], top: int) -> None:
     """The shares of ``stacks`` by :func:`component`, by :func:`caller` and by top frame, the ``top`` largest."""
     total = max(len(stacks), 1)
@@ -136,6 +174,7 @@ def print_summary(label: str, stacks: list[list[str]], top: int) -> None:
     for title, counts in (("by what runs (the top frame's driftwarden class or component)",
                            Counter(component(s) for s in stacks)),
                           ("by whose work (the innermost driftwarden class on the stack)", Counter(caller(s) for s in stacks)),
+                          ("by operation", Counter(operation(s) for s in stacks)),
                           ("by top frame", Counter(s[0] if s else "(none)" for s in stacks))):
         print(f"  {title}:")
         for name, count in counts.most_common(top):
@@ -151,6 +190,12 @@ def main() -> None:
                         help="record the job's second run over the topic (its JIT compilation done), not its first")
     parser.add_argument("--topics", nargs=2, metavar=("FULL", "EMPTY"),
                         help="reuse the topics of an earlier run (its --events) instead of filling new ones")
+    parser.add_argument("--segments", type=int, default=0, metavar="N",
+                        help="events carry the segment feature; the job runs with segments by it, top N (default 0: none)")
+    parser.add_argument("--unsegmented", action="store_true",
+                        help="with --segments: the same topic and reference, the segment feature but no segments")
+    parser.add_argument("--reference", type=Path, metavar="FILE",
+                        help="with --segments: the segment reference of an earlier run (printed by it) instead of a new one")
     parser.add_argument("--summarise", type=Path, metavar="FOLDER",
                         help="only summarise the recordings (job.jfr, floor.jfr) of an earlier run's folder")
     args = parser.parse_args()
@@ -161,17 +206,20 @@ def main() -> None:
     run = uuid.uuid4().hex[:6]
     full, empty = args.topics or (f"bench-profile-full-{run}", f"bench-profile-empty-{run}")
     if not args.topics:
-        bench_job.fill_topic(empty, 1, 1000)
+        bench_job.fill_topic(empty, 1, 1000, segments=args.segments)
         print(f"filling {full} with {args.events:,} events ...", flush=True)
-        bench_job.fill_topic(full, args.events, 1000)
+        bench_job.fill_topic(full, args.events, 1000, segments=args.segments)
+        print(f"topics: --topics {full} {empty}", flush=True)
     folder = REPO / ".run" / "bench" / f"profile-{run}"
     folder.mkdir(parents=True, exist_ok=True)
     os.environ["_python_worker_execution_mode"] = "process"  # as bench_job's comparisons
-    job = profile_job(full, empty, folder, folder / "job.jfr", args.warm)
+    job = profile_job(full, empty, folder, folder / "job.jfr", args.warm, segment_configs(args, full, empty, folder))
     with tempfile.TemporaryDirectory(prefix="bench-profile-") as tmp:
         floor = profile_floor(full, empty, Path(tmp), folder / "floor.jfr")
     per_event = {name: 1e6 * figures["cpu"] / args.events for name, figures in (("job", job), ("floor", floor))}
-    print(f"{args.events:,} events, {args.window_seconds} s windows, parallelism 1, start-up subtracted, the job's "
+    shape = ("" if not args.segments else f", segment feature of {2 * args.segments} values, "
+             + ("no segments" if args.unsegmented else f"segments by it (top {args.segments})"))
+    print(f"{args.events:,} events{shape}, {args.window_seconds} s windows, parallelism 1, start-up subtracted, the job's "
           f"{'second (warm)' if args.warm else 'first'} run: job {per_event['job']:.1f} us CPU per event, floor "
           f"{per_event['floor']:.1f} us; job / floor {per_event['job'] / per_event['floor']:.2f} (target <= 1.5)")
     print("the job's CPU per event by process and thread (us):")
@@ -179,6 +227,20 @@ def main() -> None:
         if 1e6 * seconds / args.events >= 0.3:
             print(f"  {1e6 * seconds / args.events:6.1f}  {name}")
     summarise(folder, args.top)
+
+
+def segment_configs(args: argparse.Namespace, full: str, empty: str, folder: Path) -> tuple:
+    """The job's configs for ``empty`` and ``full`` with ``--segments`` (a reference built unless ``--reference``),
+    else bench_job.py's defaults (None, None)."""
+    if not args.segments:
+        return None, None
+    reference = args.reference
+    if reference is None:
+        reference = folder / "segments.dwref"
+        bench_job.build_segment_reference(reference, args.segments, 3)
+        print(f"reference: --reference {reference}", flush=True)
+    segmented = not args.unsegmented
+    return tuple(bench_job.config_for(topic, args.segments, segmented, str(reference)) for topic in (empty, full))
 
 
 def summarise(folder: Path, top: int) -> None:
