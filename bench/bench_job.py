@@ -765,7 +765,8 @@ def print_multivariate_cost(events: int, vector_events: int, rounds: int, startu
     vector_rates = [v for v, _ in figures["vector"]]
     vector_ratio = nan_median(vector_rates) / nan_median([on for on, _ in figures["on"]])
     unmeasured = sum(np.isnan(vector_rates))
-    print(f"vector model / 25-feature model (group on): events/s {vector_ratio:.3f}"
+    ratio = "n/a" if np.isnan(vector_ratio) else f"{vector_ratio:.3f}"
+    print(f"vector model / 25-feature model (group on): events/s {ratio}"
           + (f" ({unmeasured} vector run(s) n/a: no longer than the start-up runs' spread)" if unmeasured else ""))
 
 
