@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import time
+from operator import itemgetter
 from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from sqlalchemy import Connection, Engine, String, Table, create_engine, event, text
 from sqlalchemy.dialects import postgresql, sqlite
@@ -117,11 +118,22 @@ def store_text(value: str, limit: int | None = None) -> str:
 def storable_rows(table: Table, rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The rows with every text value made storable in its column (see :func:`store_text`)."""
     limits = _text_columns(table)
+    rows = list(rows)
+    bad = {name: _texts_to_fix(rows, name, limit) for name, limit in limits.items()}
+    bad = {name: texts for name, texts in bad.items() if texts}
+    if not bad:
+        return rows
     out = []
     for row in rows:
-        bad = [name for name, limit in limits.items() if _needs_fix(row.get(name), limit)]
-        out.append({**row, **{n: store_text(row[n], limits[n]) for n in bad}} if bad else row)
+        fix = [name for name, texts in bad.items() if type(row.get(name)) is str and row[name] in texts]
+        out.append({**row, **{n: store_text(row[n], limits[n]) for n in fix}} if fix else row)
     return out
+
+
+def _texts_to_fix(rows: list[Mapping[str, Any]], name: str, limit: int | None) -> set[str]:
+    """The distinct texts of column ``name`` among ``rows`` that :func:`store_text` must alter (each checked once)."""
+    texts = {value for row in rows if type(value := row.get(name)) is str}
+    return {value for value in texts if _needs_fix(value, limit)}
 
 
 def _needs_fix(value: Any, limit: int | None) -> bool:
@@ -158,13 +170,75 @@ def upsert(conn: Connection, table: Table, rows: Iterable[Mapping[str, Any]], ke
     rows = list(rows) if storable else storable_rows(table, rows)
     if not rows:
         return 0
+    execute_many(conn, lambda: _upsert_statement(conn, table, keys), rows, ("upsert", table.fullname, keys))
+    return len(rows)
+
+
+def _upsert_statement(conn: Connection, table: Table, keys: tuple[str, ...]) -> Any:
+    """INSERT into ``table`` that replaces the row whose unique ``keys`` exist (all its other columns)."""
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
     stmt = dialect.insert(table)
     updated = {c.name: stmt.excluded[c.name] for c in table.columns if c.name not in keys and not c.primary_key}
-    # rows as parameters (executemany), not .values(rows): one cached compiled statement instead of
-    # compiling a new multi-row INSERT each call (measured: most of a window's store time)
-    conn.execute(stmt.on_conflict_do_update(index_elements=list(keys), set_=updated), rows)
-    return len(rows)
+    return stmt.on_conflict_do_update(index_elements=list(keys), set_=updated)
+
+
+#: (cache key, dialect, columns) -> (SQL text, bind names in the order the driver takes them, their processors)
+_DRIVER_STATEMENTS: dict[tuple, tuple[str, tuple[str, ...], tuple[Any, ...]]] = {}
+
+
+def execute_many(conn: Connection, statement: Callable[[], Any], rows: list[Mapping[str, Any]],
+                 cache_key: tuple) -> None:
+    """Execute the INSERT ``statement()`` for ``rows`` as one driver ``executemany`` (``cache_key`` names the
+    statement: it is built only the first time).
+
+    What SQLAlchemy's ``conn.execute(stmt, rows)`` does, less its per-row parameter building: the statement is
+    compiled once per (statement, dialect, columns); each column's values go through its type's own bind
+    processor (SQLAlchemy's, e.g. SQLite's datetime text) once per column. Rows whose keys differ, or a
+    statement that adds parameters of its own (a column default), take SQLAlchemy's path.
+    """
+    columns = tuple(rows[0])
+    if any(len(row) != len(columns) or row.keys() != rows[0].keys() for row in rows):
+        conn.execute(statement(), rows)
+        return
+    key = (cache_key, conn.dialect.name, columns)
+    found = _DRIVER_STATEMENTS.get(key)
+    if found is None:
+        found = _DRIVER_STATEMENTS[key] = _driver_statement(conn, statement(), columns)
+    sql, names, processors = found
+    if not sql:
+        conn.execute(statement(), rows)
+        return
+    columns_of_rows = zip(*map(itemgetter(*names), rows)) if len(names) > 1 else [[row[names[0]] for row in rows]]
+    params = list(zip(*[_processed(list(values), processor) for values, processor in zip(columns_of_rows, processors)]))
+    if not conn.dialect.positional:
+        params = [dict(zip(names, row)) for row in params]
+    conn.exec_driver_sql(sql, params)
+
+
+def _driver_statement(conn: Connection, stmt: Any, columns: tuple[str, ...]) -> tuple[str, tuple[str, ...], tuple]:
+    """``stmt`` compiled for ``columns``: its text, bind names in driver order and their bind processors ("" text
+    when the compiled statement's parameters are not exactly ``columns``)."""
+    compiled = stmt.compile(dialect=conn.dialect, column_keys=list(columns))
+    names = tuple(compiled.positiontup) if conn.dialect.positional else tuple(compiled.binds)
+    escaped = getattr(compiled, "escaped_bind_names", None) or {}
+    if sorted(names) != sorted(columns) or escaped:
+        return "", (), ()
+    processors = tuple(compiled.binds[name].type.dialect_impl(conn.dialect).bind_processor(conn.dialect)
+                       for name in names)
+    return compiled.string, names, processors
+
+
+def _processed(values: list[Any], processor: Any) -> list[Any]:
+    """``values`` through a type's bind processor (None: as they are), each distinct object processed once (a
+    column's window start, model, flags repeat on every row; by identity, since equal datetimes in different
+    zones are stored differently)."""
+    if processor is None:
+        return values
+    if values[0] is not values[-1]:  # a column of values of their own (scores): each processed
+        return list(map(processor, values))
+    distinct = {id(value): value for value in values}
+    done = {key: processor(value) for key, value in distinct.items()}
+    return [done[id(value)] for value in values]
 
 
 def insert_ignore(conn: Connection, table: Table, rows: Iterable[Mapping[str, Any]], keys: tuple[str, ...],

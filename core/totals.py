@@ -39,20 +39,27 @@ from driftwarden.schemas.tables import dead_letters, segment_results, store_tota
 Key = tuple[str, str, str, str]
 LATE_REASON = "late"  # dead_letters.reason of events that missed their window
 DEEP_COLUMNS = ("deep_ks_stat", "deep_psi", "deep_emd")  # any set: the deep test ran
+#: The result rows' columns :func:`result_totals` reads (``segment`` too, of ``segment_results``).
+RESULT_TOTAL_COLUMNS = ("model", "feature", "error", "gate_alarm", "invalid", "drifted", *DEEP_COLUMNS)
 
 
 def add_totals(conn: Connection, deltas: Mapping[Key, int]) -> None:
     """Add each non-zero delta to its total (a new total starts at 0), in key order so that writers never deadlock."""
-    from driftwarden.core.store import storable_rows
+    from driftwarden.core.store import execute_many, storable_rows
 
     rows = storable_rows(store_totals, [{"metric": k[0], "model": k[1], "item": k[2], "label": k[3], "value": n}
                                         for k, n in sorted(deltas.items()) if n])
     if not rows:
         return
+    execute_many(conn, lambda: _add_statement(conn), rows, ("add_totals",))
+
+
+def _add_statement(conn: Connection):
+    """INSERT into ``store_totals`` that adds to the total when it exists."""
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
     stmt = dialect.insert(store_totals)
-    conn.execute(stmt.on_conflict_do_update(index_elements=["metric", "model", "item", "label"],
-                                            set_={"value": store_totals.c.value + stmt.excluded.value}), rows)
+    return stmt.on_conflict_do_update(index_elements=["metric", "model", "item", "label"],
+                                      set_={"value": store_totals.c.value + stmt.excluded.value})
 
 
 def read_totals(conn: Connection, *metrics: str) -> dict[Key, int]:

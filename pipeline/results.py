@@ -7,12 +7,14 @@ import json
 from collections import Counter
 from dataclasses import replace
 from datetime import datetime, timezone
+from functools import lru_cache
+from typing import Mapping
 
 from sqlalchemy import Connection, Table, and_, func, select, text, update
 
 from driftwarden.core.records import AlertSink, WindowReport
 from driftwarden.core.store import storable_rows, store_text, upsert
-from driftwarden.core.totals import add_totals, counts_totals, result_totals
+from driftwarden.core.totals import RESULT_TOTAL_COLUMNS, add_totals, counts_totals, result_totals
 from driftwarden.schemas.alert_tables import segment_key
 from driftwarden.schemas.tables import dead_letters, segment_results, window_counts, window_results
 from driftwarden.sketches.sequential import CusumState
@@ -36,7 +38,7 @@ def store_window(conn: Connection, report: WindowReport, events: int, unknown_fe
     if store_text(report.model, MODEL_CHARS) != report.model:
         report = replace(report, model=store_text(report.model, MODEL_CHARS))
     plain = storable_rows(window_results, [_result_row(report, f, now) for f in report.features if f.segment is None])
-    segmented = storable_rows(segment_results, [{**_result_row(report, f, now), "segment": segment_key(f.segment)}
+    segmented = storable_rows(segment_results, [{**_result_row(report, f, now), "segment": _segment_key(f.segment)}
                                                 for f in report.features if f.segment is not None])
     # what the rows this write replaces (a window judged again after a restart) had added to the totals
     old = (result_totals(_stored(conn, window_results, report, "feature", plain), segmented=False)
@@ -72,8 +74,9 @@ def _stored(conn: Connection, table: Table, report: WindowReport, key: str, rows
     if not rows:
         return []
     keys = {(r[key], r.get("segment")) for r in rows}
-    found = conn.execute(select(table).where(table.c.window_start == report.window_start,
-                                             table.c.model == report.model)).mappings().all()
+    columns = [table.c[name] for name in RESULT_TOTAL_COLUMNS + (("segment",) if "segment" in table.c else ())]
+    found = conn.execute(select(*columns).where(table.c.window_start == report.window_start,
+                                                table.c.model == report.model)).mappings().all()
     return [r for r in found if (r[key], r.get("segment")) in keys]
 
 
@@ -137,6 +140,17 @@ def late_events(conn: Connection, model: str, start: datetime, end: datetime) ->
         dead_letters.c.reason == "late", dead_letters.c.model == model,
         dead_letters.c.event_time >= start, dead_letters.c.event_time < end))
     return int(conn.execute(query).scalar_one())
+
+
+@lru_cache(maxsize=4096)
+def _segment_text(items: tuple[tuple[str, str], ...]) -> str:
+    return segment_key(dict(items))
+
+
+def _segment_key(segment: Mapping[str, str]) -> str:
+    """``schemas.alert_tables.segment_key`` of a segment, each distinct segment written once (a segment has a row
+    per feature)."""
+    return _segment_text(tuple(segment.items()))
 
 
 def _result_row(report: WindowReport, f, now: datetime) -> dict:
