@@ -19,6 +19,7 @@ Null, NaN, +inf and -inf are counted exactly; min and max are exact.
 from __future__ import annotations
 
 import math
+import struct
 from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
@@ -26,8 +27,8 @@ from numpy.typing import ArrayLike
 
 from driftwarden.core.errors import SerializationError, SketchError
 from driftwarden.sketches._values import as_float_array
-from driftwarden.sketches.serialization import (KIND_NUMERIC_HIST, KIND_NUMERIC_HIST_PACKED, KIND_NUMERIC_HIST_VARINT,
-                                                Reader, Writer, decode_varints_many)
+from driftwarden.sketches.serialization import (FORMAT_VERSION, KIND_NUMERIC_HIST, KIND_NUMERIC_HIST_PACKED,
+                                                KIND_NUMERIC_HIST_VARINT, MAGIC, Reader, Writer, decode_varints_many)
 
 _INF_BITS = 0x7FF0000000000000
 #: Mantissa bits kept before any coarsening: 52, every distinct value starts in its own bucket.
@@ -341,14 +342,12 @@ class HistogramSketch:
         (and refused with :meth:`deserialize`'s error)."""
         heads, steps, counts = [], [], []
         for data in blobs:
-            r = Reader(data, (KIND_NUMERIC_HIST_VARINT, KIND_NUMERIC_HIST_PACKED, KIND_NUMERIC_HIST))
-            if r.kind != KIND_NUMERIC_HIST_VARINT:
+            parts = _varint_frame(data)
+            if parts is None:  # another kind, or not a sound frame: each decoded (or refused) alone
                 return [cls.deserialize(data) for data in blobs]
-            heads.append((*r.unpack("BIBQ"), *r.unpack("qqqqdd"), *r.unpack("Iq")))
-            steps.append(r.blob())
-            counts.append(r.blob())
-            if not r.at_end():
-                return [cls.deserialize(data) for data in blobs]
+            heads.append(parts[0])
+            steps.append(parts[1])
+            counts.append(parts[2])
         sizes = np.array([head[-2] for head in heads], dtype=np.int64)
         try:
             keys, all_counts = _buckets_of_many(sizes, np.array([head[-1] for head in heads], dtype=np.int64),
@@ -375,6 +374,30 @@ class HistogramSketch:
     def __repr__(self) -> str:
         return f"HistogramSketch(precision={self.precision}, max_buckets={self.max_buckets}, n={self.n}, " \
                f"count={self.count})"
+
+
+#: A kind 25 frame up to its steps: magic, version, kind, then ``BIBQ``, ``qqqqdd``, ``Iq`` (HistogramSketch.serialize)
+#: and the steps' length.
+_VARINT_HEAD = struct.Struct("<4sBB" "BIBQ" "qqqqdd" "Iq" "I")
+_LENGTH = struct.Struct("<I")
+
+
+def _varint_frame(data: bytes) -> tuple[tuple, bytes, bytes] | None:
+    """A kind 25 frame's header fields (``BIBQ``, ``qqqqdd``, ``Iq``), its steps' and its counts' varint bytes, read
+    as :meth:`HistogramSketch.deserialize` reads them; None when the bytes are not exactly such a frame (another
+    kind, a bad magic or version, truncated, or bytes left over)."""
+    if len(data) < _VARINT_HEAD.size:
+        return None
+    head = _VARINT_HEAD.unpack_from(data)
+    if head[0] != MAGIC or head[1] != FORMAT_VERSION or head[2] != KIND_NUMERIC_HIST_VARINT:
+        return None
+    steps_end = _VARINT_HEAD.size + head[-1]
+    if steps_end + _LENGTH.size > len(data):
+        return None
+    counts_end = steps_end + _LENGTH.size + _LENGTH.unpack_from(data, steps_end)[0]
+    if counts_end != len(data):
+        return None
+    return head[3:-1], data[_VARINT_HEAD.size:steps_end], data[steps_end + _LENGTH.size:counts_end]
 
 
 def _read_buckets(r: Reader, integers: Callable[[int], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

@@ -123,7 +123,7 @@ class Reader:
     def _take(self, size: int) -> memoryview:
         end = self._pos + size
         if end > len(self._data):
-            raise SerializationError(f"truncated sketch bytes: need {end} bytes, have {len(self._data)}")
+            raise _truncated(end, len(self._data))
         chunk, self._pos = self._data[self._pos:end], end
         return chunk
 
@@ -131,13 +131,22 @@ class Reader:
         """Read fixed-width fields in ``struct`` format ``fmt``."""
         layout = _LAYOUTS.get(fmt) or _LAYOUTS.setdefault(fmt, struct.Struct("<" + fmt))
         start = self._pos
-        self._take(layout.size)
+        end = start + layout.size
+        if end > len(self._data):
+            raise _truncated(end, len(self._data))
+        self._pos = end
         return layout.unpack_from(self._data, start)
 
     def blob(self) -> bytes:
         """Read a length-prefixed byte string."""
-        (size,) = self.unpack("I")
-        return bytes(self._take(size))
+        data, start = self._data, self._pos + 4
+        if start > len(data):
+            raise _truncated(start, len(data))
+        end = start + _BLOB_SIZE.unpack_from(data, start - 4)[0]
+        if end > len(data):
+            raise _truncated(end, len(data))
+        self._pos = end
+        return bytes(data[start:end])
 
     def text(self) -> str:
         """Read a length-prefixed UTF-8 string."""
@@ -201,6 +210,15 @@ class Reader:
         """Check that every byte was consumed."""
         if self._pos != len(self._data):
             raise SerializationError(f"{len(self._data) - self._pos} unexpected trailing bytes after sketch")
+
+
+#: A blob's length prefix.
+_BLOB_SIZE = struct.Struct("<I")
+
+
+def _truncated(end: int, size: int) -> SerializationError:
+    """The error for a frame of ``size`` bytes that ends before byte ``end``."""
+    return SerializationError(f"truncated sketch bytes: need {end} bytes, have {size}")
 
 
 _VARINT_SHIFTS = np.arange(VARINT_MAX_BYTES, dtype=np.uint64) * np.uint64(7)

@@ -84,3 +84,18 @@ def test_a_bad_histogram_among_many_is_refused_as_alone(bad: bytes, match: str) 
     assert str(together.value) == str(alone.value)
     assert [sk.serialize() for sk in HistogramSketch.deserialize_many([histogram_frame([1, 1], [1, 2, 3])])] == \
         [histogram_frame([1, 1], [1, 2, 3])]
+
+
+def test_a_histogram_frame_cut_or_mislabelled_among_many_is_refused_as_alone() -> None:
+    """Each frame's header is read with one struct (``histogram._varint_frame``): a frame cut at any byte, or with
+    another magic, version or kind byte, is refused with the error its own decoding names, and the sound frames
+    around it are not needed to tell."""
+    good = [sk.serialize() for sk in tricky_histograms()[:3]]
+    frame = histogram_frame([1, 1, 7], [1, 2, 3, 4])
+    mislabelled = [b"XWSK" + frame[4:], frame[:4] + b"\x02" + frame[5:], frame[:5] + b"\x07" + frame[6:]]
+    for bad in [frame[:cut] for cut in range(len(frame))] + mislabelled:
+        with pytest.raises(SerializationError) as alone:
+            HistogramSketch.deserialize(bad)
+        with pytest.raises(SerializationError) as together:
+            HistogramSketch.deserialize_many(good[:1] + [bad] + good[1:])
+        assert str(together.value) == str(alone.value), bad
