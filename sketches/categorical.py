@@ -289,7 +289,7 @@ class CategoricalSketch:
         r.done()
         if len(raw) != 8 * len(items):
             raise SerializationError(f"corrupt category counts: {len(raw)} bytes for {len(items)} values")
-        counts = [int.from_bytes(raw[i:i + 8], "little", signed=True) for i in range(0, len(raw), 8)]
+        counts = np.frombuffer(raw, dtype="<i8").tolist()  # Python ints, as int.from_bytes(..., signed=True)
         sk._counts = Counter(dict(zip(items, counts)))
         return sk
 
