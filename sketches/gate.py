@@ -300,14 +300,22 @@ class _References:
 
 def _remembered_references(references: list[HistogramSketch], bins: int) -> _References:
     """Each reference's own methods, what they derive remembered on it (a reference judges window after window)."""
-    supports = [reference.support() for reference in references]
-    emd = [r.remember("emd", lambda r=r: _reference_quantiles(r)) for r in references]
-    return _References(supports, np.concatenate([r.cdf(points) for r, points in zip(references, supports)]),
+    parts = [r.remember(("gate", bins), lambda r=r: _reference_parts(r, bins)) for r in references]
+    supports = [support for support, *_ in parts]
+    return _References(supports, np.concatenate([at_support for _, at_support, *_ in parts]),
                        np.cumsum([0] + [points.size for points in supports[:-1]]),
-                       [reference.curve() for reference in references],
-                       [r.remember(("psi_bins", bins), lambda r=r: _reference_bins(r, bins)) for r in references],
-                       np.array([scale for scale, _ in emd]), np.stack([q for _, q in emd]),
-                       np.array([r.rank_error for r in references]))
+                       [curve for _, _, curve, *_ in parts], [psi_bins for *_, psi_bins, _, _ in parts],
+                       np.array([scale for *_, (scale, _), _ in parts]), np.stack([q for *_, (_, q), _ in parts]),
+                       np.array([rank_error for *_, rank_error in parts]))
+
+
+def _reference_parts(reference: HistogramSketch, bins: int) -> tuple:
+    """What the gate reads of one reference, by its own methods: its support, its CDF there, its CDF curve, its
+    PSI bins, its EMD scale and scaled quantiles, its rank error."""
+    support = reference.support()
+    return (support, reference.cdf(support), reference.curve(),
+            reference.remember(("psi_bins", bins), lambda: _reference_bins(reference, bins)),
+            reference.remember("emd", lambda: _reference_quantiles(reference)), reference.rank_error)
 
 
 def _stacked_references(references: list[HistogramSketch], bins: int) -> _References:
