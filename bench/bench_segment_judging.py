@@ -5,7 +5,8 @@ Builds bench_job's segmented reference (``--train-windows`` windows of its gener
 ``country``) and the summaries of the first ``--windows`` windows of its topic (the bytes the live job's
 Java aggregate emits: tests/test_segments_attribution.py), then times, each the fastest of ``--repeats``
 passes in CPU seconds: ``WindowSummary.deserialize``; decode and ``analyze_summary`` (as
-``jobs.udfs.AnalyzeWindow`` judges), and the same with the segments' references stripped of their groups
+``jobs.udfs.AnalyzeWindow`` judges, the references frozen out of the collector's scans as it freezes them;
+``--no-freeze``: not), and the same with the segments' references stripped of their groups
 (the segments' groups not judged: the cost of judging them, in the same run); ``store_window`` of the
 reports into a fresh SQLite store.
 
@@ -41,6 +42,7 @@ def fastest_ms(step: Callable[[], object], windows: int, repeats: int) -> float:
 
 def main() -> None:
     """Print decode, decode + judge and store CPU per segmented window (and the reports' digest)."""
+    from driftwarden.core.gc_pause import freeze_loaded
     from driftwarden.core.store import make_engine
     from driftwarden.pipeline.judging import analyze_summary, drift_policy, segment_references
     from driftwarden.pipeline.reference_set import ReferenceSet
@@ -55,6 +57,9 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=3, help="windows judged")
     parser.add_argument("--repeats", type=int, default=5, help="passes timed; the fastest counts")
     parser.add_argument("--digest", action="store_true", help="print a digest of the reports")
+    parser.add_argument("--no-freeze", action="store_true",
+                        help="leave the loaded references and summaries in the collector's scans (the live sink "
+                             "freezes its references: core.gc_pause.freeze_loaded)")
     args = parser.parse_args()
     bench_job.WINDOW_SECONDS = args.window_seconds
     folder = Path(tempfile.mkdtemp(prefix="dw-segjudge-"))
@@ -64,6 +69,8 @@ def main() -> None:
     blobs = bench_job.bench_summaries(config, reference, args.windows * 1000 * args.window_seconds, args.segments,
                                       args.windows)
     references = ReferenceSet.load(reference)
+    if not args.no_freeze:
+        freeze_loaded()  # as the live sink does after loading its references (jobs.udfs.AnalyzeWindow.open)
     model, policy = config.model("bench"), drift_policy(config.thresholds, config.window.size_ms)
 
     def judge(data: bytes, segment_groups: bool = True):
