@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+import weakref
 from operator import itemgetter
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping
@@ -182,8 +183,9 @@ def _upsert_statement(conn: Connection, table: Table, keys: tuple[str, ...]) -> 
     return stmt.on_conflict_do_update(index_elements=list(keys), set_=updated)
 
 
-#: (cache key, dialect, columns) -> (SQL text, bind names in the order the driver takes them, their processors)
-_DRIVER_STATEMENTS: dict[tuple, tuple[str, tuple[str, ...], tuple[Any, ...]]] = {}
+#: Per engine's dialect (as SQLAlchemy keeps its compiled cache per engine): (cache key, columns) -> (SQL text, bind
+#: names in the order the driver takes them, their processors).
+_DRIVER_STATEMENTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def execute_many(conn: Connection, statement: Callable[[], Any], rows: list[Mapping[str, Any]],
@@ -200,10 +202,12 @@ def execute_many(conn: Connection, statement: Callable[[], Any], rows: list[Mapp
     if any(len(row) != len(columns) or row.keys() != rows[0].keys() for row in rows):
         conn.execute(statement(), rows)
         return
-    key = (cache_key, conn.dialect.name, columns)
-    found = _DRIVER_STATEMENTS.get(key)
+    cache = _DRIVER_STATEMENTS.get(conn.dialect)
+    if cache is None:
+        cache = _DRIVER_STATEMENTS[conn.dialect] = {}
+    found = cache.get((cache_key, columns))
     if found is None:
-        found = _DRIVER_STATEMENTS[key] = _driver_statement(conn, statement(), columns)
+        found = cache[cache_key, columns] = _driver_statement(conn, statement(), columns)
     sql, names, processors = found
     if not sql:
         conn.execute(statement(), rows)
