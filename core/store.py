@@ -238,7 +238,7 @@ def _processed(values: list[Any], processor: Any) -> list[Any]:
     zones are stored differently)."""
     if processor is None:
         return values
-    if values[0] is not values[-1]:  # a column of values of their own (scores): each processed
+    if values[0] is None or values[0] is not values[-1]:  # a column of values of their own (scores): each processed
         return list(map(processor, values))
     distinct = {id(value): value for value in values}
     done = {key: processor(value) for key, value in distinct.items()}
