@@ -31,6 +31,7 @@
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -174,8 +175,14 @@ def thresholds_for_count(thresholds: GateThresholds, windows: int, reference_cou
 
 
 def _scaled(thresholds: GateThresholds, windows: int, reference_count: int, count: int) -> bool:
-    """Whether :func:`thresholds_for_count` rescales: calibrated thresholds, 2+ windows, a count to scale to."""
-    return thresholds.source == "calibrated" and windows >= 2 and reference_count > windows and count > 0
+    """Whether :func:`thresholds_for_count` rescales: calibrated thresholds and :func:`_scalable` counts."""
+    return thresholds.source == "calibrated" and bool(_scalable(windows, reference_count, count))
+
+
+def _scalable(windows: Any, reference_counts: Any, counts: Any) -> Any:
+    """Where thresholds can be rescaled (numbers or arrays, element-wise): 2+ reference windows, more reference
+    events than windows, a window count to scale to."""
+    return (windows >= 2) & (reference_counts > windows) & (counts > 0)
 
 
 def thresholds_for_counts(thresholds: np.ndarray, dispersions: np.ndarray, windows: np.ndarray,
@@ -200,7 +207,7 @@ def thresholds_for_counts(thresholds: np.ndarray, dispersions: np.ndarray, windo
         ratio = (live[:, np.newaxis] + dispersions) / (at_calibration[:, np.newaxis] + dispersions)
         scaled = thresholds * _python_powers(ratio, _COUNT_POWERS)
     scaled = np.where(_FLOORS > scaled, _FLOORS, scaled)  # Python's max(scaled, floor): NaN stays NaN
-    usable = (windows >= 2) & (reference_counts > windows) & (counts > 0)
+    usable = _scalable(windows, reference_counts, counts)
     if calibrated is not None:
         usable &= np.asarray(calibrated, dtype=bool)
     return np.where(usable[:, np.newaxis], scaled, thresholds)
