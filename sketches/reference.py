@@ -53,6 +53,7 @@ class FeatureReference:
     profile: CategoricalProfile | None = None
     window_stats: np.ndarray = field(default_factory=lambda: np.empty((0, len(WINDOW_STAT_NAMES))))
     _dispersion: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _threshold_rows: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def dispersion(self, bins: int = 10) -> Dispersion:
         """The reference windows' over-dispersion (``sketches/dispersion.py``), computed once per ``bins``."""
@@ -68,10 +69,9 @@ class FeatureReference:
     def threshold_rows(self, bins: int = 10) -> tuple[np.ndarray, np.ndarray]:
         """Its thresholds and its :meth:`dispersion` in ``SCORE_NAMES`` order (``as_array``), what
         ``calibration.thresholds_for_counts`` takes: made once per ``bins`` (a reference judges window after window)."""
-        key = ("rows", bins)
-        if key not in self._dispersion:
-            self._dispersion[key] = (self.thresholds.as_array(), self.dispersion(bins).as_array())
-        return self._dispersion[key]
+        if bins not in self._threshold_rows:
+            self._threshold_rows[bins] = (self.thresholds.as_array(), self.dispersion(bins).as_array())
+        return self._threshold_rows[bins]
 
 
 class Reference:
