@@ -301,21 +301,33 @@ class _References:
 def _remembered_references(references: list[HistogramSketch], bins: int) -> _References:
     """Each reference's own methods, what they derive remembered on it (a reference judges window after window)."""
     parts = [r.remember(("gate", bins), lambda r=r: _reference_parts(r, bins)) for r in references]
-    supports = [support for support, *_ in parts]
-    return _References(supports, np.concatenate([at_support for _, at_support, *_ in parts]),
-                       np.cumsum([0] + [points.size for points in supports[:-1]]),
-                       [curve for _, _, curve, *_ in parts], [psi_bins for *_, psi_bins, _, _ in parts],
-                       np.array([scale for *_, (scale, _), _ in parts]), np.stack([q for *_, (_, q), _ in parts]),
-                       np.array([rank_error for *_, rank_error in parts]))
+    return _References([p.support for p in parts], np.concatenate([p.at_support for p in parts]),
+                       np.cumsum([0] + [p.support.size for p in parts[:-1]]), [p.curve for p in parts],
+                       [p.psi_bins for p in parts], np.array([p.emd_scale for p in parts]),
+                       np.stack([p.emd_quantiles for p in parts]), np.array([p.rank_error for p in parts]))
 
 
-def _reference_parts(reference: HistogramSketch, bins: int) -> tuple:
-    """What the gate reads of one reference, by its own methods: its support, its CDF there, its CDF curve, its
-    PSI bins, its EMD scale and scaled quantiles, its rank error."""
+@dataclass(frozen=True)
+class _ReferenceParts:
+    """What the gate reads of one reference (each part by the reference's own method)."""
+
+    support: np.ndarray
+    at_support: np.ndarray
+    curve: tuple[np.ndarray, np.ndarray]
+    psi_bins: tuple[np.ndarray, np.ndarray]
+    emd_scale: float
+    emd_quantiles: np.ndarray
+    rank_error: float
+
+
+def _reference_parts(reference: HistogramSketch, bins: int) -> _ReferenceParts:
+    """One reference's :class:`_ReferenceParts`: its support, its CDF there, its CDF curve, its PSI bins, its EMD
+    scale and scaled quantiles, its rank error."""
     support = reference.support()
-    return (support, reference.cdf(support), reference.curve(),
-            reference.remember(("psi_bins", bins), lambda: _reference_bins(reference, bins)),
-            reference.remember("emd", lambda: _reference_quantiles(reference)), reference.rank_error)
+    emd_scale, emd_quantiles = reference.remember("emd", lambda: _reference_quantiles(reference))
+    return _ReferenceParts(support, reference.cdf(support), reference.curve(),
+                           reference.remember(("psi_bins", bins), lambda: _reference_bins(reference, bins)),
+                           emd_scale, emd_quantiles, reference.rank_error)
 
 
 def _stacked_references(references: list[HistogramSketch], bins: int) -> _References:
