@@ -42,14 +42,14 @@ def fastest_ms(step: Callable[[], object], windows: int, repeats: int) -> float:
 
 def main() -> None:
     """Print decode, decode + judge and store CPU per segmented window (and the reports' digest)."""
-    from driftwarden.core.gc_pause import freeze_loaded
-    from driftwarden.core.store import make_engine
-    from driftwarden.pipeline.judging import analyze_summary, drift_policy, segment_references
-    from driftwarden.pipeline.reference_set import ReferenceSet
-    from driftwarden.pipeline.results import store_window
-    from driftwarden.pipeline.summary import WindowSummary
-    from driftwarden.sketches import Reference
+    args = parse_args()
+    bench_job.WINDOW_SECONDS = args.window_seconds
+    with tempfile.TemporaryDirectory(prefix="dw-segjudge-") as folder:  # the reference and the store, removed after
+        bench(args, Path(folder))
 
+
+def parse_args() -> argparse.Namespace:
+    """The command line's options."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--window-seconds", type=int, default=60, help="1,000 events a second of event time")
     parser.add_argument("--segments", type=int, default=20, help="top segments (of 2N values of the segment feature)")
@@ -60,9 +60,19 @@ def main() -> None:
     parser.add_argument("--no-freeze", action="store_true",
                         help="leave the loaded references and summaries in the collector's scans (the live sink "
                              "freezes its references: core.gc_pause.freeze_loaded)")
-    args = parser.parse_args()
-    bench_job.WINDOW_SECONDS = args.window_seconds
-    folder = Path(tempfile.mkdtemp(prefix="dw-segjudge-"))
+    return parser.parse_args()
+
+
+def bench(args: argparse.Namespace, folder: Path) -> None:
+    """Build the reference and summaries in ``folder``, time the sink's parts on them and print the figures."""
+    from driftwarden.core.gc_pause import freeze_loaded
+    from driftwarden.core.store import make_engine
+    from driftwarden.pipeline.judging import analyze_summary, drift_policy, segment_references
+    from driftwarden.pipeline.reference_set import ReferenceSet
+    from driftwarden.pipeline.results import store_window
+    from driftwarden.pipeline.summary import WindowSummary
+    from driftwarden.sketches import Reference
+
     reference = folder / "segments.dwref"
     bench_job.build_segment_reference(reference, args.segments, args.train_windows)
     config = bench_job.config_for("bench", args.segments, True, str(reference))
