@@ -7,8 +7,6 @@ import json
 from collections import Counter
 from dataclasses import replace
 from datetime import datetime, timezone
-from functools import lru_cache
-from typing import Mapping
 
 from sqlalchemy import Connection, Table, and_, func, select, text, update
 
@@ -38,7 +36,7 @@ def store_window(conn: Connection, report: WindowReport, events: int, unknown_fe
     if store_text(report.model, MODEL_CHARS) != report.model:
         report = replace(report, model=store_text(report.model, MODEL_CHARS))
     plain = storable_rows(window_results, [_result_row(report, f, now) for f in report.features if f.segment is None])
-    segmented = storable_rows(segment_results, [{**_result_row(report, f, now), "segment": _segment_key(f.segment)}
+    segmented = storable_rows(segment_results, [{**_result_row(report, f, now), "segment": segment_key(f.segment)}
                                                 for f in report.features if f.segment is not None])
     # what the rows this write replaces (a window judged again after a restart) had added to the totals
     old = (result_totals(_stored(conn, window_results, report, "feature", plain), segmented=False)
@@ -140,17 +138,6 @@ def late_events(conn: Connection, model: str, start: datetime, end: datetime) ->
         dead_letters.c.reason == "late", dead_letters.c.model == model,
         dead_letters.c.event_time >= start, dead_letters.c.event_time < end))
     return int(conn.execute(query).scalar_one())
-
-
-@lru_cache(maxsize=4096)
-def _segment_text(items: tuple[tuple[str, str], ...]) -> str:
-    return segment_key(dict(items))
-
-
-def _segment_key(segment: Mapping[str, str]) -> str:
-    """``schemas.alert_tables.segment_key`` of a segment, each distinct segment written once (a segment has a row
-    per feature)."""
-    return _segment_text(tuple(segment.items()))
 
 
 def _result_row(report: WindowReport, f, now: datetime) -> dict:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime
+from functools import lru_cache
 from typing import Mapping
 
 from sqlalchemy import (
@@ -197,7 +198,14 @@ def segment_key(segment: Mapping[str, str] | None) -> str:
     """
     if not segment:
         return ""
-    return ",".join(f"{_escape_segment_text(k)}={_escape_segment_text(v)}" for k, v in sorted(segment.items()))
+    return _segment_text(tuple(sorted(segment.items())))
+
+
+@lru_cache(maxsize=4096)
+def _segment_text(pairs: tuple[tuple[str, str], ...]) -> str:
+    """The text of a segment's sorted (name, value) pairs; cached: a segmented window writes each segment's text
+    once per feature, and the segments repeat from window to window."""
+    return ",".join(f"{_escape_segment_text(k)}={_escape_segment_text(v)}" for k, v in pairs)
 
 
 def _escape_segment_text(text: str) -> str:
