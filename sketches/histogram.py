@@ -27,8 +27,9 @@ from numpy.typing import ArrayLike
 
 from driftwarden.core.errors import SerializationError, SketchError
 from driftwarden.sketches._values import as_float_array
-from driftwarden.sketches.serialization import (FORMAT_VERSION, KIND_NUMERIC_HIST, KIND_NUMERIC_HIST_PACKED,
-                                                KIND_NUMERIC_HIST_VARINT, MAGIC, Reader, Writer, decode_varints_many)
+from driftwarden.sketches.serialization import (BLOB_SIZE, FORMAT_VERSION, FRAME_HEAD, KIND_NUMERIC_HIST,
+                                                KIND_NUMERIC_HIST_PACKED, KIND_NUMERIC_HIST_VARINT, MAGIC, Reader,
+                                                Writer, decode_varints_many)
 
 _INF_BITS = 0x7FF0000000000000
 #: Mantissa bits kept before any coarsening: 52, every distinct value starts in its own bucket.
@@ -309,20 +310,20 @@ class HistogramSketch:
     def serialize(self) -> bytes:
         """Encode as versioned bytes (``sketches/FORMAT.md``, kind 25): the keys as their first and
         the steps between them, and the counts, each as varints."""
-        w = Writer(KIND_NUMERIC_HIST_VARINT).pack("BIBQ", self.precision, self.max_buckets, self.shift, self.n)
-        w.pack("qqqqdd", self.nulls, self.nans, self.pos_inf, self.neg_inf, self.min, self.max)
+        w = Writer(KIND_NUMERIC_HIST_VARINT).pack(_SETTINGS, self.precision, self.max_buckets, self.shift, self.n)
+        w.pack(_TALLIES, self.nulls, self.nans, self.pos_inf, self.neg_inf, self.min, self.max)
         keys = self._keys.view(np.uint64)  # steps in 64-bit wrapping arithmetic, as the reader adds them back
-        w.pack("Iq", keys.size, int(self._keys[0]) if keys.size else 0)
+        w.pack(_BUCKETS, keys.size, int(self._keys[0]) if keys.size else 0)
         return w.varints(np.diff(keys)).varints(self._counts.view(np.uint64)).getvalue()
 
     @classmethod
     def deserialize(cls, data: bytes) -> HistogramSketch:
         """Decode bytes written by :meth:`serialize` (or by the Java aggregate; kind 25, or 20 or 6 written before)."""
         r = Reader(data, (KIND_NUMERIC_HIST_VARINT, KIND_NUMERIC_HIST_PACKED, KIND_NUMERIC_HIST))
-        precision, max_buckets, shift, n = r.unpack("BIBQ")
+        precision, max_buckets, shift, n = r.unpack(_SETTINGS)
         sk = cls(precision, max_buckets)
         sk.shift = shift
-        sk.nulls, sk.nans, sk.pos_inf, sk.neg_inf, sk.min, sk.max = r.unpack("qqqqdd")
+        sk.nulls, sk.nans, sk.pos_inf, sk.neg_inf, sk.min, sk.max = r.unpack(_TALLIES)
         if r.kind == KIND_NUMERIC_HIST:
             sk._keys = np.frombuffer(r.blob(), dtype="<i8").astype(np.int64)
             sk._counts = np.frombuffer(r.blob(), dtype="<i8").astype(np.int64)
@@ -376,10 +377,13 @@ class HistogramSketch:
                f"count={self.count})"
 
 
-#: A kind 25 frame up to its steps: magic, version, kind, then ``BIBQ``, ``qqqqdd``, ``Iq`` (HistogramSketch.serialize)
-#: and the steps' length.
-_VARINT_HEAD = struct.Struct("<4sBB" "BIBQ" "qqqqdd" "Iq" "I")
-_LENGTH = struct.Struct("<I")
+#: A numeric histogram's fields after its frame's head (sketches/FORMAT.md, kinds 25, 20 and 6), in ``struct``
+#: formats: its settings and value count (precision, max_buckets, shift, n), its tallies and range (nulls, NaNs,
+#: +inf, -inf, min, max), and in kinds 25 and 20 its bucket count and first key. :meth:`HistogramSketch.serialize`
+#: writes them, :meth:`HistogramSketch.deserialize` and :func:`_varint_frame` read them.
+_SETTINGS, _TALLIES, _BUCKETS = "BIBQ", "qqqqdd", "Iq"
+#: A kind 25 frame up to its steps: the frame's head, the three above and the steps' length.
+_VARINT_HEAD = struct.Struct("<" + FRAME_HEAD + _SETTINGS + _TALLIES + _BUCKETS + "I")
 
 
 def _varint_frame(data: bytes) -> tuple[tuple, bytes, bytes] | None:
@@ -392,18 +396,18 @@ def _varint_frame(data: bytes) -> tuple[tuple, bytes, bytes] | None:
     if head[0] != MAGIC or head[1] != FORMAT_VERSION or head[2] != KIND_NUMERIC_HIST_VARINT:
         return None
     steps_end = _VARINT_HEAD.size + head[-1]
-    if steps_end + _LENGTH.size > len(data):
+    if steps_end + BLOB_SIZE.size > len(data):
         return None
-    counts_end = steps_end + _LENGTH.size + _LENGTH.unpack_from(data, steps_end)[0]
+    counts_end = steps_end + BLOB_SIZE.size + BLOB_SIZE.unpack_from(data, steps_end)[0]
     if counts_end != len(data):
         return None
-    return head[3:-1], data[_VARINT_HEAD.size:steps_end], data[steps_end + _LENGTH.size:counts_end]
+    return head[3:-1], data[_VARINT_HEAD.size:steps_end], data[steps_end + BLOB_SIZE.size:counts_end]
 
 
 def _read_buckets(r: Reader, integers: Callable[[int], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """The sorted keys and counts of a kind 25 or 20 frame (the fields after the header), their steps and counts
     read by ``integers`` (``Reader.varints`` or ``Reader.packed``)."""
-    size, first = r.unpack("Iq")
+    size, first = r.unpack(_BUCKETS)
     steps = integers(max(size - 1, 0))
     counts = integers(size).view(np.int64)
     if not size:

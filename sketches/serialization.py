@@ -47,13 +47,17 @@ KIND_EVENT_SAMPLE_CODED = 26
 VARINT_MAX_BYTES = 10
 #: Byte widths a packed integer blob may use (``Writer.packed``).
 PACKED_WIDTHS = (1, 2, 4, 8)
+#: The ``struct`` format of every frame's first fields: the magic, the format version and the kind.
+FRAME_HEAD = "4sBB"
+#: A blob's length prefix (``Writer.blob``, ``Reader.blob``).
+BLOB_SIZE = struct.Struct("<I")
 
 
 class Writer:
     """Append fields to a frame; ``getvalue()`` returns the bytes."""
 
     def __init__(self, kind: int) -> None:
-        self._parts = [MAGIC, struct.pack("<BB", FORMAT_VERSION, kind)]
+        self._parts = [struct.pack("<" + FRAME_HEAD, MAGIC, FORMAT_VERSION, kind)]
 
     def pack(self, fmt: str, *values: object) -> Writer:
         """Append fixed-width fields in ``struct`` format ``fmt`` (little-endian)."""
@@ -62,7 +66,7 @@ class Writer:
 
     def blob(self, data: bytes) -> Writer:
         """Append a length-prefixed byte string."""
-        self._parts += [struct.pack("<I", len(data)), data]
+        self._parts += [BLOB_SIZE.pack(len(data)), data]
         return self
 
     def text(self, value: str) -> Writer:
@@ -120,33 +124,28 @@ class Reader:
         if self.kind not in expected_kinds:
             raise SerializationError(f"unexpected sketch kind byte {self.kind}, want one of {expected_kinds}")
 
-    def _take(self, size: int) -> memoryview:
-        end = self._pos + size
+    def _advance(self, size: int) -> int:
+        """Move past the next ``size`` bytes and return where they start; a truncation error when the frame ends
+        before them."""
+        start = self._pos
+        end = start + size
         if end > len(self._data):
             raise _truncated(end, len(self._data))
-        chunk, self._pos = self._data[self._pos:end], end
-        return chunk
+        self._pos = end
+        return start
+
+    def _take(self, size: int) -> memoryview:
+        return self._data[self._advance(size):self._pos]
 
     def unpack(self, fmt: str) -> tuple:
         """Read fixed-width fields in ``struct`` format ``fmt``."""
         layout = _LAYOUTS.get(fmt) or _LAYOUTS.setdefault(fmt, struct.Struct("<" + fmt))
-        start = self._pos
-        end = start + layout.size
-        if end > len(self._data):
-            raise _truncated(end, len(self._data))
-        self._pos = end
-        return layout.unpack_from(self._data, start)
+        return layout.unpack_from(self._data, self._advance(layout.size))
 
     def blob(self) -> bytes:
         """Read a length-prefixed byte string."""
-        data, start = self._data, self._pos + 4
-        if start > len(data):
-            raise _truncated(start, len(data))
-        end = start + _BLOB_SIZE.unpack_from(data, start - 4)[0]
-        if end > len(data):
-            raise _truncated(end, len(data))
-        self._pos = end
-        return bytes(data[start:end])
+        (size,) = BLOB_SIZE.unpack_from(self._data, self._advance(BLOB_SIZE.size))
+        return bytes(self._data[self._advance(size):self._pos])
 
     def text(self) -> str:
         """Read a length-prefixed UTF-8 string."""
@@ -210,10 +209,6 @@ class Reader:
         """Check that every byte was consumed."""
         if self._pos != len(self._data):
             raise SerializationError(f"{len(self._data) - self._pos} unexpected trailing bytes after sketch")
-
-
-#: A blob's length prefix.
-_BLOB_SIZE = struct.Struct("<I")
 
 
 def _truncated(end: int, size: int) -> SerializationError:
