@@ -189,8 +189,7 @@ class StoreCollector(Collector):
         folded = GaugeMetricFamily("driftwarden_segments_folded",
                                    f"Segments past the model's label cap, reported as segment={OTHER_SEGMENT!r}",
                                    labels=["model"])
-        rows = [(r.model, r.feature, r.segment, r.window_start, r.count, r.deep_psi if r.deep_psi is not None
-                 else r.gate_psi, r.severity) for r in conn.execute(_latest_rows(segment_results, "segment_windows_judged"))]
+        rows = self._latest_segment_rows(conn)
         labels = self._segment_labels(rows)
         cells: dict[tuple[str, str, str], tuple[float | None, int]] = {}
         for model, feature, segment, _ws, _n, psi, sev in rows:
@@ -205,6 +204,12 @@ class StoreCollector(Collector):
         for model in sorted({m for m, _ in labels}):
             folded.add_metric([model], sum(1 for (m, _), lab in labels.items() if m == model and lab == OTHER_SEGMENT))
         yield from (scores, severity, folded)
+
+    def _latest_segment_rows(self, conn: Connection) -> list[tuple]:
+        """The latest segment_results row per (model, feature, segment) as (model, feature, segment, window_start,
+        count, psi, severity), the psi deep where the deep tests ran, else the gate's."""
+        return [(r.model, r.feature, r.segment, r.window_start, r.count, r.deep_psi if r.deep_psi is not None
+                 else r.gate_psi, r.severity) for r in conn.execute(_latest_rows(segment_results, "segment_windows_judged"))]
 
     def _segment_labels(self, rows) -> dict[tuple[str, str], str]:
         """Map each (model, segment) to its label: itself within the model's cap (newest, then largest), else other."""

@@ -28,7 +28,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from sqlalchemy import Connection, Engine, and_, case, create_engine, event, func, select, text
 
-from driftwarden.alerting.metrics import OTHER_SEGMENT, SCORE_COLUMNS, SEGMENT_CAP, StoreCollector, _SEVERITY_VALUE
+from driftwarden.alerting.metrics import SCORE_COLUMNS, StoreCollector, _SEVERITY_VALUE
 from driftwarden.core.store import make_engine
 from driftwarden.core.totals import LATE_REASON, add_totals, recount
 from driftwarden.schemas.alert_tables import alert_deliveries, alerts
@@ -118,52 +118,15 @@ class FullCountCollector(StoreCollector):
             severity.add_metric([row.model, row.feature], _SEVERITY_VALUE.get(row.severity, 0))
         yield from (scores, severity)
 
-    def _segment_scores(self, conn: Connection) -> Iterator[Metric]:
-        """The latest segment_results row per (model, feature, segment), segment labels capped per model."""
-        scores = GaugeMetricFamily("driftwarden_segment_drift_score",
-                                   "PSI of the latest window per feature and segment (deep where it ran, else gate)",
-                                   labels=["model", "feature", "segment"])
-        severity = GaugeMetricFamily("driftwarden_segment_severity",
-                                     "Severity of the latest window per feature and segment (0 none .. 3 major)",
-                                     labels=["model", "feature", "segment"])
-        folded = GaugeMetricFamily("driftwarden_segments_folded",
-                                   f"Segments past the model's label cap, reported as segment={OTHER_SEGMENT!r}",
-                                   labels=["model"])
+    def _latest_segment_rows(self, conn: Connection) -> list[tuple]:
+        """The latest segment_results row per (model, feature, segment), found by a group-by over the whole table."""
         sr = segment_results.c
         newest = select(sr.model, sr.feature, sr.segment, func.max(sr.window_start).label("ws")).group_by(
             sr.model, sr.feature, sr.segment).subquery()
-        rows = conn.execute(select(sr.model, sr.feature, sr.segment, sr.window_start, sr.count,
-                                   func.coalesce(sr.deep_psi, sr.gate_psi), sr.severity).join(newest, and_(
-            sr.model == newest.c.model, sr.feature == newest.c.feature, sr.segment == newest.c.segment,
-            sr.window_start == newest.c.ws))).all()
-        labels = self._segment_labels(rows)
-        cells: dict[tuple[str, str, str], tuple[float | None, int]] = {}
-        for model, feature, segment, _ws, _n, psi, sev in rows:
-            key = (model, feature, labels[model, segment])
-            old_psi, old_sev = cells.get(key, (None, 0))
-            worst = max((p for p in (old_psi, psi) if p is not None), default=None)
-            cells[key] = (worst, max(old_sev, _SEVERITY_VALUE.get(sev, 0)))
-        for key, (psi, sev) in sorted(cells.items()):
-            if psi is not None:
-                scores.add_metric(list(key), psi)
-            severity.add_metric(list(key), sev)
-        for model in sorted({m for m, _ in labels}):
-            folded.add_metric([model], sum(1 for (m, _), lab in labels.items() if m == model and lab == OTHER_SEGMENT))
-        yield from (scores, severity, folded)
-
-    def _segment_labels(self, rows) -> dict[tuple[str, str], str]:
-        """Map each (model, segment) to its label: itself within the model's cap (newest, then largest), else other."""
-        rank: dict[tuple[str, str], tuple] = {}
-        for model, _feature, segment, ws, n, _psi, _sev in rows:
-            key = (ws, n or 0)
-            rank[model, segment] = max(rank.get((model, segment), key), key)
-        ordered = sorted(rank, key=lambda ms: (ms[0], -rank[ms][0].timestamp(), -rank[ms][1], ms[1]))
-        labels, kept = {}, {}
-        for model, segment in ordered:
-            kept[model] = kept.get(model, 0) + 1
-            within = kept[model] <= self.segment_caps.get(model, SEGMENT_CAP)
-            labels[model, segment] = segment if within else OTHER_SEGMENT
-        return labels
+        return [tuple(row) for row in conn.execute(select(
+            sr.model, sr.feature, sr.segment, sr.window_start, sr.count, func.coalesce(sr.deep_psi, sr.gate_psi),
+            sr.severity).join(newest, and_(sr.model == newest.c.model, sr.feature == newest.c.feature,
+                                          sr.segment == newest.c.segment, sr.window_start == newest.c.ws)))]
 
     def _rejected(self, conn: Connection) -> Iterator[Metric]:
         """Dead letters: late events per model, every other reason as rejected."""
