@@ -387,7 +387,7 @@ _VARINT_HEAD = struct.Struct("<" + FRAME_HEAD + _SETTINGS + _TALLIES + _BUCKETS 
 
 
 def _varint_frame(data: bytes) -> tuple[tuple, bytes, bytes] | None:
-    """A kind 25 frame's header fields (``BIBQ``, ``qqqqdd``, ``Iq``), its steps' and its counts' varint bytes, read
+    """A kind 25 frame's header fields (``_SETTINGS``, ``_TALLIES``, ``_BUCKETS``), its steps' and its counts' varint bytes, read
     as :meth:`HistogramSketch.deserialize` reads them; None when the bytes are not exactly such a frame (another
     kind, a bad magic or version, truncated, or bytes left over)."""
     if len(data) < _VARINT_HEAD.size:

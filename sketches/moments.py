@@ -35,7 +35,7 @@ from typing import Sequence
 import numpy as np
 
 from driftwarden.core.errors import SerializationError
-from driftwarden.sketches.serialization import Reader, Writer
+from driftwarden.sketches.serialization import Reader, Writer, truncated_error
 
 #: Frame kind of a serialized GroupMoments (``sketches/FORMAT.md``).
 KIND_GROUP_MOMENTS = 23
@@ -235,12 +235,11 @@ def _read_integers(r: Reader, count: int) -> list[int]:
     pos, end, values = start, len(data), []
     for _ in range(count):
         if pos + 8 > end:
-            raise SerializationError(f"truncated sketch bytes: need {pos + 8 if pos + 4 <= end else pos + 4} bytes, "
-                                     f"have {end}")
+            raise truncated_error(pos + 8 if pos + 4 <= end else pos + 4, end)
         zeros, size = _INTEGER_HEAD.unpack_from(data, pos)
         pos += 8
         if pos + size > end:
-            raise SerializationError(f"truncated sketch bytes: need {pos + size} bytes, have {end}")
+            raise truncated_error(pos + size, end)
         if zeros > 4096 or size > 512:
             raise SerializationError(f"corrupt group moments: an integer of {size} bytes shifted by {zeros}")
         values.append(int.from_bytes(data[pos:pos + size], "little", signed=True) << zeros)

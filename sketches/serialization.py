@@ -130,7 +130,7 @@ class Reader:
         start = self._pos
         end = start + size
         if end > len(self._data):
-            raise _truncated(end, len(self._data))
+            raise truncated_error(end, len(self._data))
         self._pos = end
         return start
 
@@ -145,7 +145,7 @@ class Reader:
     def blob(self) -> bytes:
         """Read a length-prefixed byte string."""
         (size,) = BLOB_SIZE.unpack_from(self._data, self._advance(BLOB_SIZE.size))
-        return bytes(self._data[self._advance(size):self._pos])
+        return bytes(self._take(size))
 
     def text(self) -> str:
         """Read a length-prefixed UTF-8 string."""
@@ -211,8 +211,8 @@ class Reader:
             raise SerializationError(f"{len(self._data) - self._pos} unexpected trailing bytes after sketch")
 
 
-def _truncated(end: int, size: int) -> SerializationError:
-    """The error for a frame of ``size`` bytes that ends before byte ``end``."""
+def truncated_error(end: int, size: int) -> SerializationError:
+    """The error for a frame of ``size`` bytes that ends before byte ``end`` (every reader of frames raises it)."""
     return SerializationError(f"truncated sketch bytes: need {end} bytes, have {size}")
 
 
