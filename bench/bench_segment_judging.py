@@ -8,7 +8,9 @@ passes in CPU seconds: ``WindowSummary.deserialize``; decode and ``analyze_summa
 ``jobs.udfs.AnalyzeWindow`` judges, the references frozen out of the collector's scans as it freezes them;
 ``--no-freeze``: not), and the same with the segments' references stripped of their groups
 (the segments' groups not judged: the cost of judging them, in the same run); ``store_window`` of the
-reports into a fresh SQLite store.
+reports into a fresh SQLite store. The baseline, in the same run: the same events' unsegmented summaries (the
+bytes the job emits for the model without ``segments``), decoded, judged against the same reference's global
+view and stored the same way; the segments' extra is printed per window, per event and per extra result row.
 
 A ratio, not a figure: run it from two checkouts in turns (the same sizes) and compare, e.g.
 ``for c in /path/to/other .; do (cd $c && .venv/bin/python $OLDPWD/bench/bench_segment_judging.py); done``. With ``--digest``
@@ -69,7 +71,6 @@ def bench(args: argparse.Namespace, folder: Path) -> None:
     from driftwarden.core.store import make_engine
     from driftwarden.pipeline.judging import analyze_summary, drift_policy, segment_references
     from driftwarden.pipeline.reference_set import ReferenceSet
-    from driftwarden.pipeline.results import store_window
     from driftwarden.pipeline.summary import WindowSummary
     from driftwarden.sketches import Reference
 
@@ -92,24 +93,60 @@ def bench(args: argparse.Namespace, folder: Path) -> None:
 
     judged = [judge(data) for data in blobs]
     engine = make_engine(f"sqlite:///{folder / 'store.db'}", create=True)
-
-    def store() -> None:
-        for summary, report in judged:
-            with engine.begin() as conn:
-                store_window(conn, report, summary.events, 0, None)
-
     decode = fastest_ms(lambda: [WindowSummary.deserialize(data) for data in blobs], len(blobs), args.repeats)
     both = fastest_ms(lambda: [judge(data) for data in blobs], len(blobs), args.repeats)
     without = fastest_ms(lambda: [judge(data, False) for data in blobs], len(blobs), args.repeats)
-    stored = fastest_ms(store, len(blobs), args.repeats)
+    stored = fastest_ms(lambda: store(engine, judged), len(blobs), args.repeats)
     rows = len(judged[0][1].features)
     checkout = Path(analyze_summary.__code__.co_filename).resolve().parents[1]  # whose driftwarden was timed
     print(f"{checkout}: {args.window_seconds} s windows of "
           f"{1000 * args.window_seconds:,} events, {len(judged[0][0].segments)} segments, {rows} result rows a window: "
           f"decode {decode:.1f} ms, decode + judge {both:.1f} ms (segments' groups left out: {without:.1f} ms), "
           f"store {stored:.1f} ms CPU per window")
+    baseline(args, config, reference, references, policy, folder, (both + stored, rows))
     if args.digest:
         print("reports digest", hashlib.sha256("\n".join(repr(r) for _, r in judged).encode()).hexdigest()[:16])
+
+
+def store(engine, judged: list) -> None:
+    """``store_window`` of each (summary, report) of ``judged``, a transaction each, as the live sink stores."""
+    from driftwarden.pipeline.results import store_window
+
+    for summary, report in judged:
+        with engine.begin() as conn:
+            store_window(conn, report, summary.events, 0, None)
+
+
+def baseline(args: argparse.Namespace, segmented_config, reference: Path, references, policy, folder: Path,
+             segmented: tuple[float, int]) -> None:
+    """Time the same events unsegmented (decode + judge against the reference's global view, then store, as the
+    job judges a model without ``segments``) and print the segments' extra beside it; ``segmented``: the
+    segmented window's decode + judge + store CPU (ms) and its result rows."""
+    from driftwarden.core.store import make_engine
+    from driftwarden.pipeline.judging import analyze_summary
+    from driftwarden.pipeline.summary import WindowSummary
+
+    config = bench_job.config_for("bench", args.segments, False, str(reference))
+    blobs = bench_job.bench_summaries(config, reference, args.windows * 1000 * args.window_seconds, args.segments,
+                                      args.windows)
+    model_reference = references.models["bench"]
+
+    def judge(data: bytes):
+        summary = WindowSummary.deserialize(data)
+        return summary, analyze_summary(summary, model_reference, policy)
+
+    judged = [judge(data) for data in blobs]
+    assert not judged[0][0].segments, "the baseline's summaries must be unsegmented"
+    both = fastest_ms(lambda: [judge(data) for data in blobs], len(blobs), args.repeats)
+    engine = make_engine(f"sqlite:///{folder / 'baseline.db'}", create=True)
+    stored = fastest_ms(lambda: store(engine, judged), len(blobs), args.repeats)
+    rows = len(judged[0][1].features)
+    extra_ms, extra_rows = segmented[0] - (both + stored), segmented[1] - rows
+    events = 1000 * args.window_seconds
+    print(f"baseline, the same events unsegmented: {rows} result rows a window, decode + judge {both:.1f} ms, "
+          f"store {stored:.1f} ms CPU per window; the segments' extra {extra_ms:.1f} ms a window = "
+          f"{1000 * extra_ms / events:.2f} us an event at {events:,} events a window, "
+          f"{1000 * extra_ms / max(extra_rows, 1):.0f} us per extra result row ({extra_rows})")
 
 
 if __name__ == "__main__":
