@@ -26,10 +26,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_job  # noqa: E402  (the bench's generator, config and reference)
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from driftwarden.pipeline.reference_set import ReferenceSet
+    from driftwarden.sketches.policy import DriftPolicy
 
 
 def fastest_ms(step: Callable[[], object], windows: int, repeats: int) -> float:
@@ -103,12 +109,12 @@ def bench(args: argparse.Namespace, folder: Path) -> None:
           f"{1000 * args.window_seconds:,} events, {len(judged[0][0].segments)} segments, {rows} result rows a window: "
           f"decode {decode:.1f} ms, decode + judge {both:.1f} ms (segments' groups left out: {without:.1f} ms), "
           f"store {stored:.1f} ms CPU per window")
-    baseline(args, config, reference, references, policy, folder, (both + stored, rows))
+    baseline(args, reference, references, policy, folder, (both + stored, rows))
     if args.digest:
         print("reports digest", hashlib.sha256("\n".join(repr(r) for _, r in judged).encode()).hexdigest()[:16])
 
 
-def store(engine, judged: list) -> None:
+def store(engine: Engine, judged: list) -> None:
     """``store_window`` of each (summary, report) of ``judged``, a transaction each, as the live sink stores."""
     from driftwarden.pipeline.results import store_window
 
@@ -117,7 +123,7 @@ def store(engine, judged: list) -> None:
             store_window(conn, report, summary.events, 0, None)
 
 
-def baseline(args: argparse.Namespace, segmented_config, reference: Path, references, policy, folder: Path,
+def baseline(args: argparse.Namespace, reference: Path, references: ReferenceSet, policy: DriftPolicy, folder: Path,
              segmented: tuple[float, int]) -> None:
     """Time the same events unsegmented (decode + judge against the reference's global view, then store, as the
     job judges a model without ``segments``) and print the segments' extra beside it; ``segmented``: the
@@ -136,7 +142,8 @@ def baseline(args: argparse.Namespace, segmented_config, reference: Path, refere
         return summary, analyze_summary(summary, model_reference, policy)
 
     judged = [judge(data) for data in blobs]
-    assert not judged[0][0].segments, "the baseline's summaries must be unsegmented"
+    if judged[0][0].segments:
+        raise SystemExit("the baseline's summaries must be unsegmented: bench_job.config_for gave a segmented model")
     both = fastest_ms(lambda: [judge(data) for data in blobs], len(blobs), args.repeats)
     engine = make_engine(f"sqlite:///{folder / 'baseline.db'}", create=True)
     stored = fastest_ms(lambda: store(engine, judged), len(blobs), args.repeats)
