@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
     from driftwarden.pipeline.reference_set import ReferenceSet
+    from driftwarden.schemas.config import MonitorConfig
     from driftwarden.sketches.policy import DriftPolicy
 
 
@@ -74,7 +75,6 @@ def parse_args() -> argparse.Namespace:
 def bench(args: argparse.Namespace, folder: Path) -> None:
     """Build the reference and summaries in ``folder``, time the sink's parts on them and print the figures."""
     from driftwarden.core.gc_pause import freeze_loaded
-    from driftwarden.core.store import make_engine
     from driftwarden.pipeline.judging import analyze_summary, drift_policy, segment_references
     from driftwarden.pipeline.reference_set import ReferenceSet
     from driftwarden.pipeline.summary import WindowSummary
@@ -83,8 +83,7 @@ def bench(args: argparse.Namespace, folder: Path) -> None:
     reference = folder / "segments.dwref"
     bench_job.build_segment_reference(reference, args.segments, args.train_windows)
     config = bench_job.config_for("bench", args.segments, True, str(reference))
-    blobs = bench_job.bench_summaries(config, reference, args.windows * 1000 * args.window_seconds, args.segments,
-                                      args.windows)
+    blobs = window_summaries(args, config, reference)
     references = ReferenceSet.load(reference)
     if not args.no_freeze:
         freeze_loaded()  # as the live sink does after loading its references (jobs.udfs.AnalyzeWindow.open)
@@ -97,12 +96,9 @@ def bench(args: argparse.Namespace, folder: Path) -> None:
             segments = {key: Reference(ref.features) for key, ref in segments.items()}
         return summary, analyze_summary(summary, references.models["bench"], policy, None, segments, min_count)
 
-    judged = [judge(data) for data in blobs]
-    engine = make_engine(f"sqlite:///{folder / 'store.db'}", create=True)
+    judged, both, stored = judged_and_timed(judge, blobs, folder / "store.db", args.repeats)
     decode = fastest_ms(lambda: [WindowSummary.deserialize(data) for data in blobs], len(blobs), args.repeats)
-    both = fastest_ms(lambda: [judge(data) for data in blobs], len(blobs), args.repeats)
     without = fastest_ms(lambda: [judge(data, False) for data in blobs], len(blobs), args.repeats)
-    stored = fastest_ms(lambda: store(engine, judged), len(blobs), args.repeats)
     rows = len(judged[0][1].features)
     checkout = Path(analyze_summary.__code__.co_filename).resolve().parents[1]  # whose driftwarden was timed
     print(f"{checkout}: {args.window_seconds} s windows of "
@@ -112,6 +108,24 @@ def bench(args: argparse.Namespace, folder: Path) -> None:
     baseline(args, reference, references, policy, folder, (both + stored, rows))
     if args.digest:
         print("reports digest", hashlib.sha256("\n".join(repr(r) for _, r in judged).encode()).hexdigest()[:16])
+
+
+def window_summaries(args: argparse.Namespace, config: MonitorConfig, reference: Path) -> list[bytes]:
+    """The summaries of the bench topic's first ``--windows`` windows under ``config``, as the job emits them."""
+    return bench_job.bench_summaries(config, reference, args.windows * 1000 * args.window_seconds, args.segments,
+                                     args.windows)
+
+
+def judged_and_timed(judge: Callable[[bytes], tuple], blobs: list[bytes], store_path: Path,
+                     repeats: int) -> tuple[list, float, float]:
+    """Each window's (summary, report) by ``judge``, then the fastest decode + judge and store (into a fresh SQLite
+    store at ``store_path``) of them all, in ms of CPU per window."""
+    from driftwarden.core.store import make_engine
+
+    judged = [judge(data) for data in blobs]
+    both = fastest_ms(lambda: [judge(data) for data in blobs], len(blobs), repeats)
+    engine = make_engine(f"sqlite:///{store_path}", create=True)
+    return judged, both, fastest_ms(lambda: store(engine, judged), len(blobs), repeats)
 
 
 def store(engine: Engine, judged: list) -> None:
@@ -128,32 +142,27 @@ def baseline(args: argparse.Namespace, reference: Path, references: ReferenceSet
     """Time the same events unsegmented (decode + judge against the reference's global view, then store, as the
     job judges a model without ``segments``) and print the segments' extra beside it; ``segmented``: the
     segmented window's decode + judge + store CPU (ms) and its result rows."""
-    from driftwarden.core.store import make_engine
     from driftwarden.pipeline.judging import analyze_summary
     from driftwarden.pipeline.summary import WindowSummary
 
-    config = bench_job.config_for("bench", args.segments, False, str(reference))
-    blobs = bench_job.bench_summaries(config, reference, args.windows * 1000 * args.window_seconds, args.segments,
-                                      args.windows)
+    blobs = window_summaries(args, bench_job.config_for("bench", args.segments, False, str(reference)), reference)
     model_reference = references.models["bench"]
 
     def judge(data: bytes):
         summary = WindowSummary.deserialize(data)
         return summary, analyze_summary(summary, model_reference, policy)
 
-    judged = [judge(data) for data in blobs]
-    if judged[0][0].segments:
+    if WindowSummary.deserialize(blobs[0]).segments:
         raise SystemExit("the baseline's summaries must be unsegmented: bench_job.config_for gave a segmented model")
-    both = fastest_ms(lambda: [judge(data) for data in blobs], len(blobs), args.repeats)
-    engine = make_engine(f"sqlite:///{folder / 'baseline.db'}", create=True)
-    stored = fastest_ms(lambda: store(engine, judged), len(blobs), args.repeats)
+    judged, both, stored = judged_and_timed(judge, blobs, folder / "baseline.db", args.repeats)
     rows = len(judged[0][1].features)
     extra_ms, extra_rows = segmented[0] - (both + stored), segmented[1] - rows
     events = 1000 * args.window_seconds
+    per_row = f"{1000 * extra_ms / extra_rows:.0f} us per extra result row ({extra_rows})" if extra_rows > 0 \
+        else "no extra result rows"
     print(f"baseline, the same events unsegmented: {rows} result rows a window, decode + judge {both:.1f} ms, "
           f"store {stored:.1f} ms CPU per window; the segments' extra {extra_ms:.1f} ms a window = "
-          f"{1000 * extra_ms / events:.2f} us an event at {events:,} events a window, "
-          f"{1000 * extra_ms / max(extra_rows, 1):.0f} us per extra result row ({extra_rows})")
+          f"{1000 * extra_ms / events:.2f} us an event at {events:,} events a window, {per_row}")
 
 
 if __name__ == "__main__":
