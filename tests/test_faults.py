@@ -35,10 +35,12 @@ def private_services():
     root = Path(tempfile.mkdtemp(prefix="dw-faults-", dir="/var/tmp"))
     root.chmod(0o755)  # PostgreSQL runs as its own user and must reach its folder
     services = PrivateServices(root / "services")
-    services.services("start", "kafka", "postgres")
-    yield services
-    services.services("stop")
-    shutil.rmtree(root, ignore_errors=True)
+    try:  # stopped and removed even when the start fails part way (a broker started, PostgreSQL not)
+        services.services("start", "kafka", "postgres")
+        yield services
+    finally:
+        services.services("stop")
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.mark.timeout(1800)
