@@ -216,7 +216,9 @@ def _start_gateway_with_heap() -> None:
     forwarded to ours (:func:`_launch_draining_stderr`).
 
     ``JVM_ARGS``, ``FLINK_LOG_DIR`` and ``LOG4J_PROPERTIES`` are changed only while the gateway starts:
-    processes started later (a cluster's scripts, a job of another run folder) see the caller's environment.
+    processes started later (a cluster's scripts, a job of another run folder) see the caller's environment,
+    after a loopback job too (jobs/loopback_boot.py leaves them out of what it sends back:
+    ``GATEWAY_START_VARIABLES``).
     """
     import pyflink.java_gateway as java_gateway
 

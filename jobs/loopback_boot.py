@@ -23,6 +23,11 @@ from typing import Mapping
 
 START_WORKER = "/org.apache.beam.model.fn_execution.v1.BeamFnExternalWorkerPool/StartWorker"
 LOOPBACK_ADDRESS = "PYTHON_LOOPBACK_SERVER_ADDRESS"
+#: Variables that only configure the gateway JVM's start (``jobs/flink_env._start_gateway_with_heap`` sets
+#: them for that start alone). The worker pool copies the request's params into the client's environment:
+#: sent, they would stay there after the job, and a process the client starts later (a second
+#: ``driftwarden`` command) would take the client's heap, log folder, JDK logging and temporary folder.
+GATEWAY_START_VARIABLES = ("JVM_ARGS", "FLINK_LOG_DIR", "LOG4J_PROPERTIES")
 
 
 def _varint(value: int) -> bytes:
@@ -85,6 +90,11 @@ def _read_varint(data: bytes, i: int) -> tuple[int, int]:
             return value, i
 
 
+def worker_environment(jvm_environment: Mapping[str, str]) -> dict[str, str]:
+    """The environment sent to the client's worker pool: the JVM's, less :data:`GATEWAY_START_VARIABLES`."""
+    return {name: value for name, value in jvm_environment.items() if name not in GATEWAY_START_VARIABLES}
+
+
 def main(argv: list[str]) -> None:
     """Ask the client's loopback worker pool to run this worker; return when the worker ends."""
     import grpc
@@ -98,7 +108,7 @@ def main(argv: list[str]) -> None:
     if not args.id or not args.provision_endpoint or LOOPBACK_ADDRESS not in os.environ:
         sys.exit(f"loopback boot needs --id, --provision_endpoint and ${LOOPBACK_ADDRESS} (got {argv})")
     logging.info("Starting up Python harness in loopback mode (driftwarden's boot): %s", " ".join(argv))
-    params = {**os.environ, "SEMI_PERSISTENT_DIRECTORY": args.semi_persist_dir}
+    params = {**worker_environment(os.environ), "SEMI_PERSISTENT_DIRECTORY": args.semi_persist_dir}
     with grpc.insecure_channel(os.environ[LOOPBACK_ADDRESS]) as channel:
         response = channel.unary_unary(START_WORKER)(start_worker_request(args.id, args.provision_endpoint, params))
     error = start_worker_error(response)

@@ -91,6 +91,20 @@ def test_the_launcher_boots_a_loopback_worker_with_driftwardens_boot(tmp_path):
     assert request.params["MARKER"] == "from the JVM" and request.params["SEMI_PERSISTENT_DIRECTORY"] == "/tmp/semi"
 
 
+def test_the_gateways_start_variables_are_not_sent_back_to_the_client(tmp_path):
+    """The pool copies the params into the client's environment: the gateway's JVM_ARGS would stay there and
+    a command the client starts later would log into (and take the heap and temporary folder of) its run folder."""
+    gateway_start = {"JVM_ARGS": "-Xmx512m -Djava.io.tmpdir=/run/a/tmp/1", "FLINK_LOG_DIR": "/run/a/logs",
+                     "LOG4J_PROPERTIES": "/run/a/log4j.properties"}
+    with _WorkerPool() as pool:
+        done = _launch(worker_launcher(tmp_path), ["-m", BEAM_BOOT, "--id=1", "--provision_endpoint=localhost:1"],
+                       PYTHON_LOOPBACK_SERVER_ADDRESS=f"127.0.0.1:{pool.port}", MARKER="kept", **gateway_start)
+    assert done.returncode == 0, done.stderr
+    [request] = pool.requests
+    assert request.params["MARKER"] == "kept"
+    assert not set(gateway_start) & set(request.params), dict(request.params)
+
+
 def test_the_launcher_fails_with_the_pools_error_and_passes_anything_else_to_python(tmp_path):
     launcher = worker_launcher(tmp_path)
     with _WorkerPool(error="no such environment") as pool:
@@ -112,6 +126,7 @@ def test_a_launcher_that_cannot_run_is_found_out(tmp_path):
 
 
 EMBEDDED_JOB = """
+import os
 import time
 from pyflink.table import DataTypes
 from pyflink.table.udf import udf
@@ -121,15 +136,17 @@ _, t_env = make_table_env(checkpoint_interval_ms=0)
 t_env.create_temporary_function("slow", udf(lambda x: (time.sleep(0.5), x)[1], result_type=DataTypes.BIGINT()))
 t_env.execute_sql("CREATE TEMPORARY TABLE out_t (x BIGINT) WITH ('connector' = 'blackhole')")
 t_env.execute_sql("INSERT INTO out_t SELECT slow(x) FROM (VALUES (1), (2), (3), (4), (5), (6)) AS t(x)").wait()
-print("job done", flush=True)
+print("job done; JVM_ARGS here after it:", os.environ.get("JVM_ARGS"), flush=True)
 """
 
 
 @pytest.mark.slow
 def test_an_embedded_jobs_python_workers_boot_without_beam(tmp_path):
     """While a real embedded job runs, its worker boot processes run jobs/loopback_boot.py and stay small."""
-    boots, _ = _run_embedded_job(tmp_path)
+    boots, _, out = _run_embedded_job(tmp_path)
     assert boots, "no Python worker boot process was seen while the job ran"
+    # the gateway's JVM_ARGS (its heap, its JDK logging into this run folder) did not come back into the client
+    assert "JVM_ARGS here after it: None" in out, out
     assert all("loopback_boot.py" in cmdline and BEAM_BOOT not in cmdline for cmdline, _ in boots.values()), boots
     # PyFlink's own boot: about 150 MiB resident (Beam's protobuf modules); this one about 30
     assert max(rss for _, rss in boots.values()) < 64 * 2**20, boots
@@ -139,13 +156,14 @@ def test_an_embedded_jobs_python_workers_boot_without_beam(tmp_path):
 def test_a_job_whose_launcher_cannot_run_boots_as_pyflink_does(tmp_path):
     """The launcher is in the run folder but cannot run there: a warning, and the job runs all the same."""
     worker_launcher(tmp_path).chmod(0o644)  # the same script the job would write: left as it is
-    boots, err = _run_embedded_job(tmp_path)
+    boots, err, _ = _run_embedded_job(tmp_path)
     assert "cannot run" in err and str(tmp_path / "python-worker") in err
     assert boots and all(BEAM_BOOT in cmdline for cmdline, _ in boots.values()), boots
 
 
-def _run_embedded_job(run_dir: Path) -> tuple[dict[int, tuple[str, int]], str]:
-    """Run EMBEDDED_JOB in a process of its own with ``run_dir``; its boot processes seen while it ran, and its stderr."""
+def _run_embedded_job(run_dir: Path) -> tuple[dict[int, tuple[str, int]], str, str]:
+    """Run EMBEDDED_JOB in a process of its own with ``run_dir``; its boot processes seen while it ran, its stderr
+    and its stdout."""
     # a clean environment: a loopback job run earlier in this process leaves the worker's variables
     # here (PyFlink copies them in), PYFLINK_GATEWAY_DISABLED among them
     kept = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "JAVA_HOME", "FLINK_HOME")}
@@ -157,7 +175,7 @@ def _run_embedded_job(run_dir: Path) -> tuple[dict[int, tuple[str, int]], str]:
     out, err = job.communicate(timeout=180)
     watcher.join(timeout=10)
     assert "job done" in out, err[-3000:]
-    return boots, err
+    return boots, err, out
 
 
 def _watch_boots(job: subprocess.Popen, boots: dict[int, tuple[str, int]]) -> None:
