@@ -36,5 +36,6 @@ smoke: setup
 bench: services
 	$(PY) bench/run_all.py $(BENCH_ARGS)
 
-clean: stop
+clean:
+	scripts/services.sh clean
 	rm -rf .run

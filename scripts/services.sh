@@ -4,6 +4,7 @@
 #   scripts/services.sh start  [kafka|postgres|prometheus|flink|alertmanager|registry ...]   (default: all)
 #   scripts/services.sh stop   [...]
 #   scripts/services.sh status [...]
+#   scripts/services.sh clean     stop every service and remove the data kept outside the run folder (below)
 #
 # Idempotent: starting a running service does nothing, stopping a stopped one does nothing.
 # PID files in .run/pids, logs in .run/logs, data in .run/<service>. Each start waits for
@@ -290,6 +291,15 @@ stop_postgres() {
   rm -f "$PIDS/postgres.pid"
 }
 status_postgres() { port_open $PG_PORT && echo "postgres: up 127.0.0.1:$PG_PORT" || echo "postgres: down"; }
+# The data kept outside the run folder (pg_dir in /var/tmp, as root when the postgres user cannot reach the run
+# folder): removed after its server stopped. The run folder itself is the caller's to remove (make clean does).
+clean_postgres() {
+  local dir; dir=$(pg_dir)
+  if [[ "$dir" == /var/tmp/driftwarden-postgres-* && -d "$dir" ]]; then
+    rm -rf "$dir"
+    log "removed PostgreSQL's folder $dir"
+  fi
+}
 
 # ---------------------------------------------------------------- prometheus
 start_prometheus() {
@@ -421,5 +431,6 @@ case "$cmd" in
   start) for s in "${services[@]}"; do "start_$s"; done ;;
   stop) for ((i=${#services[@]}-1; i>=0; i--)); do "stop_${services[i]}"; done ;;
   status) for s in "${services[@]}"; do "status_$s"; done ;;
-  *) die "usage: scripts/services.sh start|stop|status [${ALL[*]}]" ;;
+  clean) for ((i=${#ALL[@]}-1; i>=0; i--)); do "stop_${ALL[i]}"; done; clean_postgres ;;
+  *) die "usage: scripts/services.sh start|stop|status [${ALL[*]}] | clean" ;;
 esac

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import time
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import REPO
 
@@ -63,3 +66,31 @@ def test_no_script_stops_processes_by_name() -> None:
     for script in (REPO / "scripts").glob("*.sh"):
         text = "\n".join(line for line in script.read_text().splitlines() if not line.lstrip().startswith("#"))
         assert not re.search(r"\b(pkill|killall|pgrep)\b", text), f"{script.name} finds processes by name"
+
+
+def test_clean_stops_its_services_and_removes_postgresqls_folder_kept_outside_the_run_folder(tmp_path) -> None:
+    """As root, PostgreSQL's data lies in /var/tmp when its user cannot reach the run folder: ``make clean`` removed
+    the run folder and left that one (65 MB a checkout) behind. Only such a folder, and only this run folder's, goes."""
+    if os.geteuid() != 0 or subprocess.run(["id", "postgres"], capture_output=True).returncode != 0:
+        pytest.skip("PostgreSQL's folder lies outside the run folder only as root, with a postgres user")
+    run = tmp_path / "run"  # pytest's folders are the owner's alone (0700): the postgres user cannot reach it
+    (run / "pids").mkdir(parents=True)
+    cksum = subprocess.run(["cksum"], input=str(run), capture_output=True, text=True, check=True).stdout.split()[0]
+    outside, other = Path(f"/var/tmp/driftwarden-postgres-{cksum}"), Path(f"/var/tmp/driftwarden-postgres-{cksum}0")
+    own = named(f"prometheus --config.file={run}/prometheus/prometheus.yml")
+    try:
+        for folder in (outside, other):
+            (folder / "data").mkdir(parents=True)
+            (folder / "data" / "PG_VERSION").write_text("17\n")
+        (run / "pids" / "prometheus.pid").write_text(f"{own}\n")
+        env = {**os.environ, "DRIFTWARDEN_RUN_DIR": str(run), "DRIFTWARDEN_PORT_OFFSET": "7000"}
+        done = subprocess.run([str(SCRIPT), "clean"], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert not alive(own), "a service was not stopped"
+        assert not outside.exists(), done.stderr
+        assert other.is_dir(), "removed another checkout's PostgreSQL folder"
+        assert f"removed PostgreSQL's folder {outside}" in done.stderr
+    finally:
+        end(own)
+        for folder in (outside, other):
+            shutil.rmtree(folder, ignore_errors=True)
