@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -50,10 +51,35 @@ MALFORMED = b'{"event_time": '  # not JSON: the job rejects it
 LATE_REASON = "late"
 
 
+#: The ports of ``scripts/services.sh`` at offset 0 (Kafka's four, Alertmanager and its receiver, the registry,
+#: PostgreSQL, Prometheus, Flink's REST and RPC and its three metrics ports).
+SERVICE_PORTS = (59092, 59093, 59094, 59095, 59096, 59097, 59098, 55432, 59090, 58081, 56123, 59250, 59251, 59252)
+#: Offsets tried after the first when one of its ports is taken, this far apart.
+OFFSET_STEP, OFFSET_TRIES = 100, 20
+
+
 def fault_port_offset() -> int:
-    """The private services' port offset (see :data:`FAULT_OFFSET_ENV`)."""
-    default = int(os.environ.get("DRIFTWARDEN_PORT_OFFSET", "0")) + 500
-    return int(os.environ.get(FAULT_OFFSET_ENV, default))
+    """The private services' port offset: :data:`FAULT_OFFSET_ENV` when set, else the first of the caller's offset
+    plus 500, 600, ... at which every one of :data:`SERVICE_PORTS` is free now.
+
+    The ports lie in Linux's ephemeral range: a client's connection (the suite holds many) can hold one of them
+    when the services start mid-run, and PostgreSQL then failed to start (seen in 1 CI run in 4)."""
+    if FAULT_OFFSET_ENV in os.environ:
+        return int(os.environ[FAULT_OFFSET_ENV])
+    first = int(os.environ.get("DRIFTWARDEN_PORT_OFFSET", "0")) + 500
+    offsets = [first + OFFSET_STEP * i for i in range(OFFSET_TRIES)]
+    return next((offset for offset in offsets if all(port_free(port + offset) for port in SERVICE_PORTS)), first)
+
+
+def port_free(port: int) -> bool:
+    """Whether a listening socket can bind 127.0.0.1:``port`` now (as a service's would)."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers do: TIME_WAIT does not count
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 @dataclass

@@ -4,7 +4,8 @@
 
 Runs on services of its own (Kafka, PostgreSQL and, for the TaskManager case, a standalone Flink
 cluster, all by ``scripts/services.sh`` with their own run folder and port offset:
-``$DRIFTWARDEN_FAULT_PORT_OFFSET``, default the caller's ``DRIFTWARDEN_PORT_OFFSET`` + 500), started
+``$DRIFTWARDEN_FAULT_PORT_OFFSET``, default the caller's ``DRIFTWARDEN_PORT_OFFSET`` + 500, or the next
+hundred whose ports are all free), started
 here and stopped at the end. Each run: a fresh topic, a stream stamped with the wall clock (200
 events a second, round robin over the partitions, every 3 s one late by its partition's own order,
 every 997th record not JSON), ``driftwarden run`` with the production defaults but for the config
