@@ -5,14 +5,13 @@
 Runs on services of its own (Kafka, PostgreSQL and, for the TaskManager case, a standalone Flink
 cluster, all by ``scripts/services.sh`` with their own run folder and port offset:
 ``$DRIFTWARDEN_FAULT_PORT_OFFSET``, default the caller's ``DRIFTWARDEN_PORT_OFFSET`` + 500, or the next
-hundred whose ports are all free), started
-here and stopped at the end. Each run: a fresh topic, a stream stamped with the wall clock (200
-events a second, round robin over the partitions, every 3 s one late by its partition's own order,
-every 997th record not JSON), ``driftwarden run`` with the production defaults but for the config
-named, two windows stored, then the case's faults one after the other, each followed by the job
-catching up (a window past the fault stored); then the stream stops, each partition gets a sentinel
-far ahead, and the store is compared with what was sent: every window with exactly its events,
-every late dead letter one that was late, read = windowed + late + rejected.
+hundred whose ports are all free), started here and stopped at the end. Each run: a fresh topic, a
+stream stamped with the wall clock (200 events a second, round robin over the partitions, every 3 s one
+late by its partition's own order, every 997th record not JSON), ``driftwarden run`` with the production
+defaults but for the config named, two windows stored, then the case's faults one after the other, each
+followed by the job catching up (a window past the fault stored); then the stream stops, each partition
+gets a sentinel far ahead, and the store is compared with what was sent: every window with exactly its
+events, every late dead letter one that was late, read = windowed + late + rejected.
 
 Configs: ``defaults`` (the production window settings: out-of-orderness 5 s, idleness 30 s, periodic
 watermarks; 10 s windows so that runs stay short), ``idleness-5s`` (10 s windows, out-of-orderness 1 s,
