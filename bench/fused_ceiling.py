@@ -91,12 +91,14 @@ def run_pipeline(pipeline: str, classes: Path, full: Path, empty: Path, dump: Pa
                  jvm_args: list[str] | None = None) -> dict:
     """One pipeline's first run over the ``full`` settings' topic in a JVM of its own (the JVM started on ``empty``'s,
     the start-up timed on it again): wall and CPU seconds of the JVM, and the events summarized (or read);
-    ``jvm_args``: more options of that JVM (a flight recording, say)."""
+    ``jvm_args``: more options of that JVM (a flight recording, say). The JVM's temporary folder is one of its own,
+    removed after: its MiniCluster unpacks Flink's RPC jar (21 MiB) there and leaves it."""
     from driftwarden.jobs.flink_env import EMBEDDED_GC, EMBEDDED_HEAP
 
-    command = [jdk_tool("java"), EMBEDDED_HEAP, EMBEDDED_GC, *(jvm_args or []), "-cp", classpath(classes), MAIN_CLASS, pipeline, str(full),
-               str(empty)] + ([str(dump)] if dump else [])
-    done = subprocess.run(command, capture_output=True, text=True)
+    with tempfile.TemporaryDirectory(prefix="fused-ceiling-") as scratch:
+        command = [jdk_tool("java"), EMBEDDED_HEAP, EMBEDDED_GC, f"-Djava.io.tmpdir={scratch}", *(jvm_args or []),
+                   "-cp", classpath(classes), MAIN_CLASS, pipeline, str(full), str(empty)] + ([str(dump)] if dump else [])
+        done = subprocess.run(command, capture_output=True, text=True)
     marked = [line for line in done.stdout.splitlines() if line.startswith(FIGURES_MARK)]
     if done.returncode != 0 or not marked:
         sys.stderr.write(done.stderr[-4000:] + done.stdout[-2000:])
