@@ -327,6 +327,9 @@ start_flink() {
   if already_listening $FLINK_REST_PORT; then log "flink already running on 127.0.0.1:$FLINK_REST_PORT"; return; fi
   [[ -x "$VENV/bin/python" ]] || die "no virtualenv at $VENV: run scripts/bootstrap.sh"
   local home conf="$RUN/flink/conf"; home=$(flink_home)
+  # the JVMs' temporary folder (java.io.tmpdir, io.tmp.dirs): what an earlier cluster unpacked there (Flink's RPC and
+  # planner jars, 65 MiB a start) and left goes before this one starts
+  rm -rf "$RUN/flink/tmp"
   mkdir -p "$conf" "$RUN/flink/log" "$RUN/flink/tmp" "$RUN/flink/lib"
   # the cluster's class path: PyFlink's lib/ plus flink-python from opt/ (Python UDF operators)
   ln -sf "$home"/lib/*.jar "$home"/opt/flink-python-*.jar "$RUN/flink/lib/"
