@@ -425,6 +425,7 @@ status_registry() { port_open $REGISTRY_PORT && echo "registry: up 127.0.0.1:$RE
 
 # ---------------------------------------------------------------- main
 ALL=(kafka postgres prometheus flink alertmanager registry)
+stop_each() { local i; for ((i = $#; i >= 1; i--)); do "stop_${!i}"; done; }  # in the reverse order of their start
 cmd=${1:-}; shift || true
 services=("$@"); [[ ${#services[@]} -eq 0 ]] && services=("${ALL[@]}")
 for s in "${services[@]}"; do
@@ -432,8 +433,8 @@ for s in "${services[@]}"; do
 done
 case "$cmd" in
   start) for s in "${services[@]}"; do "start_$s"; done ;;
-  stop) for ((i=${#services[@]}-1; i>=0; i--)); do "stop_${services[i]}"; done ;;
+  stop) stop_each "${services[@]}" ;;
   status) for s in "${services[@]}"; do "status_$s"; done ;;
-  clean) for ((i=${#ALL[@]}-1; i>=0; i--)); do "stop_${ALL[i]}"; done; clean_postgres ;;
+  clean) stop_each "${ALL[@]}"; clean_postgres ;;
   *) die "usage: scripts/services.sh start|stop|status [${ALL[*]}] | clean" ;;
 esac
