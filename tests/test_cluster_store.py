@@ -167,8 +167,8 @@ def test_job_at_parallelism_2_on_two_taskmanagers_stores_with_a_password_file_sh
 def test_the_clusters_jvms_keep_their_temporary_files_in_the_run_folder(flink_rest) -> None:
     """Each JVM of the cluster unpacks Flink's RPC jar (21 MiB) into its temporary folder at its start and leaves it:
     in /tmp every start of the cluster left 65 MiB behind. scripts/services.sh gives them the run folder's."""
-    tmp = RUN_DIR / "flink" / "tmp"
-    for pid in _cluster_pids():
+    tmp, pids = RUN_DIR / "flink" / "tmp", _cluster_pids()
+    for pid in pids:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         assert f"-Djava.io.tmpdir={tmp}".encode() in cmdline, pid
-    assert len(list(tmp.glob("flink-rpc-*.jar"))) == len(_cluster_pids())  # what each unpacked: there, once
+    assert len(list(tmp.glob("flink-rpc-*.jar"))) == len(pids)  # what each unpacked: there, once
