@@ -32,12 +32,14 @@ class ArmRun:
         return np.concatenate([c.latency_ns for c in self.chunks])
 
 
-def cell_report(arms: list[ArmRun], dtype: str, batch_size: int, opts: BenchOptions,
-                rng: np.random.Generator) -> dict:
-    """Summaries of each arm plus the model effect, the input effect and the 2x2 decomposition."""
+def cell_report(arms: list[ArmRun], dtype: str, batch_size: int, opts: BenchOptions, cells: int) -> dict:
+    """Summaries of each arm plus the model effect, the input effect and the 2x2 decomposition.
+
+    ``cells`` is how many cells the run judges: each interval keeps the whole run's confidence.
+    """
     by = {(a.model, a.inputs): [c.latency_ns for c in a.chunks] for a in arms}
     sets = sorted({a.inputs for a in arms}, key=("reference", "incident").index)
-    stats = dict(tolerance=opts.tolerance, n_boot=opts.bootstrap, confidence=opts.confidence, rng=rng)
+    stats = dict(tolerance=opts.tolerance, confidence=opts.confidence, cells=cells)
     model_eff = verdict.effect([by["candidate", s] for s in sets], [by["baseline", s] for s in sets], **stats)
     cell = {
         "batch_size": batch_size, "dtype": dtype, "status": "ok",

@@ -52,16 +52,15 @@ def bench_command(
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.", show_default=True)] = "auto",
     min_count: Annotated[int, typer.Option(help="Minimum requests per arm and cell.", show_default=True)] = 100,
     min_duration: Annotated[float, typer.Option(help="Minimum seconds per arm and cell.", show_default=True)] = 10.0,
-    rounds: Annotated[int, typer.Option(help="Interleaved rounds (the bootstrap resamples rounds).", show_default=True)] = 20,
+    rounds: Annotated[int, typer.Option(help="Interleaved rounds: each gives one ratio, and the intervals are over rounds.", show_default=True)] = 20,
     warmup: Annotated[int, typer.Option(help="Untimed warm-up requests per arm.", show_default=True)] = 10,
     tolerance: Annotated[float, typer.Option(help="Ratio change that counts: regression needs CI above 1+tolerance.", show_default=True)] = 0.05,
-    confidence: Annotated[float, typer.Option(help="Bootstrap confidence level.", show_default=True)] = 0.95,
-    bootstrap_resamples: Annotated[int, typer.Option(help="Bootstrap resamples of the latency ratio's confidence interval.", show_default=True)] = 2000,
+    confidence: Annotated[float, typer.Option(help="Confidence of the run's verdict: each interval is at the Bonferroni level over every cell's p50 and p99.", show_default=True)] = 0.95,
     arrival_rate: Annotated[float, typer.Option(help="Poisson arrivals per second (0 = back to back).", show_default=True)] = 0.0,
     memory_iterations: Annotated[int, typer.Option(help="Requests of the memory probe per model (0 = off).", show_default=True)] = 200,
     max_events: Annotated[int, typer.Option(help="Read at most this many events per file (0 = all).", show_default=True)] = 0,
     threads: Annotated[int, typer.Option(help="torch CPU threads (0 = torch default).", show_default=True)] = 0,
-    seed: Annotated[int, typer.Option(help="Seed of the bootstrap and the arrivals.", show_default=True)] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of the rounds' arm orders and the arrivals.", show_default=True)] = 0,
     report_json: Annotated[Optional[Path], typer.Option(help="Write the JSON report here.", show_default="none")] = None,
     report_html: Annotated[Optional[Path], typer.Option(help="Write the HTML report here.", show_default="none")] = None,
     store_url: Annotated[Optional[str], typer.Option(help="SQL store URL: save rows in table latency_runs (only when given).", show_default="none")] = None,
@@ -73,7 +72,7 @@ def bench_command(
     options = BenchOptions(
         baseline, candidate, reference_input, incident_input, adapter, parse_int_list(batch_sizes),
         parse_dtypes(dtypes), device, min_count, min_duration, rounds, warmup, tolerance, confidence,
-        bootstrap_resamples, arrival_rate, memory_iterations, max_events, threads, seed,
+        arrival_rate, memory_iterations, max_events, threads, seed,
     )
     report = run_and_report(options, report_json, report_html, store_url and resolve_store_url(store_url), progress,
                             Console())

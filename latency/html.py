@@ -65,8 +65,9 @@ def _header(r: Mapping[str, Any]) -> str:
             f"<p>baseline <code>{_e(r['models']['baseline']['path'])}</code> vs candidate <code>{_e(r['models']['candidate']['path'])}</code>"
             f" on {_e(env['device'])} ({_e(env['device_name'])}), torch {_e(env['torch'])}, timer {_e(env['timer'])};"
             f" {opts['rounds']} interleaved rounds, &ge;{opts['min_count']} requests and &ge;{opts['min_duration_s']} s per arm,"
-            f" tolerance {opts['tolerance']:.0%}; bootstrap intervals over rounds, p50 and p99 each at the Bonferroni level"
-            f" that keeps {opts['confidence']:.0%} for the pair; a missing interval means too few requests.</p>")
+            f" tolerance {opts['tolerance']:.0%}; exact intervals of the median over rounds, every cell's p50 and p99"
+            f" at the Bonferroni level that keeps {opts['confidence']:.0%} for the run; a missing interval means too few"
+            " requests.</p>")
 
 
 def _cell(cell: Mapping[str, Any], result: RunResult | None) -> str:

@@ -30,7 +30,6 @@ class BenchOptions:
     warmup: int = 10
     tolerance: float = 0.05
     confidence: float = 0.95
-    bootstrap: int = 2000
     arrival_rate: float = 0.0
     memory_iterations: int = 200
     max_events: int = 0
@@ -55,7 +54,6 @@ class BenchOptions:
             (self.warmup >= 0, "--warmup must be >= 0"),
             (0 <= self.tolerance < 1, "--tolerance must be in [0, 1), e.g. 0.05 for 5%"),
             (0.5 <= self.confidence < 1, "--confidence must be in [0.5, 1), e.g. 0.95"),
-            (self.bootstrap >= 100, "--bootstrap-resamples must be at least 100"),
             (self.arrival_rate >= 0, "--arrival-rate must be >= 0 (0 = back to back)"),
             (self.memory_iterations == 0 or self.memory_iterations >= 20, "--memory-iterations must be 0 (off) or >= 20"),
             (self.max_events >= 0 and self.threads >= 0, "--max-events and --threads must be >= 0"),

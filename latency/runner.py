@@ -18,9 +18,9 @@ from typing import Protocol
 
 import numpy as np
 
-from driftwarden.latency import memory
+from driftwarden.latency import memory, verdict
 from driftwarden.latency.adapter import AdapterConfig, load_adapter
-from driftwarden.latency.errors import AdapterError, ModelFormatError
+from driftwarden.latency.errors import AdapterError, BenchOptionError, ModelFormatError
 from driftwarden.latency.inputs import BatchPool, EventFile, build_pool, read_events
 from driftwarden.latency.models import LoadedModel, load_model, torch_dtype
 from driftwarden.latency.options import BenchOptions, resolve_device, resolve_dtypes
@@ -71,7 +71,19 @@ def prepare(options: BenchOptions) -> RunResult:
         inputs["incident"] = read_events(options.incident_input, options.max_events)
     adapter = load_adapter(options.adapter, inputs["reference"].events)
     dtypes = resolve_dtypes(options.dtypes, device)
+    check_rounds(options, len(dtypes) * len(options.batch_sizes))
     return RunResult(options, device, dtypes, make_timer(device).name, inputs, adapter)
+
+
+def check_rounds(options: BenchOptions, cells: int) -> None:
+    """Refuse a run whose rounds are too few for any p50 interval at the level its ``cells`` cells need."""
+    level = verdict.interval_level(options.confidence, cells)
+    needed = verdict.min_rounds(level)
+    if options.rounds < needed:
+        raise BenchOptionError(
+            f"--rounds {options.rounds} is too few: {cells} cell(s) (batch sizes x dtypes) at --confidence "
+            f"{options.confidence} need each interval at {level:.4f}, which takes at least {needed} rounds; "
+            f"use --rounds {needed} or more (the default is 20)")
 
 
 def run(result: RunResult, progress: Progress | None = None) -> RunResult:
@@ -138,7 +150,7 @@ def _run_cell(result: RunResult, models: dict[str, LoadedModel], pools: dict[str
             for _ in arms:
                 progress.advance(f"{dtype} batch {batch_size}: round {r + 1}/{opts.rounds}")
     result.arms[(dtype, batch_size)] = arms
-    return cell_report(arms, dtype, batch_size, opts, rng)
+    return cell_report(arms, dtype, batch_size, opts, len(result.dtypes) * len(opts.batch_sizes))
 
 
 class _CellRun:

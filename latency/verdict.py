@@ -1,16 +1,24 @@
-"""The verdict: candidate/baseline latency ratios with bootstrap confidence intervals.
+"""The verdict: candidate/baseline latency ratios with distribution-free confidence intervals.
 
 Arms run interleaved in rounds, so each round gives one ratio measured under the same machine
-conditions. The p50 estimate is the median of the per-round ratios, and the bootstrap resamples
-those rounds: slow drift of the machine (thermal, a noisy neighbour) moves both arms of a round
-together and cancels in the ratio, where pooling all requests would let it leak into the comparison.
-A p99 needs more requests than a short round may hold, so consecutive rounds are grouped until each
-holds enough, and the median is taken over the groups' ratios (see :func:`grouped_ratio`). Pooling
-every round instead would let the one round hit by a burst of load set the pooled p99 of one arm.
+conditions. The p50 estimate is the median of the per-round ratios, and its interval is the exact
+order-statistic interval of a median (``scipy.stats.quantile_test``): it holds its level for rounds
+that are independent, whatever the shape of their ratios. (A percentile bootstrap of the median
+does not: on 20 rounds it missed the true ratio 1.4 to 2.4 times as often as its level allows, and
+a copy of a model was called a regression.) Slow drift of the machine (thermal, a noisy neighbour)
+moves both arms of a round together and cancels in the ratio, where pooling all requests would let
+it leak into the comparison. A p99 needs more requests than a short round may hold, so consecutive
+rounds are grouped until each holds enough, and the median is taken over the groups' ratios (see
+:func:`grouped_ratio`). Pooling every round instead would let the one round hit by a burst of load
+set the pooled p99 of one arm.
+
+The run's verdict says "changed" when any interval of any cell clears the tolerance, so each
+interval is built at the Bonferroni level that keeps the whole run's false-alarm rate within
+``1 - confidence`` (:func:`interval_level`).
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
->>> classify(*bootstrap_ratio(np.full(12, 2.0) * rng.normal(1, 0.02, 12), 2000, 0.95, rng)[1:], 0.05)
+>>> classify(*median_interval(np.full(12, 2.0) * rng.normal(1, 0.02, 12), 0.95)[1:], 0.05)
 'regression'
 >>> classify(0.97, 1.08, 0.05)
 'no significant change'
@@ -18,9 +26,11 @@ every round instead would let the one round hit by a burst of load set the poole
 
 from __future__ import annotations
 
+import math
 from typing import Mapping, Sequence
 
 import numpy as np
+from scipy import stats
 
 REGRESSION = "regression"
 IMPROVEMENT = "improvement"
@@ -30,19 +40,29 @@ STATS = {"p50": 50.0, "p99": 99.0}
 P99_MIN_SAMPLES = 200  # requests per arm in a group of rounds before its p99 means more than its maximum
 
 
-def bootstrap_ratio(
-    ratios: np.ndarray, n_boot: int, confidence: float, rng: np.random.Generator
-) -> tuple[float, float, float]:
-    """Median of per-round ratios and its percentile bootstrap interval (rounds resampled, vectorised)."""
+def median_interval(ratios: np.ndarray, confidence: float) -> tuple[float, float, float]:
+    """Median of per-round ratios and its exact distribution-free interval at ``confidence``.
+
+    The interval is a pair of order statistics chosen by the binomial distribution, so it covers the
+    true median at least ``confidence`` of the time for independent rounds; with too few rounds for
+    that level both ends are NaN (the verdict then claims nothing).
+    """
     ratios = np.asarray(ratios, dtype=np.float64)
     ratios = ratios[np.isfinite(ratios) & (ratios > 0)]
     if ratios.size == 0:
         return float("nan"), float("nan"), float("nan")
-    idx = rng.integers(0, ratios.size, size=(n_boot, ratios.size))
-    medians = np.median(ratios[idx], axis=1)
-    alpha = (1.0 - confidence) / 2.0
-    low, high = np.quantile(medians, [alpha, 1.0 - alpha])
-    return float(np.median(ratios)), float(low), float(high)
+    median = float(np.median(ratios))
+    interval = stats.quantile_test(ratios, q=median, p=0.5).confidence_interval(confidence)
+    return median, float(interval.low), float(interval.high)
+
+
+def min_rounds(level: float) -> int:
+    """The fewest rounds whose median has an interval at ``level`` (both ends the extremes: 2 / 2**n <= 1 - level).
+
+    >>> min_rounds(0.975), min_rounds(1 - 0.05 / 6)
+    (7, 8)
+    """
+    return max(1, math.ceil(math.log2(2.0 / (1.0 - level)) - 1e-12))
 
 
 def classify(ci_low: float, ci_high: float, tolerance: float) -> str:
@@ -70,9 +90,9 @@ def round_stats(chunks: Sequence[np.ndarray], q: float) -> np.ndarray:
 
 def grouped_ratio(
     numerators: Sequence[Sequence[np.ndarray]], denominators: Sequence[Sequence[np.ndarray]], q: float,
-    min_samples: int, n_boot: int, confidence: float, rng: np.random.Generator,
+    min_samples: int, confidence: float,
 ) -> tuple[float, float, float]:
-    """Median over groups of consecutive rounds of the ``q``-th percentile ratio, with its bootstrap interval.
+    """Median over groups of consecutive rounds of the ``q``-th percentile ratio, with its interval.
 
     A tail percentile needs more requests than a short round may hold, so consecutive rounds are
     merged until every arm has ``min_samples`` in the group; the ratio is still taken within a
@@ -80,10 +100,9 @@ def grouped_ratio(
     """
     arms = (*numerators, *denominators)
     groups = _groups([min(len(arm[r]) for arm in arms) for r in range(len(numerators[0]))], min_samples)
-    if len(groups) < 3:  # too few requests for an interval: report the estimate, claim nothing
+    if len(groups) < min_rounds(confidence):  # too few requests for an interval: the estimate, no claim
         return _ratio_of(numerators, denominators, q, [sum(groups, [])])[0], float("nan"), float("nan")
-    ratios = np.asarray(_ratio_of(numerators, denominators, q, groups))
-    return bootstrap_ratio(ratios, n_boot, confidence, rng)
+    return median_interval(np.asarray(_ratio_of(numerators, denominators, q, groups)), confidence)
 
 
 def _groups(counts: Sequence[int], min_samples: int) -> list[list[int]]:
@@ -116,22 +135,22 @@ def _ratio_of(numerators, denominators, q: float, groups: list[list[int]]) -> li
 
 def effect(
     numerators: Sequence[Sequence[np.ndarray]], denominators: Sequence[Sequence[np.ndarray]],
-    tolerance: float, n_boot: int, confidence: float, rng: np.random.Generator,
+    tolerance: float, confidence: float, cells: int = 1,
 ) -> dict:
-    """Ratio numerator/denominator of p50 (median of per-round ratios) and p99 (pooled rounds).
+    """Ratio numerator/denominator of p50 (median of per-round ratios) and p99 (grouped rounds).
 
-    The verdict says "changed" if either interval clears the tolerance, so each interval is built
-    at the Bonferroni level that keeps the pair's false-alarm rate within ``1 - confidence``.
+    Each interval is built at :func:`interval_level`, so that a run of ``cells`` cells, each judged
+    on p50 and p99, keeps its false-alarm rate within ``1 - confidence``.
 
     ``numerators[k]`` and ``denominators[k]`` are the per-round latency chunks of two arms that
     differ only in the factor under test (e.g. candidate vs baseline, both on reference inputs);
     several pairs are combined by the geometric mean of their ratios.
     """
-    level = family_level(confidence, len(STATS))
+    level = interval_level(confidence, cells)
     logs = [np.log(round_stats(n, 50.0) / round_stats(d, 50.0)) for n, d in zip(numerators, denominators)]
     intervals = {
-        "p50": bootstrap_ratio(np.exp(np.mean(logs, axis=0)), n_boot, level, rng),
-        "p99": grouped_ratio(numerators, denominators, 99.0, P99_MIN_SAMPLES, n_boot, level, rng),
+        "p50": median_interval(np.exp(np.mean(logs, axis=0)), level),
+        "p99": grouped_ratio(numerators, denominators, 99.0, P99_MIN_SAMPLES, level),
     }
     out: dict = {name: {"ratio": est, "ci_low": low, "ci_high": high, "verdict": classify(low, high, tolerance)}
                  for name, (est, low, high) in intervals.items()}
@@ -139,6 +158,15 @@ def effect(
     out["ci_level"] = level
     out["rounds"] = int(len(numerators[0])) if numerators else 0
     return out
+
+
+def interval_level(confidence: float, cells: int) -> float:
+    """The level of each interval of a run of ``cells`` cells, each judged on p50 and p99 (Bonferroni).
+
+    >>> interval_level(0.95, 2)
+    0.9875
+    """
+    return family_level(confidence, cells * len(STATS))
 
 
 def family_level(confidence: float, tests: int) -> float:

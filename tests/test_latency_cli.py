@@ -60,6 +60,7 @@ def test_regression_exits_3_and_writes_valid_json_html_and_store(files: dict[str
     assert reports.validate_report(report) == []
     assert report["verdict"] == "regression" and report["attribution"] == "model"
     assert [c["batch_size"] for c in report["cells"]] == [1, 8]
+    assert [c["model_effect"]["ci_level"] for c in report["cells"]] == pytest.approx([1 - 0.05 / 4] * 2)  # 2 cells x (p50, p99)
     assert report["telemetry"]["status"] == "unavailable" and report["telemetry"]["reason"]
     page = (d / "r.html").read_text()
     assert page.count("data:image/png;base64,") == 2 and "regression" in page
