@@ -3,8 +3,12 @@ for every (dtype, batch size) cell, then the memory probe of each model.
 
 Within a round every arm runs 2 x (number of arms) short slices, alternating with the other arms:
 the order rotates once forwards and once backwards (ABBA for two arms), so within every round each
-arm holds each position and follows each neighbour equally often, and a burst of machine load hits
-every arm. A round's slices of one arm form that arm's sample of the round. Each slice starts with
+arm holds each position equally often, and a burst of machine load hits every arm. Which arm starts
+the rotation is drawn anew each round (seeded by ``--seed``): a fixed order gives one arm a fixed
+place in the round's pattern (with four arms the last one never follows itself), and anything on the
+machine that recurs with the rounds' rhythm would then fall on that arm in every round, where drawn
+orders spread it over all arms (randomized multiple interleaved trials, Abedi and Brecht, ICPE 2017).
+A round's slices of one arm form that arm's sample of the round. Each slice starts with
 one untimed request (the caches were just used by another model) and then holds at least
 ``min_count / (rounds * slices)`` requests and as many seconds, so each arm ends with at least the
 run's minimum count and minimum duration.
@@ -168,8 +172,9 @@ class _CellRun:
     def run_round(self) -> None:
         """Run one round (every arm in every slice) and append each arm's merged chunk."""
         parts: dict[int, list[Chunk]] = {id(a): [] for a in self.arms}
+        drawn = round_arms(self.arms, self.rng)
         for s in range(self.slices):
-            for arm in _order(self.arms, s):
+            for arm in _order(drawn, s):
                 parts[id(arm)].append(self._slice(arm))
         for arm in self.arms:
             arm.chunks.append(merge_chunks(parts[id(arm)]))
@@ -208,6 +213,11 @@ def _last_line(exc: BaseException) -> str:
     """The last line of a (TorchScript) error: the one that says what went wrong."""
     lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
     return lines[-1][:300] if lines else type(exc).__name__
+
+
+def round_arms(arms: list[ArmRun], rng: np.random.Generator) -> list[ArmRun]:
+    """The arms in this round's drawn order, from which every slice's order is rotated."""
+    return [arms[i] for i in rng.permutation(len(arms))]
 
 
 def _order(arms: list[ArmRun], k: int) -> list[ArmRun]:
