@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import random
+import tempfile
 
 import orjson
 import pytest
@@ -149,6 +150,16 @@ def _random_events(n: int, seed: int = 7) -> list[bytes]:
 def java_rows():
     """Run DW_FEATURES over the tricky and random events; (payload, row) pairs in input order."""
     return _java_rows(CONFIG, TRICKY + _random_events(3000))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _from_elements_folders(tmp_path_factory: pytest.TempPathFactory):
+    """PyFlink's ``from_elements`` leaves an empty ``tempfile.mkdtemp()`` folder behind each call: make them in
+    pytest's folder for this module, not in /tmp."""
+    saved = tempfile.tempdir
+    tempfile.tempdir = str(tmp_path_factory.mktemp("from_elements"))
+    yield
+    tempfile.tempdir = saved
 
 
 def _java_rows(config: MonitorConfig, payloads: list[bytes]):
