@@ -185,7 +185,8 @@ IMAGE_ENV_NAMES = {"JAVA_HOME", "PYTHONUNBUFFERED", "DRIFTWARDEN_RUN_DIR", "FLIN
 
 def image_env(folder: Path) -> dict[str, str]:
     """The image's environment, mapped to this machine: PyFlink's bin/, deploy/flink, the jars' plugins folder;
-    a class path with flink-python (the image copies it into PyFlink's lib/), pid and log folders of its own."""
+    a class path with flink-python (the image copies it into PyFlink's lib/), pid, log and JVM temporary folders
+    of its own (every JVM unpacks jars and writes its JAAS file into java.io.tmpdir: a container's /tmp)."""
     import pyflink
 
     from driftwarden.jobs.flink_env import jar_dir
@@ -195,7 +196,9 @@ def image_env(folder: Path) -> dict[str, str]:
     lib.mkdir()
     for jar in [*home.glob("lib/*.jar"), *home.glob("opt/flink-python-*.jar")]:
         (lib / jar.name).symlink_to(jar)
+    (folder / "tmp").mkdir()
     return {"PYTHONUNBUFFERED": "1", "DRIFTWARDEN_RUN_DIR": str(folder / "run"), "FLINK_LOG_DIR": str(folder / "log"),
+            "JAVA_TOOL_OPTIONS": f"-Djava.io.tmpdir={folder / 'tmp'}",  # a container's /tmp is its own: this one too
             "PATH": f"{home / 'bin'}:{Path(sys.executable).parent}:{os.environ['PATH']}",
             "FLINK_CONF_DIR": str(REPO / "deploy" / "flink"), "FLINK_PLUGINS_DIR": str(jar_dir() / "plugins"),
             "FLINK_LIB_DIR": str(lib), "FLINK_PID_DIR": str(folder / "pids")}
