@@ -21,6 +21,7 @@ import time
 import uuid
 from collections import Counter
 import contextlib
+import functools
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,16 +52,24 @@ MALFORMED = b'{"event_time": '  # not JSON: the job rejects it
 LATE_REASON = "late"
 
 
-#: The ports of ``scripts/services.sh`` at offset 0 (Kafka's four, Alertmanager and its receiver, the registry,
-#: PostgreSQL, Prometheus, Flink's REST and RPC and its three metrics ports).
-SERVICE_PORTS = (59092, 59093, 59094, 59095, 59096, 59097, 59098, 55432, 59090, 58081, 56123, 59250, 59251, 59252)
 #: Offsets tried after the first when one of its ports is taken, this far apart.
 OFFSET_STEP, OFFSET_TRIES = 100, 20
 
 
+@functools.cache
+def service_ports() -> tuple[int, ...]:
+    """Every port of ``scripts/services.sh``'s services at offset 0, as its ``ports`` command prints them (the one
+    table of them): Kafka's four, Alertmanager and its receiver, the registry, PostgreSQL, Prometheus, Flink's REST
+    and RPC and its metrics ports."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DRIFTWARDEN_PORT_OFFSET", "DRIFTWARDEN_PG_PORT")}
+    out = subprocess.run(["bash", str(REPO / "scripts" / "services.sh"), "ports"], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    return tuple(int(line.split()[1]) for line in out.splitlines())
+
+
 def fault_port_offset() -> int:
     """The private services' port offset: :data:`FAULT_OFFSET_ENV` when set, else the first of the caller's offset
-    plus 500, 600, ... at which every one of :data:`SERVICE_PORTS` is free now.
+    plus 500, 600, ... at which every one of :func:`service_ports` is free now.
 
     The ports lie in Linux's ephemeral range: a client's connection (the suite holds many) can hold one of them
     when the services start mid-run, and PostgreSQL then failed to start (seen in 1 CI run in 4)."""
@@ -68,7 +77,7 @@ def fault_port_offset() -> int:
         return int(os.environ[FAULT_OFFSET_ENV])
     first = int(os.environ.get("DRIFTWARDEN_PORT_OFFSET", "0")) + 500
     offsets = [first + OFFSET_STEP * i for i in range(OFFSET_TRIES)]
-    return next((offset for offset in offsets if all(port_free(port + offset) for port in SERVICE_PORTS)), first)
+    return next((offset for offset in offsets if all(port_free(port + offset) for port in service_ports())), first)
 
 
 def port_free(port: int) -> bool:

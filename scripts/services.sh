@@ -5,6 +5,7 @@
 #   scripts/services.sh stop   [...]
 #   scripts/services.sh status [...]
 #   scripts/services.sh clean     stop every service and remove the data kept outside the run folder (below)
+#   scripts/services.sh ports     every port the services listen on at this offset, one "service port" line each
 #
 # Idempotent: starting a running service does nothing, stopping a stopped one does nothing.
 # PID files in .run/pids, logs in .run/logs, data in .run/<service>. Each start waits for
@@ -34,6 +35,15 @@ FLINK_TASKMANAGERS=2  # one slot each: a job at parallelism 2 runs on both
 FLINK_METRICS_PORTS=$((59250 + OFFSET))-$((59250 + FLINK_TASKMANAGERS + OFFSET))  # Flink's Prometheus reporter: the JobManager takes the first, each TaskManager one of the next
 REGISTRY_PORT=$((59098 + OFFSET))  # the schema registry (Confluent-compatible API, Avro topics)
 READY_TIMEOUT="${DRIFTWARDEN_READY_TIMEOUT:-90}"
+
+print_ports() {  # the table above, for the code that must know every port (bench/fault_harness.service_ports)
+  printf '%s %s\n' kafka $KAFKA_PORT kafka-sasl-ssl $KAFKA_SASL_SSL_PORT kafka-mtls $KAFKA_MTLS_PORT \
+    kafka-controller $KAFKA_CONTROLLER_PORT alertmanager $ALERTMANAGER_PORT alertmanager-receiver $AM_RECEIVER_PORT \
+    registry $REGISTRY_PORT postgres $PG_PORT prometheus $PROM_PORT flink-rest $FLINK_REST_PORT flink-rpc $FLINK_RPC_PORT
+  local port
+  for ((port = 59250 + OFFSET; port <= 59250 + FLINK_TASKMANAGERS + OFFSET; port++)); do echo "flink-metrics $port"; done
+}
+[[ ${1:-} == ports ]] && { print_ports; exit 0; }  # before anything is made in the run folder
 
 mkdir -p "$PIDS" "$LOGS"
 
@@ -436,5 +446,5 @@ case "$cmd" in
   stop) stop_each "${services[@]}" ;;
   status) for s in "${services[@]}"; do "status_$s"; done ;;
   clean) stop_each "${ALL[@]}"; clean_postgres ;;
-  *) die "usage: scripts/services.sh start|stop|status [${ALL[*]}] | clean" ;;
+  *) die "usage: scripts/services.sh start|stop|status [${ALL[*]}] | clean | ports" ;;
 esac
