@@ -36,12 +36,16 @@ FLINK_METRICS_PORTS=$((59250 + OFFSET))-$((59250 + FLINK_TASKMANAGERS + OFFSET))
 REGISTRY_PORT=$((59098 + OFFSET))  # the schema registry (Confluent-compatible API, Avro topics)
 READY_TIMEOUT="${DRIFTWARDEN_READY_TIMEOUT:-90}"
 
+flink_metrics_ports() {  # each port of the range FLINK_METRICS_PORTS, one a line
+  local port
+  for ((port = ${FLINK_METRICS_PORTS%-*}; port <= ${FLINK_METRICS_PORTS#*-}; port++)); do echo "$port"; done
+}
 print_ports() {  # the table above, for the code that must know every port (bench/fault_harness.service_ports)
   printf '%s %s\n' kafka $KAFKA_PORT kafka-sasl-ssl $KAFKA_SASL_SSL_PORT kafka-mtls $KAFKA_MTLS_PORT \
     kafka-controller $KAFKA_CONTROLLER_PORT alertmanager $ALERTMANAGER_PORT alertmanager-receiver $AM_RECEIVER_PORT \
     registry $REGISTRY_PORT postgres $PG_PORT prometheus $PROM_PORT flink-rest $FLINK_REST_PORT flink-rpc $FLINK_RPC_PORT
   local port
-  for ((port = 59250 + OFFSET; port <= 59250 + FLINK_TASKMANAGERS + OFFSET; port++)); do echo "flink-metrics $port"; done
+  for port in $(flink_metrics_ports); do echo "flink-metrics $port"; done
 }
 [[ ${1:-} == ports ]] && { print_ports; exit 0; }  # before anything is made in the run folder
 
@@ -370,9 +374,9 @@ for name in sys.argv[1:]: plain(Path(name), Path(name))' "$conf/"log4j*.properti
 
 # the cluster's two reporter endpoints, as file_sd targets of the local Prometheus
 register_flink_targets() {
-  local first=${FLINK_METRICS_PORTS%-*} last=${FLINK_METRICS_PORTS#*-} targets="" port
+  local targets="" port
   mkdir -p "$RUN/prometheus/targets"
-  for ((port = first; port <= last; port++)); do targets+="${targets:+, }\"127.0.0.1:$port\""; done
+  for port in $(flink_metrics_ports); do targets+="${targets:+, }\"127.0.0.1:$port\""; done
   echo "[{\"targets\": [$targets], \"labels\": {\"source\": \"flink-cluster\"}}]" >"$RUN/prometheus/targets/flink-cluster.json"
 }
 stop_flink() {
