@@ -3,8 +3,8 @@ for every (dtype, batch size) cell, then the memory probe of each model.
 
 Within a round every arm runs 2 x (number of arms) short slices, alternating with the other arms:
 the order rotates once forwards and once backwards (ABBA for two arms), so within every round each
-arm holds each position equally often, and a burst of machine load hits every arm. Which arm starts
-the rotation is drawn anew each round (seeded by ``--seed``): a fixed order gives one arm a fixed
+arm holds each position equally often, and a burst of machine load hits every arm. The order the
+rotation starts from is drawn anew each round (seeded by ``--seed``): a fixed order gives one arm a fixed
 place in the round's pattern (with four arms the last one never follows itself), and anything on the
 machine that recurs with the rounds' rhythm would then fall on that arm in every round, where drawn
 orders spread it over all arms (randomized multiple interleaved trials, Abedi and Brecht, ICPE 2017).
@@ -59,6 +59,11 @@ class RunResult:
     memory: dict[str, dict] = field(default_factory=dict)
     telemetry: dict = field(default_factory=dict)
 
+    @property
+    def cells_judged(self) -> int:
+        """How many (dtype, batch size) cells the run judges: the count its intervals' level is split over."""
+        return len(self.dtypes) * len(self.options.batch_sizes)
+
 
 def total_steps(options: BenchOptions, dtypes: int) -> int:
     """How many progress steps a run has (chunks plus memory probes)."""
@@ -75,8 +80,9 @@ def prepare(options: BenchOptions) -> RunResult:
         inputs["incident"] = read_events(options.incident_input, options.max_events)
     adapter = load_adapter(options.adapter, inputs["reference"].events)
     dtypes = resolve_dtypes(options.dtypes, device)
-    check_rounds(options, len(dtypes) * len(options.batch_sizes))
-    return RunResult(options, device, dtypes, make_timer(device).name, inputs, adapter)
+    result = RunResult(options, device, dtypes, make_timer(device).name, inputs, adapter)
+    check_rounds(options, result.cells_judged)
+    return result
 
 
 def check_rounds(options: BenchOptions, cells: int) -> None:
@@ -154,7 +160,7 @@ def _run_cell(result: RunResult, models: dict[str, LoadedModel], pools: dict[str
             for _ in arms:
                 progress.advance(f"{dtype} batch {batch_size}: round {r + 1}/{opts.rounds}")
     result.arms[(dtype, batch_size)] = arms
-    return cell_report(arms, dtype, batch_size, opts, len(result.dtypes) * len(opts.batch_sizes))
+    return cell_report(arms, dtype, batch_size, opts, result.cells_judged)
 
 
 class _CellRun:
